@@ -1,0 +1,51 @@
+"""loadeval_nb: is data loading slowing your PyTorch training down, and what would fixing it buy?
+
+Core (no Jupyter needed)::
+
+    from loadeval_nb import LoaderEvaluator, diagnose, plot_comparison
+
+Plotting (``plot_comparison``, ``save_report``) is imported on first use, so
+``import loadeval_nb`` does not load Bokeh.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._version import __version__
+from .core import (
+    CacheBudgetError,
+    CacheMutationWarning,
+    Diagnosis,
+    LoadEvalError,
+    LoaderEvaluator,
+    Run,
+    RunLogError,
+    diagnose,
+    load_run,
+)
+
+__all__ = [
+    "__version__",
+    "LoaderEvaluator",
+    "Run",
+    "load_run",
+    "diagnose",
+    "Diagnosis",
+    "plot_comparison",
+    "save_report",
+    "LoadEvalError",
+    "CacheBudgetError",
+    "RunLogError",
+    "CacheMutationWarning",
+]
+
+_LAZY = {"plot_comparison": "loadeval_nb.viz", "save_report": "loadeval_nb.viz"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'loadeval_nb' has no attribute {name!r}")

@@ -1,0 +1,256 @@
+"""The verdict: how much faster would training be with an ideal loader, and where the time goes.
+
+See ``docs/verdict.md`` for the method and thresholds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional, Union
+
+from ._errors import LoadEvalError
+from ._format import fmt_pct, fmt_seconds
+from ._run import Run, load_run
+from ._stats import bootstrap_ratio_ci, describe
+
+__all__ = [
+    "diagnose",
+    "Diagnosis",
+    "as_run",
+    "INPUT_BOUND",
+    "PARTLY_INPUT_BOUND",
+    "NOT_INPUT_BOUND",
+    "NOT_ENOUGH_DATA",
+    "MIN_STEADY_STEPS",
+    "INPUT_BOUND_HEADROOM",
+    "PARTLY_HEADROOM",
+]
+
+INPUT_BOUND = "INPUT-BOUND"
+PARTLY_INPUT_BOUND = "PARTLY INPUT-BOUND"
+NOT_INPUT_BOUND = "NOT INPUT-BOUND"
+NOT_ENOUGH_DATA = "NOT ENOUGH DATA"
+
+MIN_STEADY_STEPS = 10
+"""Fewer steady steps than this in either run gives NOT ENOUGH DATA."""
+INPUT_BOUND_HEADROOM = 0.20
+"""Headroom (1 - ideal/real) at or above this, significantly, is INPUT-BOUND (speedup >= 1.25x)."""
+PARTLY_HEADROOM = 0.05
+"""Headroom at or above this, significantly, is PARTLY INPUT-BOUND (speedup >= ~1.05x)."""
+CI_LEVEL = 0.95
+
+RunLike = Union[Run, str, "os.PathLike[str]", Any]
+
+
+def as_run(x: RunLike, name: str = "run") -> Run:
+    """Accept a :class:`Run`, a path to a run log, or anything with ``to_run()`` (an evaluator)."""
+    if isinstance(x, Run):
+        return x
+    if isinstance(x, (str, os.PathLike)):
+        return load_run(x)
+    to_run = getattr(x, "to_run", None)
+    if callable(to_run):
+        run = to_run()
+        if isinstance(run, Run):
+            return run
+    raise LoadEvalError(
+        f"{name} must be a LoaderEvaluator, a Run or the path of a run log, not a {type(x).__name__}."
+    )
+
+
+@dataclass
+class Diagnosis:
+    """The comparison of a real run with an ideal (replayed-cache) run. Times in seconds."""
+
+    verdict: str
+    reason: str
+    real_step_s: Optional[float]
+    ideal_step_s: Optional[float]
+    speedup: Optional[float]
+    headroom: Optional[float]
+    speedup_ci: tuple[Optional[float], Optional[float]]
+    real_median_s: Optional[float]
+    ideal_median_s: Optional[float]
+    real_p90_s: Optional[float]
+    ideal_p90_s: Optional[float]
+    real_samples_per_s: Optional[float]
+    ideal_samples_per_s: Optional[float]
+    real_steps_per_s: Optional[float]
+    ideal_steps_per_s: Optional[float]
+    wait_share: Optional[float]
+    """Fraction of the real run's steady time spent waiting inside ``next()``."""
+    real_wait_s: Optional[float]
+    """Mean wait for data per real step."""
+    real_other_s: Optional[float]
+    """Mean rest of a real step (compute, host-to-device copy, Python): step minus wait."""
+    steps_per_epoch: Optional[int]
+    time_saved_per_epoch_s: Optional[float]
+    real_epoch_s: Optional[float]
+    real_gpu_util_pct: Optional[float]
+    ideal_gpu_util_pct: Optional[float]
+    real_steady_steps: int
+    ideal_steady_steps: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup_ci"] = list(self.speedup_ci)
+        return d
+
+    def __str__(self) -> str:
+        return format_report(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(str(self))
+
+
+def _verdict(
+    n_real: int, n_ideal: int, headroom: Optional[float], ci: tuple[Optional[float], Optional[float]]
+) -> tuple[str, str]:
+    if n_real < MIN_STEADY_STEPS or n_ideal < MIN_STEADY_STEPS:
+        return NOT_ENOUGH_DATA, (
+            f"only {min(n_real, n_ideal)} steady steps in one run; at least {MIN_STEADY_STEPS} "
+            "are needed (run more steps or fewer warm-up steps)"
+        )
+    assert headroom is not None
+    lo = ci[0]
+    significant = lo is not None and lo > 1.0
+    if headroom >= INPUT_BOUND_HEADROOM:
+        # the interval must clear the PARTLY threshold, not just 1.0
+        if lo is not None and lo >= 1.0 / (1.0 - PARTLY_HEADROOM):
+            return INPUT_BOUND, "an ideal loader would make steps much faster, and the gain is well above noise"
+        if significant:
+            return PARTLY_INPUT_BOUND, "a large gain is likely, but step times are too noisy to be sure of its size"
+        return NOT_ENOUGH_DATA, "the runs differ but step times vary too much to tell; run more steps"
+    if headroom >= PARTLY_HEADROOM and significant:
+        return PARTLY_INPUT_BOUND, "an ideal loader would make steps somewhat faster"
+    if headroom >= PARTLY_HEADROOM:
+        return NOT_INPUT_BOUND, "the difference is within noise"
+    return NOT_INPUT_BOUND, "steps are as fast with the real loader as with an ideal one"
+
+
+def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
+    """Compare a real run with an ideal one.
+
+    ``real`` and ``ideal`` may be :class:`LoaderEvaluator` objects, :class:`Run`
+    objects, or paths of run logs. The verdict uses mean step times over each
+    run's steady steps (mean step = 1 / throughput); medians and p90s are
+    reported beside it.
+    """
+    r = as_run(real, "real")
+    i = as_run(ideal, "ideal")
+    rs, is_ = r.steady_step_s(), i.steady_step_s()
+    r_idx, i_idx = r.steady_indices(), i.steady_indices()
+    rd = describe(rs, [r.samples[k] for k in r_idx])
+    idd = describe(is_, [i.samples[k] for k in i_idx])
+    speedup = headroom = None
+    ci: tuple[Optional[float], Optional[float]] = (None, None)
+    if rd["mean_s"] and idd["mean_s"]:
+        speedup = rd["mean_s"] / idd["mean_s"]
+        headroom = 1.0 - idd["mean_s"] / rd["mean_s"]
+        ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)
+    verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
+
+    waits = r.steady_wait_s()
+    wait_share = real_wait = real_other = None
+    if waits is not None and rd["total_s"]:
+        wait_share = sum(waits) / rd["total_s"]
+        real_wait = sum(waits) / len(waits)
+        real_other = rd["mean_s"] - real_wait
+    spe = r.steps_per_epoch()
+    saved = real_epoch = None
+    if spe and rd["mean_s"] is not None:
+        real_epoch = rd["mean_s"] * spe
+        if idd["mean_s"] is not None:
+            saved = (rd["mean_s"] - idd["mean_s"]) * spe
+    notes = []
+    if r.mode != "log":
+        notes.append(f"the 'real' run was recorded in {r.mode!r} mode")
+    if i.mode != "replay":
+        notes.append(f"the 'ideal' run was recorded in {i.mode!r} mode")
+    for name, run in (("real", r), ("ideal", i)):
+        if run.status != "complete":
+            notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
+    if verdict != NOT_ENOUGH_DATA and real_other is not None and idd["mean_s"]:
+        slower = real_other / idd["mean_s"] - 1.0
+        if slower > 0.15:
+            notes.append(
+                f"apart from waiting, real steps were {slower:.0%} slower than ideal ones "
+                "(CPU contention from workers, or host-to-device copies the cache avoided)"
+            )
+    return Diagnosis(
+        verdict=verdict,
+        reason=reason,
+        real_step_s=rd["mean_s"],
+        ideal_step_s=idd["mean_s"],
+        speedup=speedup,
+        headroom=headroom,
+        speedup_ci=ci,
+        real_median_s=rd["median_s"],
+        ideal_median_s=idd["median_s"],
+        real_p90_s=rd["p90_s"],
+        ideal_p90_s=idd["p90_s"],
+        real_samples_per_s=rd["samples_per_s"],
+        ideal_samples_per_s=idd["samples_per_s"],
+        real_steps_per_s=rd["steps_per_s"],
+        ideal_steps_per_s=idd["steps_per_s"],
+        wait_share=wait_share,
+        real_wait_s=real_wait,
+        real_other_s=real_other,
+        steps_per_epoch=spe,
+        time_saved_per_epoch_s=saved,
+        real_epoch_s=real_epoch,
+        real_gpu_util_pct=r.mean_gpu_util_pct(),
+        ideal_gpu_util_pct=i.mean_gpu_util_pct(),
+        real_steady_steps=len(rs),
+        ideal_steady_steps=len(is_),
+        notes=notes,
+    )
+
+
+def _rate(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:,.0f} samples/s"
+
+
+def _gpu(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.0f}%"
+
+
+def format_report(d: Diagnosis) -> str:
+    """The short readable report behind ``str(diagnosis)``."""
+    lines = [f"Verdict: {d.verdict} - {d.reason}."]
+    lines.append(
+        f"  real step   {fmt_seconds(d.real_step_s):>9} mean (median {fmt_seconds(d.real_median_s)}, "
+        f"p90 {fmt_seconds(d.real_p90_s)})  {_rate(d.real_samples_per_s)}  [{d.real_steady_steps} steps]"
+    )
+    lines.append(
+        f"  ideal step  {fmt_seconds(d.ideal_step_s):>9} mean (median {fmt_seconds(d.ideal_median_s)}, "
+        f"p90 {fmt_seconds(d.ideal_p90_s)})  {_rate(d.ideal_samples_per_s)}  [{d.ideal_steady_steps} steps]"
+    )
+    if d.speedup is not None:
+        lo, hi = d.speedup_ci
+        ci = f" (95% CI {lo:.2f}-{hi:.2f}x)" if lo is not None and hi is not None else ""
+        lines.append(
+            f"  an ideal loader would be {d.speedup:.2f}x as fast{ci}; headroom {fmt_pct(d.headroom, 1)}"
+        )
+    if d.wait_share is not None:
+        lines.append(
+            f"  where the time goes: waiting for data {fmt_seconds(d.real_wait_s)} per step "
+            f"({fmt_pct(d.wait_share)}), the rest {fmt_seconds(d.real_other_s)} "
+            f"(ideal step {fmt_seconds(d.ideal_step_s)})"
+        )
+    if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
+        lines.append(
+            f"  time saved per epoch of {d.steps_per_epoch} steps: "
+            f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}"
+        )
+    if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None:
+        lines.append("  GPU utilisation: n/a (no NVIDIA GPU readings)")
+    else:
+        lines.append(
+            f"  GPU utilisation: real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
+        )
+    for n in d.notes:
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)

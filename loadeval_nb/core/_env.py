@@ -1,0 +1,89 @@
+"""What a run log records about the machine and the loader."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any, Optional
+
+from .._version import __version__
+
+__all__ = ["environment", "loader_settings", "cuda_in_use", "cuda_synchronize"]
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def cuda_in_use() -> bool:
+    """True if this process has initialised CUDA (cheap; never initialises it)."""
+    torch = _torch()
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def cuda_synchronize() -> None:
+    """Wait for queued GPU work, if this process uses CUDA."""
+    if cuda_in_use():
+        _torch().cuda.synchronize()
+
+
+def environment() -> dict[str, Any]:
+    """Versions and devices: enough to tell two runs' machines apart."""
+    env: dict[str, Any] = {
+        "loadeval_nb_version": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_version": None,
+        "cuda_available": False,
+        "cuda_version": None,
+        "devices": [],
+    }
+    torch = _torch()
+    if torch is not None:
+        env["torch_version"] = str(torch.__version__)
+        try:
+            env["cuda_version"] = torch.version.cuda
+            if torch.cuda.is_available():
+                env["cuda_available"] = True
+                env["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        except Exception:
+            pass
+    return env
+
+
+def _attr(obj: Any, name: str) -> Any:
+    v = getattr(obj, name, None)
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    return repr(v)
+
+
+def _len(obj: Any) -> Optional[int]:
+    try:
+        return len(obj)
+    except Exception:
+        return None
+
+
+def loader_settings(loader: Any) -> dict[str, Any]:
+    """The DataLoader settings that decide loading speed (None where the loader has none)."""
+    dataset = getattr(loader, "dataset", None)
+    return {
+        "type": f"{type(loader).__module__}.{type(loader).__qualname__}",
+        "batch_size": _attr(loader, "batch_size"),
+        "num_workers": _attr(loader, "num_workers"),
+        "pin_memory": _attr(loader, "pin_memory"),
+        "prefetch_factor": _attr(loader, "prefetch_factor"),
+        "persistent_workers": _attr(loader, "persistent_workers"),
+        "drop_last": _attr(loader, "drop_last"),
+        "len": _len(loader),
+        "dataset_type": type(dataset).__qualname__ if dataset is not None else None,
+        "dataset_len": _len(dataset) if dataset is not None else None,
+    }

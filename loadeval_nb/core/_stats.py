@@ -1,0 +1,86 @@
+"""Statistics on step times: summaries and a block-bootstrap interval on the speedup."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+__all__ = ["describe", "block_length", "bootstrap_ratio_ci"]
+
+
+def describe(step_s: Sequence[float], samples: Optional[Sequence[Optional[int]]] = None) -> dict:
+    """Mean, median, p90, min, max (seconds) and throughput of a set of steps.
+
+    ``samples_per_s`` is total samples / total time (None when sample counts are unknown);
+    ``steps_per_s`` is 1 / mean.
+    """
+    a = np.asarray(step_s, dtype=float)
+    n = int(a.size)
+    out: dict = {"n": n, "mean_s": None, "median_s": None, "p90_s": None, "min_s": None,
+                 "max_s": None, "std_s": None, "total_s": None, "steps_per_s": None,
+                 "samples_per_s": None}
+    if n == 0:
+        return out
+    total = float(a.sum())
+    out.update(
+        mean_s=float(a.mean()),
+        median_s=float(np.median(a)),
+        p90_s=float(np.percentile(a, 90)),
+        min_s=float(a.min()),
+        max_s=float(a.max()),
+        std_s=float(a.std(ddof=1)) if n > 1 else 0.0,
+        total_s=total,
+        steps_per_s=(n / total) if total > 0 else None,
+    )
+    if samples is not None and len(samples) == n and all(s is not None for s in samples) and total > 0:
+        out["samples_per_s"] = float(sum(samples)) / total  # type: ignore[arg-type]
+    return out
+
+
+def block_length(n: int) -> int:
+    """Block length for the moving-block bootstrap: about n^(1/3), at least 1.
+
+    Step times are autocorrelated (an input-bound loop with W workers stalls
+    every W steps), so resampling single steps would understate the spread.
+    """
+    return max(1, int(round(n ** (1 / 3))) + 1) if n > 1 else 1
+
+
+def _block_means(a: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    n = a.size
+    b = min(block_length(n), n)
+    n_blocks = math.ceil(n / b)
+    starts = rng.integers(0, n - b + 1, size=(n_boot, n_blocks))
+    idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(n_boot, -1)[:, :n]
+    return a[idx].mean(axis=1)
+
+
+def bootstrap_ratio_ci(
+    num: Sequence[float],
+    den: Sequence[float],
+    *,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[Optional[float], Optional[float]]:
+    """Percentile interval of ``mean(num) / mean(den)`` by moving-block bootstrap.
+
+    The two series are resampled independently (they come from separate runs).
+    Deterministic for a given ``seed``. Returns ``(None, None)`` for empty input.
+    """
+    a = np.asarray(num, dtype=float)
+    b = np.asarray(den, dtype=float)
+    if a.size == 0 or b.size == 0:
+        return None, None
+    rng = np.random.default_rng(seed)
+    ma = _block_means(a, n_boot, rng)
+    mb = _block_means(b, n_boot, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = ma / mb
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size == 0:
+        return None, None
+    lo, hi = np.percentile(ratios, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(lo), float(hi)

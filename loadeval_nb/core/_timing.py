@@ -1,0 +1,164 @@
+"""Per-step timing with no Python frame on the per-step path.
+
+The iterator handed to the training loop is composed of C-level iterators only
+(``zip``, ``map``, ``iter(callable, sentinel)``, ``chain``), so each step costs a
+couple of ``clock()`` calls and list appends and nothing else:
+
+* log mode:    ``zip(stamp(starts), source, stamp(ready))``: ``starts[i]`` is when
+  the loop asked for batch *i*, ``ready[i]`` when it got it. The time in between
+  is the wait for data; ``starts[i+1] - starts[i]`` is the whole step.
+* replay mode: ``zip(stamp(starts), cached)``: one stamp per step.
+
+``zip`` stops at the first exhausted iterator after advancing the ones before it,
+so when the source is done one more start stamp is taken: the end of the last
+step. A trailing ``iter(guard.end, DONE)`` calls back once at exhaustion; if the
+loop leaves early (``break``, an exception), the iterator is dropped and the
+guard's ``__del__`` closes the epoch instead.
+
+Everything else (turning stamps into steps) happens off the hot path, in
+:func:`epoch_steps`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from itertools import chain, islice
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+__all__ = ["Clock", "EpochRecord", "EpochGuard", "timed_log_iter", "timed_replay_iter", "epoch_steps"]
+
+Clock = Callable[[], int]
+"""A monotonic clock returning integer nanoseconds (default ``time.perf_counter_ns``)."""
+
+_second = itemgetter(1)
+_DONE = object()
+
+DEFAULT_CLOCK: Clock = time.perf_counter_ns
+
+
+@dataclass
+class EpochRecord:
+    """Raw stamps of one pass over the loader (one ``iter()`` of the evaluator).
+
+    All times are integer nanoseconds from the evaluator's clock.
+    """
+
+    setup_ns: int = 0
+    """Time spent in ``iter(source)`` before the first step (worker start-up)."""
+    starts: list[int] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+    end_ns: Optional[int] = None
+    """When the epoch was closed (exhaustion, break or error)."""
+    sync_ns: int = 0
+    """Time spent in the closing ``torch.cuda.synchronize()`` (queued GPU work)."""
+    status: str = "running"
+    """``running``, ``complete`` (source exhausted or ``max_steps`` reached),
+    ``stopped`` (the loop left early) or ``source-error`` (``next()`` raised)."""
+    first_batch_samples: Optional[int] = None
+
+    @property
+    def open(self) -> bool:
+        return self.status == "running"
+
+
+class EpochGuard:
+    """Closes an epoch exactly once: at exhaustion, or when the loop drops the iterator."""
+
+    __slots__ = ("_close", "_closed", "__weakref__")
+
+    def __init__(self, close: Callable[[str], None]) -> None:
+        self._close = close
+        self._closed = False
+
+    def end(self) -> object:
+        """Called by ``iter(guard.end, DONE)`` when the source is exhausted."""
+        self.close("complete")
+        return _DONE
+
+    def close(self, status: str) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close(status)
+
+    def __del__(self) -> None:
+        try:
+            self.close("stopped")
+        except Exception:  # pragma: no cover - never raise from a finaliser
+            pass
+
+
+def _stamps(out: list[int], clock: Clock) -> Iterator[None]:
+    # iter(clock, sentinel) calls clock() forever; map(list.append) stores each value.
+    return map(out.append, iter(clock, _DONE))
+
+
+def timed_log_iter(
+    source: Iterator[Any],
+    rec: EpochRecord,
+    guard: EpochGuard,
+    clock: Clock,
+    first_hook: Optional[Callable[[Any], Any]] = None,
+) -> Iterator[Any]:
+    """Iterate ``source``, stamping before and after every ``next()``."""
+    z = zip(_stamps(rec.starts, clock), source, _stamps(rec.ready, clock))
+    tail = iter(guard.end, _DONE)
+    if first_hook is None:
+        return chain(map(_second, z), tail)
+    # islice(z, 1) stops before advancing z again, so z resumes at the second batch.
+    return chain(map(first_hook, islice(z, 1)), map(_second, z), tail)
+
+
+def timed_replay_iter(
+    batches: Iterable[Any], rec: EpochRecord, guard: EpochGuard, clock: Clock
+) -> Iterator[Any]:
+    """Iterate cached ``batches``, stamping once per step."""
+    return chain(map(_second, zip(_stamps(rec.starts, clock), batches)), iter(guard.end, _DONE))
+
+
+@dataclass
+class EpochSteps:
+    """Per-step arrays derived from an :class:`EpochRecord` (nanoseconds)."""
+
+    start_ns: list[int]
+    """Clock value at which each step began (absolute, same clock as the samplers)."""
+    wait_ns: Optional[list[int]]
+    step_ns: list[int]
+    complete: list[bool]
+    """False for a step whose end is not known exactly (the last step before a break)."""
+
+
+def epoch_steps(rec: EpochRecord, *, measure_wait: bool) -> EpochSteps:
+    """Turn stamps into steps.
+
+    * step *i* runs from ``starts[i]`` to ``starts[i+1]``; the last step of a
+      complete epoch also gets the closing CUDA synchronisation (GPU work still
+      queued belongs to the run), and the first step gets ``setup_ns``.
+    * after a ``break`` there is no stamp for the end of the last step: it is
+      closed at ``end_ns`` (when the loop dropped the iterator), never negative,
+      and flagged incomplete so statistics can leave it out.
+    """
+    starts, ready = rec.starts, rec.ready
+    n = len(ready) if measure_wait else max(len(starts) - 1, 0)
+    if not measure_wait and rec.status != "complete":
+        # replay: stamps are the step starts; a break leaves no closing stamp.
+        n = len(starts)
+    if n <= 0:
+        return EpochSteps([], [] if measure_wait else None, [], [])
+    ends: list[int] = list(starts[1 : n + 1])
+    complete = [True] * n
+    if len(ends) < n:  # left early: the last step's end is when the iterator was dropped
+        end = rec.end_ns if rec.end_ns is not None else starts[n - 1]
+        ends.append(max(end, starts[n - 1]))
+        complete[-1] = False
+    ends[-1] += rec.sync_ns
+    step = [e - s for s, e in zip(starts[:n], ends)]
+    step[0] += rec.setup_ns
+    wait: Optional[list[int]] = None
+    if measure_wait:
+        wait = [r - s for s, r in zip(starts[:n], ready[:n])]
+        wait[0] += rec.setup_ns
+    start = list(starts[:n])
+    start[0] -= rec.setup_ns
+    return EpochSteps(start, wait, step, complete)
