@@ -8,8 +8,8 @@ here: tensors are recognised by duck typing, so the core works on any iterable.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, Optional
 
 __all__ = [
     "iter_leaves",

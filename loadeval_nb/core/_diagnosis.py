@@ -106,7 +106,10 @@ class Diagnosis:
 
 
 def _verdict(
-    n_real: int, n_ideal: int, headroom: Optional[float], ci: tuple[Optional[float], Optional[float]]
+    n_real: int,
+    n_ideal: int,
+    headroom: Optional[float],
+    ci: tuple[Optional[float], Optional[float]],
 ) -> tuple[str, str]:
     if n_real < MIN_STEADY_STEPS or n_ideal < MIN_STEADY_STEPS:
         return NOT_ENOUGH_DATA, (
@@ -119,10 +122,19 @@ def _verdict(
     if headroom >= INPUT_BOUND_HEADROOM:
         # the interval must clear the PARTLY threshold, not just 1.0
         if lo is not None and lo >= 1.0 / (1.0 - PARTLY_HEADROOM):
-            return INPUT_BOUND, "an ideal loader would make steps much faster, and the gain is well above noise"
+            return (
+                INPUT_BOUND,
+                "an ideal loader would make steps much faster, and the gain is well above noise",
+            )
         if significant:
-            return PARTLY_INPUT_BOUND, "a large gain is likely, but step times are too noisy to be sure of its size"
-        return NOT_ENOUGH_DATA, "the runs differ but step times vary too much to tell; run more steps"
+            return (
+                PARTLY_INPUT_BOUND,
+                "a large gain is likely, but step times are too noisy to be sure of its size",
+            )
+        return (
+            NOT_ENOUGH_DATA,
+            "the runs differ but step times vary too much to tell; run more steps",
+        )
     if headroom >= PARTLY_HEADROOM and significant:
         return PARTLY_INPUT_BOUND, "an ideal loader would make steps somewhat faster"
     if headroom >= PARTLY_HEADROOM:

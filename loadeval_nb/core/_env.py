@@ -52,7 +52,9 @@ def environment() -> dict[str, Any]:
             env["cuda_version"] = torch.version.cuda
             if torch.cuda.is_available():
                 env["cuda_available"] = True
-                env["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                env["devices"] = [
+                    torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+                ]
         except Exception:
             pass
     return env

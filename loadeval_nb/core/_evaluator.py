@@ -9,8 +9,9 @@ import logging
 import sys
 import warnings
 import weakref
+from collections.abc import Iterator
 from itertools import cycle, islice
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from ._batches import batch_nbytes, leading_dim, map_tensors, tensor_versions
 from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings
@@ -129,7 +130,9 @@ class LoaderEvaluator:
                 f"not a {type(dataloader).__name__}."
             )
         if isinstance(dataloader, LoaderEvaluator):
-            raise LoadEvalError("dataloader is already a LoaderEvaluator; wrap the original loader instead.")
+            raise LoadEvalError(
+                "dataloader is already a LoaderEvaluator; wrap the original loader instead."
+            )
         if mode == "replay" and max_steps is None and _safe_len(dataloader) is None:
             raise LoadEvalError(
                 f"Replay needs to know how many steps make an epoch, but this "
@@ -172,7 +175,9 @@ class LoaderEvaluator:
         if self.max_steps is not None:
             return self.max_steps if n is None else min(n, self.max_steps)
         if n is None:
-            raise TypeError(f"{type(self.dataloader).__name__} has no len(); pass max_steps=N to fix one.")
+            raise TypeError(
+                f"{type(self.dataloader).__name__} has no len(); pass max_steps=N to fix one."
+            )
         return n
 
     def __getattr__(self, name: str) -> Any:
@@ -215,8 +220,10 @@ class LoaderEvaluator:
             raise LoadEvalError(
                 "cache_on='device' needs a CUDA device, and none is available; use cache_on='host'."
             )
-        return torch.device(self.device) if self.device is not None else torch.device(
-            "cuda", torch.cuda.current_device()
+        return (
+            torch.device(self.device)
+            if self.device is not None
+            else torch.device("cuda", torch.cuda.current_device())
         )
 
     def _cache_batches(self) -> None:
@@ -245,7 +252,9 @@ class LoaderEvaluator:
         if to_device is not None:
             cuda_synchronize()
         if len(cache) < self.num_cached_batches:
-            log.info("loadeval_nb: the loader had only %d batches; caching all of them.", len(cache))
+            log.info(
+                "loadeval_nb: the loader had only %d batches; caching all of them.", len(cache)
+            )
         self.cached_batches = cache
         self.cache_bytes = sum(batch_nbytes(b) for b in cache)
         self._cache_versions = [tensor_versions(b) for b in cache]
@@ -335,7 +344,11 @@ class LoaderEvaluator:
         # A loader left mid-epoch (break, error, max_steps) still has workers: stop them.
         # An exhausted DataLoader iterator has already stopped its own.
         left_early = status != "complete" or self.max_steps is not None
-        if src is not None and left_early and not getattr(self.dataloader, "persistent_workers", False):
+        if (
+            src is not None
+            and left_early
+            and not getattr(self.dataloader, "persistent_workers", False)
+        ):
             shutdown_source(src)
         if self.mode == "replay":
             self._check_mutation()
@@ -363,7 +376,9 @@ class LoaderEvaluator:
     # -- results ------------------------------------------------------------------
     @property
     def total_steps(self) -> int:
-        return sum(len(epoch_steps(r, measure_wait=self.mode == "log").step_ns) for r in self._epochs)
+        return sum(
+            len(epoch_steps(r, measure_wait=self.mode == "log").step_ns) for r in self._epochs
+        )
 
     def to_run(self) -> Run:
         """A :class:`Run` with everything measured so far (closes an open epoch first)."""
@@ -384,7 +399,12 @@ class LoaderEvaluator:
             epoch += [e] * len(s.step_ns)
             complete += s.complete
             epochs.append(
-                {"status": rec.status, "steps": len(s.step_ns), "setup_ns": rec.setup_ns, "sync_ns": rec.sync_ns}
+                {
+                    "status": rec.status,
+                    "steps": len(s.step_ns),
+                    "setup_ns": rec.setup_ns,
+                    "sync_ns": rec.sync_ns,
+                }
             )
         samples = self._samples(epoch)
         statuses = [e["status"] for e in epochs]
@@ -538,5 +558,3 @@ def _safe_len(obj: Any) -> Optional[int]:
         return len(obj)
     except Exception:
         return None
-
-

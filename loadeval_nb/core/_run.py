@@ -188,12 +188,14 @@ class Run:
         """Build a Run from a parsed document, refusing foreign or newer ones."""
         if not isinstance(doc, dict) or doc.get("kind") != RUN_KIND:
             raise RunLogError(
-                f"{source} is not a loadeval_nb run log (it has no \"kind\": \"{RUN_KIND}\"); "
+                f'{source} is not a loadeval_nb run log (it has no "kind": "{RUN_KIND}"); '
                 "pass a file written by LoaderEvaluator(metrics_file=...) or save_metrics()."
             )
         version = doc.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool):
-            raise RunLogError(f"{source} has no integer schema_version; write it again with save_metrics().")
+            raise RunLogError(
+                f"{source} has no integer schema_version; write it again with save_metrics()."
+            )
         if version > SCHEMA_VERSION:
             raise RunLogError(
                 f"{source} uses run-log schema {version}, newer than the {SCHEMA_VERSION} this "
@@ -209,10 +211,17 @@ class Run:
             samples = [None if x is None else int(x) for x in steps.get("samples") or [None] * n]
             epoch = [int(x) for x in steps.get("epoch") or [0] * n]
             complete = [bool(x) for x in steps.get("complete") or [True] * n]
-            for name, arr in (("start_ns", start_ns), ("samples", samples), ("epoch", epoch),
-                              ("complete", complete), ("wait_ns", wait_ns)):
+            for name, arr in (
+                ("start_ns", start_ns),
+                ("samples", samples),
+                ("epoch", epoch),
+                ("complete", complete),
+                ("wait_ns", wait_ns),
+            ):
                 if arr is not None and len(arr) != n:
-                    raise ValueError(f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}")
+                    raise ValueError(
+                        f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}"
+                    )
             settings = dict(doc.get("settings") or {})
             return cls(
                 mode=str(doc["mode"]),
@@ -233,7 +242,9 @@ class Run:
                 util=doc.get("util"),
             )
         except (KeyError, TypeError, ValueError) as e:
-            raise RunLogError(f"{source} is a damaged run log ({e}); record the run again.") from None
+            raise RunLogError(
+                f"{source} is a damaged run log ({e}); record the run again."
+            ) from None
 
 
 def load_run(path: PathLike) -> Run:
@@ -251,7 +262,9 @@ def load_run(path: PathLike) -> Run:
     except IsADirectoryError:
         raise RunLogError(f"{p!r} is a directory; pass the path of a .json run log.") from None
     except UnicodeDecodeError:
-        raise RunLogError(f"{p!r} is not a text file; pass a .json run log written by loadeval_nb.") from None
+        raise RunLogError(
+            f"{p!r} is not a text file; pass a .json run log written by loadeval_nb."
+        ) from None
     except json.JSONDecodeError as e:
         raise RunLogError(
             f"{p!r} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "

@@ -125,7 +125,9 @@ class _CpuReader:
             return None
 
     def read(self) -> tuple[Optional[float], Optional[float], int]:
-        if self._ticks % 10 == 0:  # listing children walks /proc: once a second is plenty
+        # Listing children walks /proc: every tick for the first 2 s (workers are
+        # starting), then once every 10 ticks.
+        if self._ticks < 20 or self._ticks % 10 == 0:
             try:
                 kids = self._me.children(recursive=True)
                 self._children = {p.pid: p for p in kids}
@@ -207,7 +209,9 @@ class UtilSampler:
                 pynvml = st["pynvml"]
                 handles = [d["handle"] for d in st["devices"]]
                 if not self.gpu_devices:
-                    self.gpu_devices = [{"index": d["index"], "name": d["name"]} for d in st["devices"]]
+                    self.gpu_devices = [
+                        {"index": d["index"], "name": d["name"]} for d in st["devices"]
+                    ]
                     self.gpu_util_pct = [[None] * len(self.t_ns) for _ in handles]
                     self.gpu_mem_used_bytes = [[None] * len(self.t_ns) for _ in handles]
         cpu_reader = None
@@ -215,10 +219,15 @@ class UtilSampler:
             try:
                 cpu_reader = _CpuReader(self._clock)
             except Exception as e:  # psutil missing or unusable
-                log.warning("loadeval_nb: no CPU readings (%s); CPU utilisation is recorded as null.", e)
+                log.warning(
+                    "loadeval_nb: no CPU readings (%s); CPU utilisation is recorded as null.", e
+                )
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self._loop, args=(pynvml, handles, cpu_reader), name="loadeval-sampler", daemon=True
+            target=self._loop,
+            args=(pynvml, handles, cpu_reader),
+            name="loadeval-sampler",
+            daemon=True,
         )
         self._thread.start()
 
@@ -278,9 +287,13 @@ class UtilSampler:
     def series(self, t0_ns: int = 0) -> dict[str, Any]:
         """A JSON-ready copy of everything sampled so far; times relative to ``t0_ns``."""
         with self._lock:
-            gpu_util = [list(s) for s in self.gpu_util_pct] if self.gpu_util_pct is not None else None
+            gpu_util = (
+                [list(s) for s in self.gpu_util_pct] if self.gpu_util_pct is not None else None
+            )
             gpu_mem = (
-                [list(s) for s in self.gpu_mem_used_bytes] if self.gpu_mem_used_bytes is not None else None
+                [list(s) for s in self.gpu_mem_used_bytes]
+                if self.gpu_mem_used_bytes is not None
+                else None
             )
             return {
                 "interval_s": self.interval_s,
@@ -293,8 +306,14 @@ class UtilSampler:
                     "mem_used_bytes": gpu_mem,
                 },
                 "cpu": {
-                    "process_pct": list(self.process_cpu_pct) if self.process_cpu_pct is not None else None,
-                    "workers_pct": list(self.workers_cpu_pct) if self.workers_cpu_pct is not None else None,
-                    "workers": list(self.num_workers_seen) if self.num_workers_seen is not None else None,
+                    "process_pct": list(self.process_cpu_pct)
+                    if self.process_cpu_pct is not None
+                    else None,
+                    "workers_pct": list(self.workers_cpu_pct)
+                    if self.workers_cpu_pct is not None
+                    else None,
+                    "workers": list(self.num_workers_seen)
+                    if self.num_workers_seen is not None
+                    else None,
                 },
             }

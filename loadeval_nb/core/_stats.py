@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -18,9 +19,18 @@ def describe(step_s: Sequence[float], samples: Optional[Sequence[Optional[int]]]
     """
     a = np.asarray(step_s, dtype=float)
     n = int(a.size)
-    out: dict = {"n": n, "mean_s": None, "median_s": None, "p90_s": None, "min_s": None,
-                 "max_s": None, "std_s": None, "total_s": None, "steps_per_s": None,
-                 "samples_per_s": None}
+    out: dict = {
+        "n": n,
+        "mean_s": None,
+        "median_s": None,
+        "p90_s": None,
+        "min_s": None,
+        "max_s": None,
+        "std_s": None,
+        "total_s": None,
+        "steps_per_s": None,
+        "samples_per_s": None,
+    }
     if n == 0:
         return out
     total = float(a.sum())
@@ -34,7 +44,12 @@ def describe(step_s: Sequence[float], samples: Optional[Sequence[Optional[int]]]
         total_s=total,
         steps_per_s=(n / total) if total > 0 else None,
     )
-    if samples is not None and len(samples) == n and all(s is not None for s in samples) and total > 0:
+    if (
+        samples is not None
+        and len(samples) == n
+        and all(s is not None for s in samples)
+        and total > 0
+    ):
         out["samples_per_s"] = float(sum(samples)) / total  # type: ignore[arg-type]
     return out
 

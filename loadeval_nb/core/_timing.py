@@ -22,12 +22,20 @@ Everything else (turning stamps into steps) happens off the hot path, in
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from operator import itemgetter
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Optional
 
-__all__ = ["Clock", "EpochRecord", "EpochGuard", "timed_log_iter", "timed_replay_iter", "epoch_steps"]
+__all__ = [
+    "Clock",
+    "EpochRecord",
+    "EpochGuard",
+    "timed_log_iter",
+    "timed_replay_iter",
+    "epoch_steps",
+]
 
 Clock = Callable[[], int]
 """A monotonic clock returning integer nanoseconds (default ``time.perf_counter_ns``)."""

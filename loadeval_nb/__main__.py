@@ -1,0 +1,76 @@
+"""Command line: ``python -m loadeval_nb demo | diagnose | report``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+from .core import LoadEvalError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m loadeval_nb", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="run the built-in synthetic workload as a real + replay pair")
+    d.add_argument("--steps", type=int, default=60, help="measured steps per run (default 60)")
+    d.add_argument("--warmup", type=int, default=5, help="warm-up steps per run (default 5)")
+    d.add_argument("--batch-size", type=int, default=32)
+    d.add_argument("--workers", type=int, default=1, help="DataLoader num_workers (default 1)")
+    d.add_argument(
+        "--cache", type=int, default=10, help="batches cached for the replay (default 10)"
+    )
+    d.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    d.add_argument("--out", default="loadeval-demo.html", help="HTML report path ('' for none)")
+    d.add_argument("--log-dir", default=None, help="also write real.json and ideal.json here")
+    g = sub.add_parser("diagnose", help="print the verdict for two run logs")
+    g.add_argument("real")
+    g.add_argument("ideal")
+    r = sub.add_parser("report", help="write a standalone HTML report for two run logs")
+    r.add_argument("real")
+    r.add_argument("ideal")
+    r.add_argument("-o", "--out", default="loadeval-report.html")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            for name in ("steps", "warmup", "batch_size", "workers", "cache"):
+                v = getattr(args, name)
+                if v < (0 if name in ("warmup", "workers") else 1):
+                    raise LoadEvalError(
+                        f"--{name.replace('_', '-')} must be a positive integer, not {v}."
+                    )
+            from ._demo import run_demo
+
+            run_demo(
+                steps=args.steps,
+                warmup=args.warmup,
+                batch_size=args.batch_size,
+                num_workers=args.workers,
+                cache=args.cache,
+                device=args.device,
+                out=args.out or None,
+                log_dir=args.log_dir,
+            )
+        elif args.command == "diagnose":
+            from .core import diagnose
+
+            print(diagnose(args.real, args.ideal))
+        elif args.command == "report":
+            from .viz import save_report
+
+            print(save_report(args.real, args.ideal, args.out))
+    except LoadEvalError as e:
+        print(f"loadeval_nb: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

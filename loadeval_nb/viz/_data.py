@@ -1,0 +1,99 @@
+"""Run logs -> ColumnDataSource-ready dicts (plain lists; no Bokeh import here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+from ..core import Run
+
+__all__ = ["decimate", "steps_data", "hist_data", "util_data"]
+
+
+def decimate(
+    x: Sequence[float], y: Sequence[float], max_points: int
+) -> tuple[list[float], list[float]]:
+    """Keep at most about ``max_points`` points, preserving spikes.
+
+    Splits the series into buckets and keeps each bucket's minimum and maximum,
+    in order, so a stall (one slow step in a thousand) stays visible.
+    """
+    n = len(y)
+    if n <= max_points or max_points < 4:
+        return list(x), list(y)
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    buckets = max_points // 2
+    edges = np.linspace(0, n, buckets + 1).astype(int)
+    keep: list[int] = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        if b <= a:
+            continue
+        seg = ya[a:b]
+        i, j = a + int(np.argmin(seg)), a + int(np.argmax(seg))
+        keep.extend(sorted({i, j}))
+    return xa[keep].tolist(), ya[keep].tolist()
+
+
+def steps_data(run: Run, max_points: int = 20000) -> dict[str, list[Any]]:
+    """Step index and step time (ms) of every step, decimated past ``max_points``."""
+    x = list(range(run.n_steps))
+    y = [s / 1e6 for s in run.step_ns]
+    x, y = decimate(x, y, max_points)
+    return {"step": x, "step_ms": y}
+
+
+def hist_data(runs: Sequence[Run], bins: int = 40) -> list[dict[str, list[float]]]:
+    """Histograms of the steady step times (ms) of several runs on shared bins."""
+    series = [np.asarray(r.steady_step_s(), dtype=float) * 1e3 for r in runs]
+    allv = (
+        np.concatenate([s for s in series if s.size])
+        if any(s.size for s in series)
+        else np.array([])
+    )
+    if allv.size == 0:
+        return [{"left": [], "right": [], "count": []} for _ in runs]
+    hi = float(np.percentile(allv, 99.5)) if allv.size > 20 else float(allv.max())
+    lo = float(allv.min())
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, bins + 1)
+    out = []
+    for s in series:
+        counts, _ = np.histogram(np.clip(s, lo, hi), bins=edges)
+        out.append(
+            {"left": edges[:-1].tolist(), "right": edges[1:].tolist(), "count": counts.tolist()}
+        )
+    return out
+
+
+def util_data(run: Run) -> dict[str, Any]:
+    """Utilisation series of a run: time (s since run start), GPU % (mean over GPUs), CPU %.
+
+    ``gpu_pct`` is None when the run had no GPU readings.
+    """
+    util = run.util or {}
+    t = [v / 1e9 for v in util.get("t_ns") or []]
+    gpu = util.get("gpu") or {}
+    per_dev = gpu.get("util_pct")
+    gpu_pct: Optional[list[float]] = None
+    if per_dev:
+        gpu_pct = []
+        for k in range(len(t)):
+            vals = [dev[k] for dev in per_dev if k < len(dev) and dev[k] is not None]
+            gpu_pct.append(sum(vals) / len(vals) if vals else float("nan"))
+    cpu = util.get("cpu") or {}
+
+    def clean(xs: Optional[list[Optional[float]]]) -> Optional[list[float]]:
+        if xs is None:
+            return None
+        return [float("nan") if v is None else float(v) for v in xs]
+
+    return {
+        "t_s": t,
+        "gpu_pct": gpu_pct,
+        "gpu_reason": gpu.get("reason"),
+        "process_cpu_pct": clean(cpu.get("process_pct")),
+        "workers_cpu_pct": clean(cpu.get("workers_pct")),
+    }

@@ -1,0 +1,81 @@
+"""Shared fixtures: a leak check after every test, GPU skipping, a fake clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+import pytest
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def _live_children() -> list[psutil.Process]:
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Fail a test that leaves a thread or a worker process running after it."""
+    threads_before = set(threading.enumerate())
+    children_before = {p.pid for p in _live_children()}
+    yield
+    deadline = time.monotonic() + 10
+    while True:
+        threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+        kids = [p for p in _live_children() if p.pid not in children_before]
+        if not threads and not kids:
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for p in kids:  # do not poison the next test
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    pytest.fail(
+        f"leaked after the test: threads {[t.name for t in threads]}, processes {[p.pid for p in kids]}"
+    )
+
+
+class FakeClock:
+    """An integer-nanosecond clock that only moves when told to."""
+
+    def __init__(self, start: int = 1_000_000) -> None:
+        self.t = start
+
+    def __call__(self) -> int:
+        return self.t
+
+    def advance(self, ns: int) -> None:
+        self.t += ns
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

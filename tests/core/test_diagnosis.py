@@ -1,0 +1,188 @@
+"""The verdict: synthetic runs with exact answers, and sleep-based ground truths."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from loadeval_nb import LoaderEvaluator, LoadEvalError, Run, diagnose
+from loadeval_nb.core import INPUT_BOUND, NOT_ENOUGH_DATA, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND
+
+MS = 1_000_000
+
+
+def run_of(step_ms, wait_ms=None, mode="log", warmup=0, samples=8, **kw):
+    step = [int(s * MS) for s in step_ms]
+    start = [sum(step[:i]) for i in range(len(step))]
+    wait = [int(w * MS) for w in wait_ms] if wait_ms is not None else None
+    return Run(
+        mode=mode,
+        start_ns=start,
+        step_ns=step,
+        wait_ns=wait,
+        samples=[samples] * len(step),
+        warmup_steps=warmup,
+        **kw,
+    )
+
+
+def noisy(mean_ms, n, rel=0.03, seed=1):
+    rng = random.Random(seed)
+    return [mean_ms * (1 + rng.uniform(-rel, rel)) for _ in range(n)]
+
+
+def test_input_bound_numbers():
+    real = run_of(noisy(20, 100), wait_ms=noisy(10, 100, seed=2), loader={"len": 500})
+    ideal = run_of(noisy(10, 100, seed=3), mode="replay")
+    d = diagnose(real, ideal)
+    assert d.verdict == INPUT_BOUND
+    assert d.real_step_s == pytest.approx(0.020, rel=0.01)
+    assert d.ideal_step_s == pytest.approx(0.010, rel=0.01)
+    assert d.speedup == pytest.approx(2.0, rel=0.02)
+    assert d.headroom == pytest.approx(0.5, abs=0.01)
+    lo, hi = d.speedup_ci
+    assert lo < d.speedup < hi and lo > 1.9 and hi < 2.1
+    assert d.wait_share == pytest.approx(0.5, abs=0.02)
+    assert d.time_saved_per_epoch_s == pytest.approx(500 * 0.010, rel=0.02)
+    assert d.real_samples_per_s == pytest.approx(8 / 0.020, rel=0.02)
+    assert d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None
+
+
+def test_mean_not_median_decides():
+    # a stall every 4th step: median 10 ms hides it, mean 20 ms (the throughput) shows it
+    real = run_of([10, 10, 10, 50] * 25)
+    ideal = run_of([10] * 100, mode="replay")
+    d = diagnose(real, ideal)
+    assert d.real_median_s == pytest.approx(0.010)
+    assert d.real_step_s == pytest.approx(0.020)
+    assert d.speedup == pytest.approx(2.0)
+    assert d.verdict == INPUT_BOUND
+
+
+def test_not_input_bound():
+    d = diagnose(run_of(noisy(20, 80)), run_of(noisy(20, 80, seed=5), mode="replay"))
+    assert d.verdict == NOT_INPUT_BOUND
+    assert d.speedup == pytest.approx(1.0, abs=0.02)
+
+
+def test_partly_input_bound():
+    d = diagnose(
+        run_of(noisy(11.5, 200, rel=0.01)), run_of(noisy(10, 200, rel=0.01, seed=9), mode="replay")
+    )
+    assert d.verdict == PARTLY_INPUT_BOUND
+    assert 0.05 <= d.headroom < 0.20
+
+
+def test_small_noisy_difference_is_not_called():
+    d = diagnose(
+        run_of(noisy(10.8, 30, rel=0.5)), run_of(noisy(10, 30, rel=0.5, seed=4), mode="replay")
+    )
+    assert d.verdict == NOT_INPUT_BOUND
+    assert d.speedup_ci[0] <= 1.0
+
+
+def test_too_few_steps():
+    d = diagnose(run_of([20] * 30, warmup=25), run_of([10] * 30, mode="replay"))
+    assert d.verdict == NOT_ENOUGH_DATA
+    assert "only 5 steady steps" in d.reason
+
+
+def test_report_text():
+    d = diagnose(
+        run_of(noisy(20, 50), wait_ms=[10] * 50, loader={"len": 100}),
+        run_of(noisy(10, 50), mode="replay"),
+    )
+    text = str(d)
+    assert text.startswith("Verdict: INPUT-BOUND")
+    for needle in (
+        "real step",
+        "ideal step",
+        "95% CI",
+        "waiting for data",
+        "time saved per epoch of 100 steps",
+        "GPU utilisation: n/a",
+    ):
+        assert needle in text
+
+
+def test_gpu_util_reported_when_present():
+    util = {"t_ns": [0, 1], "gpu": {"util_pct": [[50.0, 70.0]]}, "cpu": {}}
+    d = diagnose(
+        run_of([20] * 20, util=util),
+        run_of([10] * 20, mode="replay", util={"t_ns": [0], "gpu": {"util_pct": [[99.0]]}}),
+    )
+    assert d.real_gpu_util_pct == pytest.approx(60.0) and d.ideal_gpu_util_pct == pytest.approx(
+        99.0
+    )
+    assert "GPU utilisation: real 60%, ideal 99%" in str(d)
+
+
+def test_accepts_paths_and_rejects_other_things(tmp_path):
+    p1 = run_of([20] * 20).save(tmp_path / "r.json")
+    p2 = run_of([10] * 20, mode="replay").save(tmp_path / "i.json")
+    assert diagnose(p1, p2).speedup == pytest.approx(2.0)
+    with pytest.raises(
+        LoadEvalError, match="real must be a LoaderEvaluator, a Run or the path of a run log"
+    ):
+        diagnose(42, p2)
+
+
+def test_confidence_interval_is_deterministic():
+    a, b = run_of(noisy(20, 60, rel=0.2)), run_of(noisy(10, 60, rel=0.2, seed=7), mode="replay")
+    assert diagnose(a, b).speedup_ci == diagnose(a, b).speedup_ci
+
+
+# ---- ground truth with sleeps ---------------------------------------------------------------
+
+
+class SleepyItems(Dataset):
+    def __init__(self, n, item_s):
+        self.n, self.item_s = n, item_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.item_s)
+        return torch.zeros(4), i
+
+
+def _pair(item_s, step_s, workers=2, batch=8, steps=60, warmup=6):
+    dl = DataLoader(
+        SleepyItems(batch * (steps + warmup), item_s), batch_size=batch, num_workers=workers
+    )
+    real = LoaderEvaluator(dl, mode="log", warmup_steps=warmup, sample_interval_s=0.05)
+    for _ in real:
+        time.sleep(step_s)
+    ideal = LoaderEvaluator(
+        dl, mode="replay", num_cached_batches=5, warmup_steps=warmup, sample_interval_s=0.05
+    )
+    for _ in ideal:
+        time.sleep(step_s)
+    return diagnose(real, ideal)
+
+
+@pytest.mark.slow
+def test_ground_truth_input_bound():
+    # 8 items x 5 ms = 40 ms per batch per worker, 2 workers -> a batch every 20 ms; the step is 10 ms
+    d = _pair(item_s=0.005, step_s=0.010)
+    assert d.verdict == INPUT_BOUND
+    assert 0.0175 <= d.real_step_s <= 0.026, d
+    assert 0.0095 <= d.ideal_step_s <= 0.0125, d
+    assert 1.5 <= d.speedup <= 2.4, d
+    assert 0.35 <= d.wait_share <= 0.6, d
+
+
+@pytest.mark.slow
+def test_ground_truth_compute_bound():
+    # 8 items x 1 ms = 8 ms per batch per worker, 2 workers -> 4 ms per batch; the step is 40 ms.
+    # (Receiving a batch from a worker still costs ~1 ms of IPC here: real, but under 5% of 40 ms.)
+    d = _pair(item_s=0.001, step_s=0.040, steps=40)
+    assert d.verdict == NOT_INPUT_BOUND, d
+    assert 0.039 <= d.real_step_s <= 0.046, d
+    assert d.speedup < 1.05, d
+    assert d.wait_share < 0.05, d

@@ -1,0 +1,81 @@
+"""Run logs: JSON round trip and clear refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadeval_nb import Run, RunLogError, load_run
+from loadeval_nb.core import SCHEMA_VERSION
+
+
+def sample_run(**kw):
+    d = dict(
+        mode="log", start_ns=[0, 10, 20], step_ns=[10, 10, 12], wait_ns=[1, 2, 3], samples=[4, 4, 2]
+    )
+    d.update(kw)
+    return Run(**d)
+
+
+def test_round_trip(tmp_path):
+    run = sample_run(label="mine", warmup_steps=1, util={"t_ns": [0], "gpu": {"util_pct": None}})
+    p = run.save(tmp_path / "sub" / "r.json")
+    back = load_run(p)
+    assert back.step_ns == run.step_ns and back.wait_ns == run.wait_ns and back.samples == [4, 4, 2]
+    assert back.warmup_steps == 1 and back.label == "mine" and back.util == run.util
+    doc = json.loads(open(p).read())
+    assert doc["schema_version"] == SCHEMA_VERSION and doc["kind"] == "loadeval_nb.run"
+    assert doc["summary"]["steady_steps"] == 2
+
+
+def test_newer_schema_refused(tmp_path):
+    doc = sample_run().to_dict()
+    doc["schema_version"] = SCHEMA_VERSION + 1
+    p = tmp_path / "new.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(
+        RunLogError, match="newer than .* upgrade with `pip install -U loadeval-nb`"
+    ):
+        load_run(p)
+
+
+def test_foreign_json_refused(tmp_path):
+    p = tmp_path / "dali.json"
+    p.write_text(json.dumps({"mode": "log", "total_batches": 3}))
+    with pytest.raises(RunLogError, match="is not a loadeval_nb run log"):
+        load_run(p)
+
+
+def test_truncated_file(tmp_path):
+    p = tmp_path / "cut.json"
+    p.write_text(json.dumps(sample_run().to_dict())[:40])
+    with pytest.raises(RunLogError, match="is not valid JSON .* record the run again"):
+        load_run(p)
+
+
+def test_damaged_arrays(tmp_path):
+    doc = sample_run().to_dict()
+    doc["steps"]["wait_ns"] = [1]
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(RunLogError, match="damaged run log .*wait_ns has 1 entries"):
+        load_run(p)
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(RunLogError, match="No run log at"):
+        load_run(tmp_path / "nope.json")
+    with pytest.raises(RunLogError, match="is a directory"):
+        load_run(tmp_path)
+
+
+def test_binary_file(tmp_path):
+    p = tmp_path / "x.pkl"
+    p.write_bytes(b"\x80\x04\x95\xff\xfe")
+    with pytest.raises(RunLogError):
+        load_run(p)
+
+
+def test_run_log_errors_are_value_errors():
+    assert issubclass(RunLogError, ValueError)

@@ -1,0 +1,123 @@
+"""Utilisation samplers: schedule, soft failure without NVML, fake NVML, real CPU readings."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+import loadeval_nb.core._samplers as smp
+from loadeval_nb.core import UtilSampler
+
+
+@pytest.fixture
+def fresh_nvml(monkeypatch):
+    """Forget any NVML initialisation so each test decides what NVML looks like."""
+    monkeypatch.setattr(smp, "_nvml_state", {})
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    "prev, interval, now, expected",
+    [(100, 10, 101, 110), (100, 10, 110, 120), (100, 10, 137, 140), (0, 100, 0, 100)],
+)
+def test_drift_corrected_schedule(prev, interval, now, expected):
+    assert smp.next_deadline(prev, interval, now) == expected
+
+
+def test_schedule_does_not_drift():
+    # a sampling cost of 3 ns per tick must not push later ticks back
+    t, ticks = 0, []
+    deadline = 0
+    for _ in range(5):
+        ticks.append(deadline)
+        t = deadline + 3
+        deadline = smp.next_deadline(deadline, 10, t)
+    assert ticks == [0, 10, 20, 30, 40]
+
+
+def test_no_nvml_gives_null_gpu_fields_and_one_line(fresh_nvml, caplog):
+    fresh_nvml.setitem(sys.modules, "pynvml", None)  # import fails
+    caplog.set_level(logging.WARNING, logger="loadeval_nb")
+    for _ in range(2):
+        s = UtilSampler(0.01)
+        s.start()
+        time.sleep(0.05)
+        s.stop()
+        series = s.series()
+        assert series["gpu"]["available"] is False
+        assert series["gpu"]["util_pct"] is None and series["gpu"]["mem_used_bytes"] is None
+        assert "pynvml is not installed" in series["gpu"]["reason"]
+        assert len(series["t_ns"]) >= 2
+    lines = [r for r in caplog.records if "GPU utilisation is recorded as null" in r.getMessage()]
+    assert len(lines) == 1
+
+
+def _fake_pynvml(utils):
+    calls = {"i": 0}
+
+    def rates(h):
+        calls["i"] += 1
+        return types.SimpleNamespace(gpu=utils[h])
+
+    return types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetCount=lambda: len(utils),
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: b"Fake GPU %d" % h,
+        nvmlDeviceGetUtilizationRates=rates,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=1000 * (h + 1)),
+    )
+
+
+def test_fake_nvml_series_per_visible_gpu(fresh_nvml):
+    fresh_nvml.setitem(sys.modules, "pynvml", _fake_pynvml([40, 90, 10]))
+    fresh_nvml.setenv("CUDA_VISIBLE_DEVICES", "0,2")
+    s = UtilSampler(0.01, cpu=False)
+    s.start()
+    time.sleep(0.06)
+    s.stop()
+    series = s.series()
+    assert [d["name"] for d in series["gpu"]["devices"]] == ["Fake GPU 0", "Fake GPU 2"]
+    u = series["gpu"]["util_pct"]
+    assert len(u) == 2 and set(u[0]) == {40.0} and set(u[1]) == {10.0}
+    assert set(series["gpu"]["mem_used_bytes"][1]) == {3000}
+    assert len(u[0]) == len(series["t_ns"])
+    assert series["cpu"]["process_pct"] is None
+
+
+def test_cpu_sampler_sees_a_busy_child_process():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"]
+    )
+    try:
+        s = UtilSampler(0.05, gpu=False)
+        s.start()
+        time.sleep(0.8)
+        s.stop()
+    finally:
+        child.kill()
+        child.wait()
+    cpu = s.series()["cpu"]
+    workers = [v for v in cpu["workers_pct"] if v is not None]
+    assert max(workers) > 40  # a busy loop is close to 100% of a core
+    assert max(cpu["workers"]) >= 1
+
+
+def test_sampler_interval_validated():
+    with pytest.raises(ValueError, match="positive"):
+        UtilSampler(0)
+
+
+def test_stop_joins_thread():
+    s = UtilSampler(0.01, gpu=False)
+    s.start()
+    s.start()  # idempotent
+    assert s.running
+    s.stop()
+    s.stop()
+    assert not s.running

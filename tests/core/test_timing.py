@@ -1,0 +1,200 @@
+"""Timing arithmetic with an injected fake clock: exact numbers, no sleeping."""
+
+from __future__ import annotations
+
+import pytest
+
+import loadeval_nb.core._evaluator as ev_mod
+from loadeval_nb import LoaderEvaluator
+
+MS = 1_000_000
+
+
+class SlowSource:
+    """An iterable whose batches take `load_ns` of (fake) time each; iter() costs `setup_ns`."""
+
+    def __init__(self, clock, n, load_ns, setup_ns=0, fail_at=None):
+        self.clock, self.n, self.load_ns, self.setup_ns, self.fail_at = (
+            clock,
+            n,
+            load_ns,
+            setup_ns,
+            fail_at,
+        )
+        self.pulled = 0
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        self.clock.advance(self.setup_ns)
+        return self._gen()
+
+    def _gen(self):
+        for i in range(self.n):
+            if self.fail_at is not None and i == self.fail_at:
+                raise RuntimeError("corrupt sample")
+            self.clock.advance(self.load_ns)
+            self.pulled += 1
+            yield [i, i]
+
+
+def make(clock, src, **kw):
+    kw.setdefault("sample_interval_s", None)
+    return LoaderEvaluator(src, clock=clock, **kw)
+
+
+def test_log_mode_wait_and_step_exact(clock):
+    ev = make(clock, SlowSource(clock, 5, 3 * MS))
+    for _ in ev:
+        clock.advance(7 * MS)
+    run = ev.to_run()
+    assert run.wait_ns == [3 * MS] * 5
+    assert run.step_ns == [10 * MS] * 5
+    assert run.start_ns == [0, 10 * MS, 20 * MS, 30 * MS, 40 * MS]
+    assert run.status == "complete" and all(run.complete)
+    m = ev.get_metrics()
+    assert m["total_batches"] == 5
+    assert m["total_time"] == pytest.approx(0.050)
+    assert m["avg_batch_time"] == pytest.approx(0.003)
+    assert m["avg_step_time"] == pytest.approx(0.010)
+    assert m["wait_share"] == pytest.approx(0.3)
+
+
+def test_setup_time_of_iter_is_charged_to_first_step(clock):
+    ev = make(clock, SlowSource(clock, 3, 2 * MS, setup_ns=50 * MS))
+    for _ in ev:
+        clock.advance(8 * MS)
+    run = ev.to_run()
+    assert run.wait_ns == [52 * MS, 2 * MS, 2 * MS]
+    assert run.step_ns == [60 * MS, 10 * MS, 10 * MS]
+
+
+def test_break_gives_non_negative_totals_and_flags_last_step(clock):
+    ev = make(clock, SlowSource(clock, 10, 3 * MS))
+    for k, _ in enumerate(ev):
+        clock.advance(7 * MS)
+        if k == 2:
+            break
+    run = ev.to_run()
+    assert run.status == "stopped"
+    assert run.n_steps == 3
+    assert run.step_ns == [10 * MS, 10 * MS, 10 * MS]  # closed when the loop dropped the iterator
+    assert run.complete == [True, True, False]
+    assert run.steady_indices() == [0, 1]
+    m = ev.get_metrics()
+    assert m["total_time"] >= 0 and min(m["step_times"]) >= 0
+    assert m["status"] == "stopped"
+
+
+def test_break_before_loop_body_closes_at_break_time(clock):
+    ev = make(clock, SlowSource(clock, 10, 3 * MS))
+    it = iter(ev)
+    next(it)
+    clock.advance(4 * MS)
+    del it  # the loop dropped its iterator
+    run = ev.to_run()
+    assert run.step_ns == [7 * MS] and run.complete == [False]
+
+
+def test_source_error_is_recorded_and_raised(clock):
+    src = SlowSource(clock, 10, 3 * MS, fail_at=3)
+    ev = make(clock, src)
+    with pytest.raises(RuntimeError, match="corrupt sample"):
+        for _ in ev:
+            clock.advance(7 * MS)
+    run = ev.to_run()
+    assert run.status == "source-error"
+    assert run.step_ns == [10 * MS, 10 * MS, 10 * MS]
+    assert all(run.complete)
+
+
+def test_max_steps_ends_the_epoch(clock):
+    src = SlowSource(clock, 100, 1 * MS)
+    ev = make(clock, src, max_steps=4)
+    assert len(ev) == 4
+    assert sum(1 for _ in ev) == 4
+    assert src.pulled == 4
+    assert ev.to_run().status == "complete"
+
+
+def test_warmup_excluded_from_statistics_but_kept(clock):
+    ev = make(clock, SlowSource(clock, 6, 1 * MS), warmup_steps=2)
+    for k, _ in enumerate(ev):
+        clock.advance((90 if k < 2 else 9) * MS)
+    run = ev.to_run()
+    assert run.n_steps == 6
+    assert run.steady_step_s() == pytest.approx([0.010] * 4)
+    assert ev.get_metrics()["avg_step_time"] == pytest.approx(0.010)
+    assert ev.get_metrics()["total_batches"] == 6
+
+
+def test_epochs_accumulate_and_warmup_applies_per_epoch(clock):
+    ev = make(clock, SlowSource(clock, 3, 1 * MS), warmup_steps=1)
+    for _ in range(2):
+        for _ in ev:
+            clock.advance(4 * MS)
+    run = ev.to_run()
+    assert run.epoch == [0, 0, 0, 1, 1, 1]
+    assert run.steady_indices() == [1, 2, 4, 5]
+    assert [e["status"] for e in run.epochs] == ["complete", "complete"]
+    assert run.start_ns[3] == 15 * MS
+
+
+def test_replay_exact_and_cycles_cache(clock):
+    src = SlowSource(clock, 6, 5 * MS)
+    ev = make(clock, src, mode="replay", num_cached_batches=2)
+    assert src.pulled == 2
+    got = []
+    for b in ev:
+        got.append(b[0])
+        clock.advance(4 * MS)
+    assert got == [0, 1, 0, 1, 0, 1]
+    run = ev.to_run()
+    assert run.step_ns == [4 * MS] * 6
+    assert run.wait_ns is None
+    assert ev.get_metrics()["batch_times"] == [0.0] * 6
+
+
+def test_replay_break(clock):
+    ev = make(clock, SlowSource(clock, 6, 5 * MS), mode="replay", num_cached_batches=2)
+    for k, _ in enumerate(ev):
+        clock.advance(4 * MS)
+        if k == 1:
+            break
+    run = ev.to_run()
+    assert run.step_ns == [4 * MS, 4 * MS] and run.complete == [True, False]
+
+
+def test_queued_gpu_work_is_charged_once_at_the_end(clock, monkeypatch):
+    syncs = []
+
+    def fake_sync():
+        syncs.append(1)
+        clock.advance(6 * MS)  # the GPU still had 6 ms of work queued
+
+    monkeypatch.setattr(ev_mod, "cuda_in_use", lambda: True)
+    monkeypatch.setattr(ev_mod, "cuda_synchronize", fake_sync)
+    ev = make(clock, SlowSource(clock, 4, 1 * MS))
+    for _ in ev:
+        clock.advance(2 * MS)
+    assert len(syncs) == 1  # once per run, never per step
+    assert ev.to_run().step_ns == [3 * MS, 3 * MS, 3 * MS, 9 * MS]
+
+
+def test_samples_per_step_with_short_last_batch():
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dl = DataLoader(TensorDataset(torch.zeros(100, 2)), batch_size=32)
+    ev = LoaderEvaluator(dl, sample_interval_s=None)
+    for _ in ev:
+        pass
+    assert ev.to_run().samples == [32, 32, 32, 4]
+
+
+def test_empty_log_mode_is_not_an_error(clock):
+    ev = make(clock, [])
+    assert len(ev) == 0
+    assert list(ev) == []
+    assert ev.get_metrics() == {}

@@ -1,0 +1,95 @@
+"""plot_comparison and the HTML report."""
+
+from __future__ import annotations
+
+import pytest
+from bokeh.models import ColumnDataSource, Plot
+
+from loadeval_nb import LoadEvalError, Run, plot_comparison, save_report
+from loadeval_nb.viz import decimate, hist_data, util_data
+
+MS = 1_000_000
+
+
+def run_of(step_ms, mode="log", util=None):
+    step = [int(s * MS) for s in step_ms]
+    return Run(
+        mode=mode,
+        start_ns=[sum(step[:i]) for i in range(len(step))],
+        step_ns=step,
+        wait_ns=[s // 2 for s in step] if mode == "log" else None,
+        util=util,
+    )
+
+
+CPU_ONLY = {
+    "t_ns": [0, 100 * MS, 200 * MS],
+    "gpu": {"available": False, "util_pct": None, "reason": "no driver"},
+    "cpu": {"process_pct": [90.0, 95.0, None], "workers_pct": [150.0, 180.0, 170.0]},
+}
+WITH_GPU = {
+    "t_ns": [0, 100 * MS],
+    "gpu": {"available": True, "util_pct": [[30.0, 50.0], [70.0, None]]},
+    "cpu": {"process_pct": [50.0, 60.0], "workers_pct": [0.0, 0.0]},
+}
+
+
+def sources(layout):
+    return {m.name: m for m in layout.select({"type": ColumnDataSource}) if m.name}
+
+
+def test_layout_from_paths(tmp_path):
+    p1 = run_of([20, 22, 18] * 10, util=CPU_ONLY).save(tmp_path / "real.json")
+    p2 = run_of([10] * 30, mode="replay", util=CPU_ONLY).save(tmp_path / "ideal.json")
+    layout = plot_comparison(real_log=p1, ideal_log=p2)
+    src = sources(layout)
+    assert len(src["steps_real"].data["step_ms"]) == 30
+    assert src["steps_ideal"].data["step_ms"][0] == pytest.approx(10.0)
+    assert sum(src["hist_real"].data["count"]) == 30 and sum(src["hist_ideal"].data["count"]) == 30
+    assert "gpu_pct" not in src["util_real"].data
+    titles = [f.title.text for f in layout.select({"type": Plot}) if f.title is not None]
+    assert any("no NVIDIA GPU readings" in t for t in titles)
+
+
+def test_gpu_series_plotted_when_present():
+    layout = plot_comparison(
+        run_of([20] * 12, util=WITH_GPU), run_of([10] * 12, mode="replay", util=WITH_GPU)
+    )
+    data = sources(layout)["util_real"].data
+    assert data["gpu_pct"] == [50.0, 50.0]  # mean over the GPUs with a reading
+
+
+def test_one_run_only_and_no_run():
+    layout = plot_comparison(real_log=run_of([20] * 5))
+    assert "steps_ideal" not in sources(layout)
+    with pytest.raises(LoadEvalError, match="needs real_log=, ideal_log= or both"):
+        plot_comparison()
+
+
+def test_report_is_standalone_html(tmp_path):
+    out = save_report(
+        run_of([20] * 20, util=CPU_ONLY), run_of([10] * 20, mode="replay"), tmp_path / "r.html"
+    )
+    text = open(out, encoding="utf-8").read()
+    assert "Verdict: INPUT-BOUND" in text
+    assert "cdn.bokeh.org" not in text  # BokehJS is inlined: opens offline
+    assert "Bokeh" in text and len(text) > 100_000
+
+
+def test_decimate_keeps_spikes_and_bounds_size():
+    y = [1.0] * 100_000
+    y[54_321] = 500.0
+    x, yy = decimate(range(len(y)), y, 2000)
+    assert len(yy) <= 2000 and max(yy) == 500.0 and 54_321 in x
+    assert x == sorted(x)
+
+
+def test_hist_shared_bins():
+    a, b = hist_data([run_of([10, 11, 12] * 5), run_of([30] * 15)])
+    assert a["left"] == b["left"] and sum(a["count"]) == 15 and sum(b["count"]) == 15
+
+
+def test_util_data_nulls_become_nan():
+    u = util_data(run_of([1], util=CPU_ONLY))
+    assert u["gpu_pct"] is None and u["t_s"] == [0.0, 0.1, 0.2]
+    assert u["process_cpu_pct"][2] != u["process_cpu_pct"][2]  # NaN
