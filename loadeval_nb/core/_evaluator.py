@@ -10,10 +10,10 @@ import sys
 import warnings
 import weakref
 from collections.abc import Iterator
-from itertools import cycle, islice
+from itertools import islice
 from typing import Any, Callable, Optional
 
-from ._batches import batch_nbytes, leading_dim, map_tensors, tensor_versions
+from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
 from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings
 from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from ._format import fmt_bytes, fmt_seconds
@@ -153,7 +153,8 @@ class LoaderEvaluator:
         self.cached_batches: list[Any] = []
         self.cache_ready = False
         self.cache_bytes: Optional[int] = None
-        self._cache_versions: list[list[int]] = []
+        self._cache_tensors: list[Any] = []
+        self._cache_versions: list[int] = []
         self._mutation_warned = False
         self._epochs: list[EpochRecord] = []
         # The open epoch's guard is held weakly: the training loop's iterator owns it,
@@ -257,7 +258,8 @@ class LoaderEvaluator:
             )
         self.cached_batches = cache
         self.cache_bytes = sum(batch_nbytes(b) for b in cache)
-        self._cache_versions = [tensor_versions(b) for b in cache]
+        self._cache_tensors = [leaf for b in cache for leaf in iter_leaves(b) if is_tensor(leaf)]
+        self._cache_versions = [t._version for t in self._cache_tensors]
         self.cache_ready = True
 
     def _check_budget(self, first: Any) -> None:
@@ -275,7 +277,7 @@ class LoaderEvaluator:
     def _check_mutation(self) -> None:
         if self._mutation_warned or not self._cache_versions:
             return
-        now = [tensor_versions(b) for b in self.cached_batches]
+        now = [t._version for t in self._cache_tensors]  # grows with every in-place op
         if now != self._cache_versions:
             self._mutation_warned = True
             warnings.warn(
@@ -310,8 +312,10 @@ class LoaderEvaluator:
             hook = self._first_batch_hook(rec) if self._samples_per_batch is None else None
             it = timed_log_iter(source, rec, guard, clock, hook)
         else:
-            n = len(self)
-            it = timed_replay_iter(islice(cycle(self.cached_batches), n), rec, guard, clock)
+            n, cache = len(self), self.cached_batches
+            # one flat list of references per epoch: cheaper per step than islice(cycle(...))
+            order = (cache * -(-n // len(cache)))[:n]
+            it = timed_replay_iter(order, rec, guard, clock)
         self._epochs.append(rec)
         self._open = (rec, weakref.ref(guard))
         return it
@@ -334,8 +338,11 @@ class LoaderEvaluator:
         if cuda_in_use():
             cuda_synchronize()
             rec.sync_ns = clock() - rec.end_ns
-        if status != "complete" and self.mode == "log" and len(rec.starts) == len(rec.ready) + 1:
-            status = "source-error"  # next() itself raised
+        if status != "complete":
+            if self.mode == "log" and len(rec.starts) == len(rec.ready) + 1:
+                status = "source-error"  # next() itself raised
+            elif self.mode == "replay" and len(rec.starts) == (rec.expected or 0) + 1:
+                status = "complete"  # every batch served: the closing stamp was taken
         rec.status = status
         if self._open is not None and self._open[0] is rec:
             self._open = None

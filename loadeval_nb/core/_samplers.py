@@ -124,10 +124,12 @@ class _CpuReader:
         except Exception:  # exited, zombie or not ours
             return None
 
-    def read(self) -> tuple[Optional[float], Optional[float], int]:
-        # Listing children walks /proc: every tick for the first 2 s (workers are
-        # starting), then once every 10 ticks.
-        if self._ticks < 20 or self._ticks % 10 == 0:
+    def read(self, final: bool = False) -> tuple[Optional[float], Optional[float], int]:
+        # Listing children walks /proc (milliseconds): skip it on the first tick (the
+        # workers are not started yet) and the last one (stop() waits for it); do it
+        # every tick for the next 2 s (workers are starting), then every 10th tick.
+        t = self._ticks
+        if not final and 0 < t and (t < 20 or t % 10 == 0):
             try:
                 kids = self._me.children(recursive=True)
                 self._children = {p.pid: p for p in kids}
@@ -250,9 +252,11 @@ class UtilSampler:
             deadline = next_deadline(deadline, interval, now)
             if self._stop.wait((deadline - now) / 1e9):
                 break
-        self._sample(pynvml, handles, cpu_reader)  # a last reading at the very end
+        self._sample(pynvml, handles, cpu_reader, final=True)  # a last reading at the very end
 
-    def _sample(self, pynvml: Any, handles: list[Any], cpu_reader: Optional[_CpuReader]) -> None:
+    def _sample(
+        self, pynvml: Any, handles: list[Any], cpu_reader: Optional[_CpuReader], final: bool = False
+    ) -> None:
         t = self._clock()
         utils: list[Optional[float]] = []
         mems: list[Optional[int]] = []
@@ -269,7 +273,7 @@ class UtilSampler:
         nw = 0
         if cpu_reader is not None:
             try:
-                proc, workers, nw = cpu_reader.read()
+                proc, workers, nw = cpu_reader.read(final)
             except Exception:
                 pass
         with self._lock:

@@ -7,7 +7,7 @@ couple of ``clock()`` calls and list appends and nothing else:
 * log mode:    ``zip(stamp(starts), source, stamp(ready))``: ``starts[i]`` is when
   the loop asked for batch *i*, ``ready[i]`` when it got it. The time in between
   is the wait for data; ``starts[i+1] - starts[i]`` is the whole step.
-* replay mode: ``zip(stamp(starts), cached)``: one stamp per step.
+* replay mode: ``map({}.get, stamp(starts), cached)``: one stamp per step.
 
 ``zip`` stops at the first exhausted iterator after advancing the ones before it,
 so when the source is done one more start stamp is taken: the end of the last
@@ -56,7 +56,9 @@ class EpochRecord:
     setup_ns: int = 0
     """Time spent in ``iter(source)`` before the first step (worker start-up)."""
     starts: list[int] = field(default_factory=list)
+    """Clock when the loop asked for each batch (plus one at exhaustion)."""
     ready: list[int] = field(default_factory=list)
+    """Clock when each batch was handed over (log mode only)."""
     end_ns: Optional[int] = None
     """When the epoch was closed (exhaustion, break or error)."""
     sync_ns: int = 0
@@ -64,7 +66,8 @@ class EpochRecord:
     status: str = "running"
     """``running``, ``complete`` (source exhausted or ``max_steps`` reached),
     ``stopped`` (the loop left early) or ``source-error`` (``next()`` raised)."""
-    first_batch_samples: Optional[int] = None
+    expected: Optional[int] = None
+    """Replay: the number of steps the epoch serves."""
 
     @property
     def open(self) -> bool:
@@ -97,9 +100,14 @@ class EpochGuard:
             pass
 
 
+_NEVER = -1
+"""Sentinel for iter(clock, _NEVER): a clock never returns -1, and int == int is the
+cheapest comparison callable_iterator can make (about 5 ns a step less than object())."""
+
+
 def _stamps(out: list[int], clock: Clock) -> Iterator[None]:
     # iter(clock, sentinel) calls clock() forever; map(list.append) stores each value.
-    return map(out.append, iter(clock, _DONE))
+    return map(out.append, iter(clock, _NEVER))
 
 
 def timed_log_iter(
@@ -118,11 +126,35 @@ def timed_log_iter(
     return chain(map(first_hook, islice(z, 1)), map(_second, z), tail)
 
 
+_NO_KEYS: dict[Any, Any] = {}
+
+
+class _ReplayOrder(list):  # type: ignore[type-arg]
+    """The epoch's batch references; owns the guard, so the guard dies with the iteration.
+
+    A list iterator drops its list the moment it is exhausted, and the loop drops the
+    iterator on ``break``: either way the guard's ``__del__`` closes the epoch.
+    """
+
+    __slots__ = ("guard",)
+    guard: EpochGuard
+
+
 def timed_replay_iter(
     batches: Iterable[Any], rec: EpochRecord, guard: EpochGuard, clock: Clock
 ) -> Iterator[Any]:
-    """Iterate cached ``batches``, stamping once per step."""
-    return chain(map(_second, zip(_stamps(rec.starts, clock), batches)), iter(guard.end, _DONE))
+    """Iterate cached ``batches``, stamping once per step.
+
+    ``map({}.get, stamps, batches)`` calls ``{}.get(None, batch)``, which returns
+    ``batch``: like ``zip`` + ``itemgetter(1)`` (stamp first, then the batch) but
+    with one C call instead of two and no tuple. No trailing ``chain`` either: the
+    guard rides on the list of batches (see :class:`_ReplayOrder`), and the epoch
+    is complete when there is one more stamp than batches.
+    """
+    order = _ReplayOrder(batches)
+    order.guard = guard
+    rec.expected = len(order)
+    return map(_NO_KEYS.get, _stamps(rec.starts, clock), order)
 
 
 @dataclass
