@@ -1,0 +1,94 @@
+"""CUDA and NVML: device cache, pinned host cache, queued GPU work, real GPU readings.
+
+Marked ``gpu``: skipped cleanly on machines without CUDA (CI has none).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from loadeval_nb import CacheBudgetError, LoaderEvaluator, diagnose
+from loadeval_nb.core._batches import batch_is_pinned
+
+pytestmark = pytest.mark.gpu
+
+
+def loader(n=512, **kw):
+    return DataLoader(TensorDataset(torch.randn(n, 3, 32, 32), torch.arange(n)), batch_size=32, **kw)
+
+
+def test_device_cache_moves_batches_once():
+    ev = LoaderEvaluator(loader(), mode="replay", num_cached_batches=4, cache_on="device")
+    assert all(x.is_cuda and y.is_cuda for x, y in ev.cached_batches)
+    seen = [x for x, _ in ev]
+    assert all(x.is_cuda for x in seen) and seen[0] is ev.cached_batches[0][0]
+    assert ev.to_run().settings["cache_on"] == "device"
+    assert ev.cache_bytes == 4 * (32 * 3 * 32 * 32 * 4 + 32 * 8)
+
+
+def test_device_cache_budget_is_checked():
+    with pytest.raises(CacheBudgetError, match="raise cache_budget_bytes"):
+        LoaderEvaluator(loader(), mode="replay", cache_on="device", cache_budget_bytes=1000)
+
+
+def test_host_cache_keeps_pinned_memory_pinned():
+    ev = LoaderEvaluator(loader(pin_memory=True), mode="replay", num_cached_batches=3)
+    assert all(batch_is_pinned(b) for b in ev.cached_batches)
+
+
+def test_queued_gpu_work_is_counted_without_per_step_sync():
+    a = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()
+    src = [torch.zeros(1)] * 30
+    ev = LoaderEvaluator(src, sample_interval_s=None)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in ev:
+        for _ in range(4):
+            a = torch.tanh(a @ a)  # queued, not waited for
+    end.record()
+    end.synchronize()
+    gpu_ms = start.elapsed_time(end)
+    run = ev.to_run()
+    assert run.epochs[0]["sync_ns"] > 0
+    assert sum(run.step_ns) / 1e6 >= 0.9 * gpu_ms
+
+
+def test_nvml_reports_real_utilisation():
+    a = torch.randn(8192, 8192, device="cuda")
+    ev = LoaderEvaluator([0] * 40, sample_interval_s=0.05)
+    for _ in ev:
+        a = torch.tanh(a @ a)
+        torch.cuda.synchronize()
+        time.sleep(0.005)
+    util = ev.to_run().util["gpu"]
+    assert util["available"] and util["devices"][0]["name"]
+    readings = [v for dev in util["util_pct"] for v in dev if v is not None]
+    assert readings and max(readings) > 10
+    assert all(v is not None for v in util["mem_used_bytes"][0])
+
+
+def test_demo_on_cuda(tmp_path):
+    from loadeval_nb._demo import run_demo
+
+    d = run_demo(steps=20, warmup=3, device="cuda", out=str(tmp_path / "demo.html"), echo=lambda s: None)
+    assert d.real_gpu_util_pct is not None and d.ideal_gpu_util_pct is not None
+    assert (tmp_path / "demo.html").exists()
+
+
+def test_pair_on_gpu_diagnoses():
+    dev = torch.device("cuda")
+    model = torch.nn.Conv2d(3, 64, 3).to(dev)
+    dl = loader(n=32 * 40, pin_memory=True, num_workers=2)
+    runs = []
+    for mode in ("log", "replay"):
+        ev = LoaderEvaluator(dl, mode=mode, num_cached_batches=5, warmup_steps=3)
+        for x, _ in ev:
+            model(x.to(dev, non_blocking=True)).sum().backward()
+        runs.append(ev)
+    d = diagnose(*runs)
+    assert d.real_step_s > 0 and d.ideal_step_s > 0 and d.real_gpu_util_pct is not None
