@@ -309,7 +309,7 @@ class LoaderEvaluator:
                 raise
             rec.setup_ns = clock() - t
             source: Iterator[Any] = src if self.max_steps is None else islice(src, self.max_steps)
-            hook = self._first_batch_hook(rec) if self._samples_per_batch is None else None
+            hook = self._first_batch_hook() if self._samples_per_batch is None else None
             it = timed_log_iter(source, rec, guard, clock, hook)
         else:
             n, cache = len(self), self.cached_batches
@@ -320,7 +320,7 @@ class LoaderEvaluator:
         self._open = (rec, weakref.ref(guard))
         return it
 
-    def _first_batch_hook(self, rec: EpochRecord) -> Callable[[Any], Any]:
+    def _first_batch_hook(self) -> Callable[[Any], Any]:
         def hook(item: tuple[Any, Any, Any]) -> Any:
             batch = item[1]
             try:
@@ -388,8 +388,12 @@ class LoaderEvaluator:
         )
 
     def to_run(self) -> Run:
-        """A :class:`Run` with everything measured so far (closes an open epoch first)."""
-        self._close_open("stopped")
+        """A :class:`Run` with everything measured so far.
+
+        Safe to call inside the training loop: an epoch still running is read as a
+        snapshot (its step in progress flagged incomplete) and keeps running.
+        """
+        now = self._clock()
         start: list[int] = []
         wait: Optional[list[int]] = [] if self.mode == "log" else None
         step: list[int] = []
@@ -398,7 +402,7 @@ class LoaderEvaluator:
         epochs = []
         t0 = self._t0 or 0
         for e, rec in enumerate(self._epochs):
-            s = epoch_steps(rec, measure_wait=self.mode == "log")
+            s = epoch_steps(rec, measure_wait=self.mode == "log", now=now)
             start += [x - t0 for x in s.start_ns]
             step += s.step_ns
             if wait is not None and s.wait_ns is not None:
@@ -415,7 +419,9 @@ class LoaderEvaluator:
             )
         samples = self._samples(epoch)
         statuses = [e["status"] for e in epochs]
-        status = next((s for s in ("source-error", "stopped") if s in statuses), "complete")
+        status = next(
+            (s for s in ("running", "source-error", "stopped") if s in statuses), "complete"
+        )
         if not epochs:
             status = "not-started"
         return Run(

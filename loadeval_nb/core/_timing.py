@@ -169,7 +169,7 @@ class EpochSteps:
     """False for a step whose end is not known exactly (the last step before a break)."""
 
 
-def epoch_steps(rec: EpochRecord, *, measure_wait: bool) -> EpochSteps:
+def epoch_steps(rec: EpochRecord, *, measure_wait: bool, now: Optional[int] = None) -> EpochSteps:
     """Turn stamps into steps.
 
     * step *i* runs from ``starts[i]`` to ``starts[i+1]``; the last step of a
@@ -178,6 +178,8 @@ def epoch_steps(rec: EpochRecord, *, measure_wait: bool) -> EpochSteps:
     * after a ``break`` there is no stamp for the end of the last step: it is
       closed at ``end_ns`` (when the loop dropped the iterator), never negative,
       and flagged incomplete so statistics can leave it out.
+    * an epoch still running is read as a snapshot: its step in progress ends at
+      ``now`` and is flagged incomplete; the record itself is not changed.
     """
     starts, ready = rec.starts, rec.ready
     n = len(ready) if measure_wait else max(len(starts) - 1, 0)
@@ -189,7 +191,7 @@ def epoch_steps(rec: EpochRecord, *, measure_wait: bool) -> EpochSteps:
     ends: list[int] = list(starts[1 : n + 1])
     complete = [True] * n
     if len(ends) < n:  # left early: the last step's end is when the iterator was dropped
-        end = rec.end_ns if rec.end_ns is not None else starts[n - 1]
+        end = rec.end_ns if rec.end_ns is not None else (now if now is not None else starts[n - 1])
         ends.append(max(end, starts[n - 1]))
         complete[-1] = False
     ends[-1] += rec.sync_ns

@@ -289,3 +289,18 @@ def test_mapstyle_dataset_with_sleep_and_workers_roundtrip():
     run = ev.to_run()
     assert run.util is not None and run.util["cpu"]["process_pct"] is not None
     assert run.util["gpu"]["util_pct"] is None or torch.cuda.is_available()
+
+
+def test_metrics_inside_the_loop_do_not_end_the_epoch():
+    dl = tensor_loader(n=64, batch_size=8, num_workers=2)
+    ev = LoaderEvaluator(dl, sample_interval_s=0.02)
+    seen = 0
+    for k, _ in enumerate(ev):
+        seen += 1
+        if k == 3:
+            m = ev.get_metrics()
+            assert m["status"] == "running" and m["total_batches"] == 4
+            assert ev._sampler.running
+    assert seen == 8
+    m = ev.get_metrics()
+    assert m["status"] == "complete" and m["total_batches"] == 8

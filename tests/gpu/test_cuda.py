@@ -18,7 +18,9 @@ pytestmark = pytest.mark.gpu
 
 
 def loader(n=512, **kw):
-    return DataLoader(TensorDataset(torch.randn(n, 3, 32, 32), torch.arange(n)), batch_size=32, **kw)
+    return DataLoader(
+        TensorDataset(torch.randn(n, 3, 32, 32), torch.arange(n)), batch_size=32, **kw
+    )
 
 
 def test_device_cache_moves_batches_once():
@@ -75,7 +77,9 @@ def test_nvml_reports_real_utilisation():
 def test_demo_on_cuda(tmp_path):
     from loadeval_nb._demo import run_demo
 
-    d = run_demo(steps=20, warmup=3, device="cuda", out=str(tmp_path / "demo.html"), echo=lambda s: None)
+    d = run_demo(
+        steps=20, warmup=3, device="cuda", out=str(tmp_path / "demo.html"), echo=lambda s: None
+    )
     assert d.real_gpu_util_pct is not None and d.ideal_gpu_util_pct is not None
     assert (tmp_path / "demo.html").exists()
 
