@@ -312,10 +312,7 @@ class LoaderEvaluator:
             hook = self._first_batch_hook() if self._samples_per_batch is None else None
             it = timed_log_iter(source, rec, guard, clock, hook)
         else:
-            n, cache = len(self), self.cached_batches
-            # one flat list of references per epoch: cheaper per step than islice(cycle(...))
-            order = (cache * -(-n // len(cache)))[:n]
-            it = timed_replay_iter(order, rec, guard, clock)
+            it = timed_replay_iter(self.cached_batches, len(self), rec, guard, clock)
         self._epochs.append(rec)
         self._open = (rec, weakref.ref(guard))
         return it
