@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from .._version import __version__
 
-__all__ = ["environment", "loader_settings", "cuda_in_use", "cuda_synchronize"]
+__all__ = ["environment", "loader_settings", "cuda_in_use", "cuda_synchronize", "safe_len"]
 
 
 def _torch() -> Any:
@@ -67,7 +67,8 @@ def _attr(obj: Any, name: str) -> Any:
     return repr(v)
 
 
-def _len(obj: Any) -> Optional[int]:
+def safe_len(obj: Any) -> Optional[int]:
+    """``len(obj)``, or None for an object without one (or whose ``__len__`` raises)."""
     try:
         return len(obj)
     except Exception:
@@ -85,7 +86,7 @@ def loader_settings(loader: Any) -> dict[str, Any]:
         "prefetch_factor": _attr(loader, "prefetch_factor"),
         "persistent_workers": _attr(loader, "persistent_workers"),
         "drop_last": _attr(loader, "drop_last"),
-        "len": _len(loader),
+        "len": safe_len(loader),
         "dataset_type": type(dataset).__qualname__ if dataset is not None else None,
-        "dataset_len": _len(dataset) if dataset is not None else None,
+        "dataset_len": safe_len(dataset) if dataset is not None else None,
     }

@@ -14,7 +14,7 @@ from itertools import islice
 from typing import Any, Callable, Optional
 
 from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
-from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings
+from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings, safe_len
 from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from ._format import fmt_bytes, fmt_seconds
 from ._run import Run
@@ -133,7 +133,7 @@ class LoaderEvaluator:
             raise LoadEvalError(
                 "dataloader is already a LoaderEvaluator; wrap the original loader instead."
             )
-        if mode == "replay" and max_steps is None and _safe_len(dataloader) is None:
+        if mode == "replay" and max_steps is None and safe_len(dataloader) is None:
             raise LoadEvalError(
                 f"Replay needs to know how many steps make an epoch, but this "
                 f"{type(dataloader).__name__} has no len(); pass max_steps=N."
@@ -172,7 +172,7 @@ class LoaderEvaluator:
 
     # -- DataLoader look-alike -------------------------------------------------
     def __len__(self) -> int:
-        n = _safe_len(self.dataloader)
+        n = safe_len(self.dataloader)
         if self.max_steps is not None:
             return self.max_steps if n is None else min(n, self.max_steps)
         if n is None:
@@ -521,8 +521,8 @@ class LoaderEvaluator:
     def print_summary(self, file: Any = None) -> None:
         """Print a readable summary (starts with ``Loader Evaluator Summary:``)."""
         dataset = getattr(self.dataloader, "dataset", None)
-        ds_len = _safe_len(dataset) if dataset is not None else None
-        n_len = _safe_len(self.dataloader)
+        ds_len = safe_len(dataset) if dataset is not None else None
+        n_len = safe_len(self.dataloader)
         lines = [
             "Loader Evaluator Summary:",
             f"  Mode: {self.mode}",
@@ -561,10 +561,3 @@ class LoaderEvaluator:
     def add_listener(self, fn: Callable[[EpochRecord], None]) -> None:
         """Call ``fn(record)`` whenever an epoch ends (used by the notebook front end)."""
         self._listeners.append(fn)
-
-
-def _safe_len(obj: Any) -> Optional[int]:
-    try:
-        return len(obj)
-    except Exception:
-        return None

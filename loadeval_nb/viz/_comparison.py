@@ -31,15 +31,19 @@ def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
     return r, i
 
 
-def _step_figure(runs: dict[str, Run], width: int) -> Any:
-    p = figure(
-        title="Step time per step",
-        x_axis_label="step",
-        y_axis_label="step time (ms)",
+def _figure(title: str, x_label: str, y_label: str, width: int, height: int = 280) -> Any:
+    return figure(
+        title=title,
+        x_axis_label=x_label,
+        y_axis_label=y_label,
         width=width,
-        height=280,
+        height=height,
         tools=_TOOLS,
     )
+
+
+def _step_figure(runs: dict[str, Run], width: int) -> Any:
+    p = _figure("Step time per step", "step", "step time (ms)", width)
     warm = max((r.warmup_steps for r in runs.values()), default=0)
     if warm:
         p.add_layout(BoxAnnotation(right=warm - 0.5, fill_alpha=0.08, fill_color="gray"))
@@ -54,14 +58,7 @@ def _step_figure(runs: dict[str, Run], width: int) -> Any:
 
 
 def _hist_figure(runs: dict[str, Run], width: int) -> Any:
-    p = figure(
-        title="Step-time distribution (steady steps)",
-        x_axis_label="step time (ms)",
-        y_axis_label="steps",
-        width=width,
-        height=280,
-        tools=_TOOLS,
-    )
+    p = _figure("Step-time distribution (steady steps)", "step time (ms)", "steps", width)
     for (name, _), data in zip(runs.items(), hist_data(list(runs.values()))):
         src = ColumnDataSource(data, name=f"hist_{name}")
         p.quad(
@@ -84,14 +81,7 @@ def _util_figure(runs: dict[str, Run], width: int) -> Any:
     title = (
         "Utilisation over time" if has_gpu else "CPU utilisation over time (no NVIDIA GPU readings)"
     )
-    p = figure(
-        title=title,
-        x_axis_label="time since run start (s)",
-        y_axis_label="utilisation (%; 100 = one CPU core)",
-        width=width,
-        height=280,
-        tools=_TOOLS,
-    )
+    p = _figure(title, "time since run start (s)", "utilisation (%; 100 = one CPU core)", width)
     drew = False
     for name, run in runs.items():
         u = util_data(run)
