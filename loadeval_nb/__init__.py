@@ -40,6 +40,21 @@ __all__ = [
     "CacheMutationWarning",
 ]
 
+
+def load_ipython_extension(ip: Any) -> None:
+    """``%load_ext loadeval_nb``: register ``%%loadeval`` (imported only now)."""
+    from .magic import LoadEvalMagics
+
+    ip.register_magics(LoadEvalMagics)
+
+
+def unload_ipython_extension(ip: Any) -> None:
+    """``%unload_ext loadeval_nb``: stop dashboards' background threads."""
+    from .magic import stop_all
+
+    stop_all()
+
+
 _LAZY = {"plot_comparison": "loadeval_nb.viz", "save_report": "loadeval_nb.viz"}
 
 

@@ -46,7 +46,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     raise LoadEvalError(
                         f"--{name.replace('_', '-')} must be a positive integer, not {v}."
                     )
-            from ._demo import run_demo
+            from .demo import run_demo
 
             run_demo(
                 steps=args.steps,

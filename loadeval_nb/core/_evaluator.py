@@ -377,6 +377,34 @@ class LoaderEvaluator:
         if self._sampler is not None:
             self._sampler.stop()
 
+    # -- live reading (for dashboards; never stops or changes anything) ------------
+    def steps_since(self, cursor: tuple[int, int] = (0, 0)) -> tuple[list[int], tuple[int, int]]:
+        """Step times (ns) of the steps completed since ``cursor`` (epoch, step), and the
+        new cursor. Safe to call from another thread while the loop runs."""
+        e, i = cursor
+        out: list[int] = []
+        epochs = self._epochs
+        while e < len(epochs):
+            rec = epochs[e]
+            if rec.open:
+                starts = rec.starts
+                n = len(starts) - 1  # a step's end is the next step's start
+                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
+                return out, (e, max(i, n))
+            out.extend(epoch_steps(rec, measure_wait=self.mode == "log").step_ns[i:])
+            e, i = e + 1, 0
+        return out, (e, i)
+
+    @property
+    def sampler(self) -> Optional[UtilSampler]:
+        """The utilisation sampler (None when sampling is off)."""
+        return self._sampler
+
+    @property
+    def started_ns(self) -> Optional[int]:
+        """Clock value when the first epoch began (None before)."""
+        return self._t0
+
     # -- results ------------------------------------------------------------------
     @property
     def total_steps(self) -> int:

@@ -288,6 +288,33 @@ class UtilSampler:
                 self.num_workers_seen.append(nw)  # type: ignore[union-attr]
 
     # -- reading ---------------------------------------------------------------
+    def since(self, k: int) -> tuple[dict[str, list[Any]], int]:
+        """Samples taken from index ``k`` on, for live plots: ``t_ns``, ``gpu_pct`` (mean over
+        GPUs, NaN without a reading; absent without a GPU), ``process_cpu_pct``,
+        ``workers_cpu_pct`` (NaN where unknown). Returns (data, next k)."""
+        nan = float("nan")
+        with self._lock:
+            n = len(self.t_ns)
+            out: dict[str, list[Any]] = {"t_ns": self.t_ns[k:n]}
+            if self.gpu_util_pct is not None:
+                per_tick = zip(*(dev[k:n] for dev in self.gpu_util_pct))
+                out["gpu_pct"] = [
+                    (
+                        sum(v for v in vals if v is not None)
+                        / max(1, sum(v is not None for v in vals))
+                    )
+                    if any(v is not None for v in vals)
+                    else nan
+                    for vals in per_tick
+                ]
+            for key, series in (
+                ("process_cpu_pct", self.process_cpu_pct),
+                ("workers_cpu_pct", self.workers_cpu_pct),
+            ):
+                vals = series[k:n] if series is not None else [None] * (n - k)
+                out[key] = [nan if v is None else v for v in vals]
+        return out, n
+
     def series(self, t0_ns: int = 0) -> dict[str, Any]:
         """A JSON-ready copy of everything sampled so far; times relative to ``t0_ns``."""
         with self._lock:

@@ -75,7 +75,7 @@ def test_nvml_reports_real_utilisation():
 
 
 def test_demo_on_cuda(tmp_path):
-    from loadeval_nb._demo import run_demo
+    from loadeval_nb.demo import run_demo
 
     d = run_demo(
         steps=20, warmup=3, device="cuda", out=str(tmp_path / "demo.html"), echo=lambda s: None

@@ -1,0 +1,76 @@
+"""Rebuilding a DataLoader with other loading settings, leaving the original untouched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import LoadEvalError
+
+__all__ = ["rebuild_loader", "TUNABLE", "loader_knobs"]
+
+TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+"""The settings :func:`rebuild_loader` may change; everything else is carried over."""
+
+
+def _is_dataloader(x: Any) -> bool:
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+    return isinstance(x, DataLoader)
+
+
+def loader_knobs(loader: Any) -> dict[str, Any]:
+    """The current values of the tunable settings (None where the loader has none)."""
+    return {k: getattr(loader, k, None) for k in TUNABLE}
+
+
+def rebuild_loader(loader: Any, **changes: Any) -> Any:
+    """A new ``DataLoader`` like ``loader`` (same dataset, sampler, batch sampler, collate_fn,
+    batch size, worker_init_fn, generator, ...) with ``changes`` applied to ``num_workers``,
+    ``pin_memory``, ``prefetch_factor`` or ``persistent_workers``.
+
+    ``prefetch_factor`` and ``persistent_workers`` are dropped when ``num_workers`` is 0
+    (PyTorch refuses them there). The original loader is not modified.
+    """
+    unknown = sorted(set(changes) - set(TUNABLE))
+    if unknown:
+        raise LoadEvalError(
+            f"Cannot change {', '.join(unknown)}; only {', '.join(TUNABLE)} can be changed."
+        )
+    if not _is_dataloader(loader):
+        raise LoadEvalError(
+            f"Only a torch.utils.data.DataLoader can be rebuilt with other settings, not a {type(loader).__name__}."
+        )
+    from torch.utils.data import DataLoader, IterableDataset
+
+    nw = changes.get("num_workers", loader.num_workers)
+    if isinstance(nw, bool) or not isinstance(nw, int) or nw < 0:
+        raise LoadEvalError(f"num_workers must be an integer >= 0, not {nw!r}.")
+    pf = changes.get("prefetch_factor", loader.prefetch_factor)
+    if nw > 0 and pf is None:
+        pf = 2
+    if nw > 0 and (isinstance(pf, bool) or not isinstance(pf, int) or pf < 1):
+        raise LoadEvalError(f"prefetch_factor must be an integer >= 1, not {pf!r}.")
+    kwargs: dict[str, Any] = dict(
+        num_workers=nw,
+        collate_fn=loader.collate_fn,
+        pin_memory=bool(changes.get("pin_memory", loader.pin_memory)),
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context,
+        generator=loader.generator,
+        prefetch_factor=pf if nw > 0 else None,
+        persistent_workers=bool(changes.get("persistent_workers", loader.persistent_workers))
+        and nw > 0,
+        pin_memory_device=getattr(loader, "pin_memory_device", ""),
+    )
+    if hasattr(loader, "in_order"):
+        kwargs["in_order"] = loader.in_order
+    if isinstance(loader.dataset, IterableDataset):
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+    elif loader.batch_sampler is not None:
+        kwargs.update(batch_sampler=loader.batch_sampler)
+    else:  # automatic batching off (batch_size=None)
+        kwargs.update(batch_size=None, sampler=loader.sampler)
+    return DataLoader(loader.dataset, **kwargs)

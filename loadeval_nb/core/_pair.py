@@ -1,0 +1,155 @@
+"""Running a training function as a real + ideal pair: the orchestration behind ``%%loadeval``.
+
+Framework-agnostic: ``run_once(wrapper)`` is whatever runs the user's loop with
+``wrapper`` in place of the loader (in the notebook: the cell, re-executed).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ._diagnosis import Diagnosis, diagnose
+from ._env import loader_settings
+from ._errors import LoadEvalError
+from ._evaluator import LoaderEvaluator
+
+__all__ = ["PairSettings", "PairResult", "PairHooks", "run_pair"]
+
+
+@dataclass
+class PairSettings:
+    """How to run a pair. ``steps`` counts every step of a run, warm-up included."""
+
+    steps: Optional[int] = 200
+    warmup: int = 10
+    cache: int = 20
+    cache_on: str = "host"
+    only: Optional[str] = None
+    log_dir: Optional[str] = None
+    sample_interval_s: Optional[float] = 0.1
+
+    def validate(self) -> None:
+        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
+            raise LoadEvalError(f"steps must be a positive integer, not {self.steps!r}.")
+        if not isinstance(self.warmup, int) or self.warmup < 0:
+            raise LoadEvalError(f"warmup must be an integer >= 0, not {self.warmup!r}.")
+        if self.steps is not None and self.warmup >= self.steps:
+            raise LoadEvalError(
+                f"warmup ({self.warmup}) must be smaller than steps ({self.steps}): warm-up steps are not measured."
+            )
+        if not isinstance(self.cache, int) or self.cache < 1:
+            raise LoadEvalError(f"cache must be a positive number of batches, not {self.cache!r}.")
+        if self.cache_on not in ("host", "device"):
+            raise LoadEvalError(f"cache_on must be 'host' or 'device', not {self.cache_on!r}.")
+        if self.only not in (None, "real", "ideal"):
+            raise LoadEvalError(f"only must be 'real' or 'ideal', not {self.only!r}.")
+
+
+@dataclass
+class PairResult:
+    """What a pair produced, including a run that failed half-way (kept, never dropped)."""
+
+    label: str
+    loader: dict[str, Any]
+    real: Optional[LoaderEvaluator] = None
+    ideal: Optional[LoaderEvaluator] = None
+    diagnosis: Optional[Diagnosis] = None
+    error: Optional[BaseException] = None
+    failed_run: Optional[str] = None
+    log_paths: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def row(self) -> dict[str, Any]:
+        """One history-table row: settings and results."""
+        d = self.diagnosis
+        return {
+            "label": self.label,
+            **{
+                k: self.loader.get(k)
+                for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+            },
+            "real_step_s": d.real_step_s if d else None,
+            "ideal_step_s": d.ideal_step_s if d else None,
+            "speedup": d.speedup if d else None,
+            "verdict": d.verdict if d else ("failed" if self.error else None),
+        }
+
+
+class PairHooks:
+    """Callbacks around each run (the dashboard subclasses this)."""
+
+    def run_started(self, which: str, ev: LoaderEvaluator, index: int, total: int) -> None:
+        pass
+
+    def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
+        pass
+
+
+def run_pair(
+    loader: Any,
+    run_once: Callable[[LoaderEvaluator], None],
+    settings: PairSettings,
+    *,
+    hooks: Optional[PairHooks] = None,
+    label: str = "",
+    loader_name: str = "the loader",
+) -> PairResult:
+    """Run ``run_once`` with a log-mode wrapper of ``loader``, then with a replay wrapper.
+
+    Never raises for a failure inside a run: the error is stored in the result
+    (``error``, ``failed_run``) after everything is cleaned up and the partial run
+    kept, so the caller can show it and then re-raise. Bad settings raise
+    :class:`LoadEvalError` before anything runs.
+    """
+    settings.validate()
+    hooks = hooks or PairHooks()
+    result = PairResult(label=label, loader=loader_settings(loader))
+    which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for index, which in enumerate(which_runs):
+        path = None
+        if settings.log_dir:
+            os.makedirs(settings.log_dir, exist_ok=True)
+            name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}.json"
+            path = os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
+            result.log_paths[which] = path
+        ev: Optional[LoaderEvaluator] = None
+        error: Optional[BaseException] = None
+        try:
+            ev = LoaderEvaluator(
+                loader,
+                mode="log" if which == "real" else "replay",
+                num_cached_batches=settings.cache,
+                metrics_file=path,
+                max_steps=settings.steps,
+                warmup_steps=settings.warmup,
+                cache_on=settings.cache_on,
+                sample_interval_s=settings.sample_interval_s,
+                label=which,
+            )
+            setattr(result, which, ev)
+            hooks.run_started(which, ev, index, len(which_runs))
+            run_once(ev)
+            if ev.total_steps == 0:
+                raise LoadEvalError(
+                    f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
+                )
+        except BaseException as e:  # KeyboardInterrupt included: clean up, keep, report
+            error = e
+        finally:
+            if ev is not None:
+                ev.close()
+        if ev is not None:
+            hooks.run_ended(which, ev, error)
+        if error is not None:
+            result.error, result.failed_run = error, which
+            return result
+    if result.real is not None and result.ideal is not None:
+        result.diagnosis = diagnose(result.real, result.ideal)
+    return result

@@ -1,0 +1,160 @@
+"""Running a cell body the way IPython runs cells, and swapping a name in the user namespace."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+from IPython.core.error import UsageError
+
+__all__ = ["run_cell_body", "LoaderRef", "find_loader_names"]
+
+_ABSENT = object()
+
+
+def run_cell_body(shell: Any, cell: str) -> None:
+    """Transform, compile and execute ``cell`` in ``shell.user_ns``, as IPython does.
+
+    ``transform_cell`` turns ``%magics`` and ``!commands`` into Python;
+    ``transform_ast`` applies registered AST transformers; the code is compiled
+    through ``shell.compile`` (so tracebacks show the cell's lines) with top-level
+    ``await`` allowed. Exceptions propagate unchanged.
+    """
+    source = shell.transform_cell(cell)
+    tree = shell.compile.ast_parse(source)
+    tree = shell.transform_ast(tree)
+    filename = shell.compile.cache(cell)
+    with shell.compile.extra_flags(getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)):
+        code = shell.compile(tree, filename, "exec")
+    result = eval(code, shell.user_ns)
+    if inspect.CO_COROUTINE & code.co_flags:
+        _run_coroutine(shell, result)
+
+
+def _run_coroutine(shell: Any, coro: Any) -> Any:
+    """Run a cell's top-level-await coroutine to completion from synchronous code."""
+    try:
+        running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is None:  # terminal IPython: its own runner
+        return shell.loop_runner(coro)
+    # Inside a kernel the kernel's loop is running (and blocked in us): give the cell a
+    # private loop on this thread for the duration, then put the kernel's back.
+    asyncio.events._set_running_loop(None)
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+        asyncio.events._set_running_loop(running)
+
+
+class LoaderRef:
+    """A name (``train_loader``) or dotted path (``trainer.train_loader``) in the user namespace."""
+
+    def __init__(self, shell: Any, dotted: str) -> None:
+        parts = dotted.split(".")
+        if not dotted or not all(p.isidentifier() for p in parts):
+            raise UsageError(
+                f"{dotted!r} is not a name; pass the loader's variable, e.g. %%loadeval train_loader."
+            )
+        self.shell, self.name, self.parts = shell, dotted, parts
+        self.get()  # fail now, with a clear message, if it does not resolve
+
+    def _parent(self) -> Any:
+        ns = self.shell.user_ns
+        if self.parts[0] not in ns:
+            raise UsageError(
+                f"No variable named {self.parts[0]!r} in the notebook; define the loader first."
+            )
+        obj = ns[self.parts[0]]
+        for i, p in enumerate(self.parts[1:-1], start=1):
+            if not hasattr(obj, p):
+                raise UsageError(
+                    f"{'.'.join(self.parts[:i])} has no attribute {p!r}; check the loader's name."
+                )
+            obj = getattr(obj, p)
+        return obj
+
+    def get(self) -> Any:
+        if len(self.parts) == 1:
+            return self._parent()
+        parent = self._parent()
+        if not hasattr(parent, self.parts[-1]):
+            raise UsageError(
+                f"{'.'.join(self.parts[:-1])} has no attribute {self.parts[-1]!r}; check the loader's name."
+            )
+        return getattr(parent, self.parts[-1])
+
+    @contextmanager
+    def bound(self, value: Any) -> Iterator[None]:
+        """Bind the name to ``value`` for the block; restore the original in ``finally``
+        (re-creating or deleting it if the cell deleted or created it)."""
+        ns = self.shell.user_ns
+        if len(self.parts) == 1:
+            key = self.parts[0]
+            original = ns.get(key, _ABSENT)
+            ns[key] = value
+            try:
+                yield
+            finally:
+                if original is _ABSENT:
+                    ns.pop(key, None)
+                else:
+                    ns[key] = original
+        else:
+            parent, attr = self._parent(), self.parts[-1]
+            original = getattr(parent, attr, _ABSENT)
+            setattr(parent, attr, value)
+            try:
+                yield
+            finally:
+                if original is _ABSENT:
+                    try:
+                        delattr(parent, attr)
+                    except AttributeError:
+                        pass
+                else:
+                    setattr(parent, attr, original)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def find_loader_names(shell: Any, cell: str) -> list[str]:
+    """Names and dotted paths in ``cell`` that refer to distinct DataLoader objects."""
+    from torch.utils.data import DataLoader
+
+    try:
+        tree = ast.parse(shell.transform_cell(cell))
+    except SyntaxError:
+        return []
+    found: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Name, ast.Attribute)):
+            continue
+        path = _dotted(node)
+        if path is None:
+            continue
+        try:
+            obj = LoaderRef(shell, path).get()
+        except UsageError:
+            continue
+        if isinstance(obj, DataLoader):
+            # prefer the shortest path to an object (``loader`` over ``loader.x``)
+            if id(obj) not in found or len(path) < len(found[id(obj)]):
+                found[id(obj)] = path
+    return sorted(found.values())

@@ -1,0 +1,258 @@
+"""``%%loadeval``: run a training cell with the real loader, then with a replayed cache.
+
+Thin: it parses options, resolves the loader, and orchestrates the core
+(``run_pair``) and the widgets (``Dashboard``, ``RerunPanel``).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from ..core import LoadEvalError
+from ..core._loader import loader_knobs, rebuild_loader
+from ..core._pair import PairResult, PairSettings, run_pair
+from ._cell import LoaderRef, find_loader_names, run_cell_body
+
+__all__ = ["LoadEvalMagics", "stop_all"]
+
+log = logging.getLogger("loadeval_nb")
+_sessions: weakref.WeakSet[_Session] = weakref.WeakSet()
+
+
+def stop_all() -> None:
+    """Stop every dashboard's background thread (used when the extension is unloaded)."""
+    for s in list(_sessions):
+        s.close()
+
+
+class _Session:
+    """One ``%%loadeval`` cell: its code, its loader, its dashboard and its reruns."""
+
+    def __init__(
+        self, shell: Any, cell: str, ref: LoaderRef, settings: PairSettings, args: Any
+    ) -> None:
+        self.shell, self.cell, self.ref, self.settings, self.args = shell, cell, ref, settings, args
+        self.original = ref.get()
+        self.dashboard: Any = None
+        self.panel: Any = None
+        self.static_handle: Any = None
+        self.bokehjs_handle: Any = None
+        self.n_pairs = 0
+        _sessions.add(self)
+
+    # -- display ----------------------------------------------------------------------
+    def show(self) -> None:
+        if self.args.quiet:
+            return
+        from ..widgets import Dashboard, load_bokehjs
+
+        live = not self.args.no_live
+        if live:
+            self.bokehjs_handle = load_bokehjs()
+        self.dashboard = Dashboard(
+            loader_name=self.ref.name, steps_per_run=self.settings.steps, live=live
+        )
+        display(self.dashboard.widget)
+
+    def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:
+        if self.dashboard is None:
+            return
+        from ..widgets import RerunPanel, static_bundle, unload_bokehjs_output
+
+        self.dashboard.pair_done(result, settings_row)
+        if self.panel is None and result.error is None:
+            knobs = loader_knobs(self.original)
+            self.panel = RerunPanel(
+                knobs, self.settings.cache, self.rerun, rebuildable=_is_dataloader(self.original)
+            )
+            self.dashboard.set_panel(self.panel.widget)
+        report = (
+            str(result.diagnosis)
+            if result.diagnosis is not None
+            else f"loadeval: {self.dashboard.status.value}"
+        )
+        bundle = static_bundle(self.dashboard.static_class, result, self.dashboard.rows, report)
+        if self.static_handle is None:
+            self.static_handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.static_handle.update(bundle, raw=True)
+        unload_bokehjs_output(self.bokehjs_handle)
+        self.bokehjs_handle = None
+
+    # -- running ----------------------------------------------------------------------
+    def run(self, loader: Any, settings_row: dict[str, Any]) -> PairResult:
+        """Run the pair with ``loader`` bound to the cell's name; show it; never raise."""
+        self.n_pairs += 1
+
+        def run_once(ev: Any) -> None:
+            with self.ref.bound(ev):
+                run_cell_body(self.shell, self.cell)
+
+        label = settings_row.get("label", "")
+        result = run_pair(
+            loader,
+            run_once,
+            self.settings,
+            hooks=self.dashboard,
+            label=label,
+            loader_name=self.ref.name,
+        )
+        self.shell.user_ns["_loadeval"] = result
+        self._show_result(result, settings_row)
+        return result
+
+    def first(self) -> PairResult:
+        row = {"label": "#1 as is", "cache": self.settings.cache}
+        return self.run(self.original, row)
+
+    def rerun(self, changes: dict[str, Any], cache: int) -> None:
+        """The rerun panel's button: rebuild the loader with ``changes``, run the pair again."""
+        try:
+            loader = rebuild_loader(self.original, **changes) if changes else self.original
+        except LoadEvalError as e:
+            self.dashboard.show_error(e)
+            return
+        self.settings.cache = cache
+        knobs = {**loader_knobs(self.original), **changes}
+        label = _run_label(self.n_pairs + 1, knobs, cache)
+        try:
+            result = self.run(loader, {"label": label, "cache": cache})
+            if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
+                self.dashboard.show_error(result.error)
+        finally:
+            if loader is not self.original:
+                _shutdown_persistent(loader)
+
+    def close(self) -> None:
+        if self.dashboard is not None:
+            self.dashboard.close()
+
+
+def _run_label(n: int, knobs: dict[str, Any], cache: int) -> str:
+    parts = [f"#{n}", f"w{knobs.get('num_workers')}"]
+    if knobs.get("pin_memory"):
+        parts.append("pin")
+    if knobs.get("num_workers") and knobs.get("prefetch_factor") not in (None, 2):
+        parts.append(f"pf{knobs['prefetch_factor']}")
+    if knobs.get("persistent_workers"):
+        parts.append("persist")
+    parts.append(f"c{cache}")
+    return " ".join(parts)
+
+
+def _is_dataloader(x: Any) -> bool:
+    from torch.utils.data import DataLoader
+
+    return isinstance(x, DataLoader)
+
+
+def _shutdown_persistent(loader: Any) -> None:
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+
+
+@magics_class
+class LoadEvalMagics(Magics):
+    """The ``%%loadeval`` cell magic."""
+
+    @magic_arguments()
+    @argument(
+        "loader",
+        nargs="?",
+        default=None,
+        help="the DataLoader's name in the notebook, or a dotted path (trainer.train_loader); "
+        "optional when the cell refers to exactly one DataLoader",
+    )
+    @argument(
+        "--steps", type=int, default=200, help="steps per run, warm-up included (default 200)"
+    )
+    @argument(
+        "--warmup",
+        type=int,
+        default=10,
+        help="warm-up steps per run left out of the statistics (default 10)",
+    )
+    @argument("--cache", type=int, default=20, help="batches cached for the ideal run (default 20)")
+    @argument(
+        "--cache-on",
+        choices=["host", "device"],
+        default="host",
+        help="keep cached batches as produced (host) or on the GPU (device: also excludes the copy)",
+    )
+    @argument("--log-dir", default=None, help="also save both runs' JSON logs in this folder")
+    @argument(
+        "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
+    )
+    @argument(
+        "--only",
+        choices=["real", "ideal"],
+        default=None,
+        help="run only the real or only the ideal run",
+    )
+    @argument(
+        "--quiet", action="store_true", help="show nothing; the result is in the variable _loadeval"
+    )
+    @cell_magic
+    def loadeval(self, line: str, cell: str) -> None:
+        """Run a training cell twice: with the real DataLoader, instrumented, then with a
+        replayed cache of a few of its batches (loading for free), and say how much faster
+        training would be with an ideal loader and where the time goes.
+
+        Example::
+
+            %%loadeval train_loader --steps 200 --warmup 10 --cache 20
+            for images, labels in train_loader:
+                train_step(model, images.to(device), labels.to(device))
+
+        The cell must iterate the loader by that name. The result (a PairResult with
+        ``.diagnosis``, ``.real``, ``.ideal``) is kept in ``_loadeval``.
+        """
+        args = parse_argstring(self.loadeval, line)
+        if not cell.strip():
+            raise UsageError(
+                "The %%loadeval cell is empty; put the training loop that iterates the loader below it."
+            )
+        shell = self.shell
+        if args.loader is None:
+            names = find_loader_names(shell, cell)
+            if len(names) != 1:
+                found = f" (found {', '.join(names)})" if names else ""
+                raise UsageError(
+                    f"Name the loader to measure, e.g. %%loadeval train_loader: the cell must refer to exactly "
+                    f"one DataLoader{found}."
+                )
+            args.loader = names[0]
+        ref = LoaderRef(shell, args.loader)
+        if not hasattr(ref.get(), "__iter__"):
+            raise UsageError(
+                f"{args.loader} is a {type(ref.get()).__name__}, not a loader; pass the DataLoader's name."
+            )
+        settings = PairSettings(
+            steps=args.steps,
+            warmup=args.warmup,
+            cache=args.cache,
+            cache_on=args.cache_on,
+            only=args.only,
+            log_dir=args.log_dir,
+        )
+        try:
+            settings.validate()
+        except LoadEvalError as e:
+            raise UsageError(
+                str(e).replace("steps must", "--steps must").replace("warmup (", "--warmup (")
+            ) from None
+        session = _Session(shell, cell, ref, settings, args)
+        session.show()
+        result = session.first()
+        if result.error is not None:
+            if isinstance(result.error, LoadEvalError):
+                raise UsageError(str(result.error)) from None
+            raise result.error

@@ -1,0 +1,105 @@
+"""Figures meant to be streamed into: empty sources, fixed colours, bounded length.
+
+Pure Bokeh; the widgets layer wraps them in ``BokehModel`` and streams new rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+from bokeh.plotting import figure
+
+from ._comparison import COLORS, _figure
+
+__all__ = ["LIVE_ROLLOVER", "live_step_figure", "live_util_figure", "history_figure", "RUNS"]
+
+RUNS = ("real", "ideal")
+LIVE_ROLLOVER = 5000
+"""Points kept per live series: the browser stays quick however long the run."""
+
+
+def live_step_figure(width: int = 900, height: int = 260) -> tuple[Any, dict[str, Any]]:
+    """Step time (ms) per step, real and ideal overlaid. Returns (figure, sources by run)."""
+    p = _figure("Step time per step", "step", "step time (ms)", width, height)
+    sources = {}
+    for name in RUNS:
+        src = ColumnDataSource({"step": [], "step_ms": []}, name=f"live_steps_{name}")
+        p.line("step", "step_ms", source=src, color=COLORS[name], line_width=1.5, legend_label=name)
+        sources[name] = src
+    p.add_tools(HoverTool(tooltips=[("step", "@step"), ("ms", "@step_ms{0.00}")]))
+    p.legend.location = "top_right"
+    p.legend.click_policy = "hide"
+    p.y_range.start = 0
+    return p, sources
+
+
+def live_util_figure(gpu: bool, width: int = 900, height: int = 220) -> tuple[Any, dict[str, Any]]:
+    """Utilisation over time since each run's start: GPU % (solid; when ``gpu``), CPU of the
+    process (dashed) and of the loader workers (dotted). Returns (figure, sources by run)."""
+    title = "GPU and CPU utilisation" if gpu else "CPU utilisation (no NVIDIA GPU readings)"
+    p = _figure(title, "time since run start (s)", "% (CPU: 100 = one core)", width, height)
+    sources = {}
+    items = []
+    for name in RUNS:
+        cols = {"t_s": [], "process_cpu_pct": [], "workers_cpu_pct": []}
+        if gpu:
+            cols["gpu_pct"] = []
+        src = ColumnDataSource(cols, name=f"live_util_{name}")
+        sources[name] = src
+        series = [
+            ("process_cpu_pct", "CPU (process)", "dashed"),
+            ("workers_cpu_pct", "CPU (workers)", "dotted"),
+        ]
+        if gpu:
+            series.insert(0, ("gpu_pct", "GPU", "solid"))
+        for key, label, dash in series:
+            r = p.line(
+                "t_s",
+                key,
+                source=src,
+                color=COLORS[name],
+                line_dash=dash,
+                line_width=2.5 if key == "gpu_pct" else 1.5,
+            )
+            items.append(LegendItem(label=f"{name} {label}", renderers=[r]))
+    p.add_layout(Legend(items=items, click_policy="hide", label_text_font_size="8pt"), "right")
+    p.y_range.start = 0
+    return p, sources
+
+
+def history_figure(width: int = 450, height: int = 220) -> tuple[Any, Any]:
+    """Mean step time (ms) per configuration, real vs ideal bars. Returns (figure, source)."""
+    src = ColumnDataSource({"x": [], "ms": [], "run": [], "color": []}, name="history")
+    p = figure(
+        title="Configurations compared (mean step, ms)",
+        x_range=FactorRange(factors=[]),
+        width=width,
+        height=height,
+        tools="save",
+        toolbar_location=None,
+    )
+    p.vbar(x="x", top="ms", width=0.8, source=src, color="color", legend_field="run")
+    p.y_range.start = 0
+    p.xaxis.major_label_orientation = 0.6
+    p.legend.location = "top_left"
+    return p, src
+
+
+def history_data(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
+    """Factors and bar data for :func:`history_figure` from history rows
+    (``{"label", "real_step_s", "ideal_step_s"}``)."""
+    factors: list[tuple[str, str]] = []
+    data: dict[str, list[Any]] = {"x": [], "ms": [], "run": [], "color": []}
+    for row in rows:
+        for run in RUNS:
+            v = row.get(f"{run}_step_s")
+            if v is None:
+                continue
+            key = (row["label"], run)
+            factors.append(key)
+            data["x"].append(key)
+            data["ms"].append(v * 1e3)
+            data["run"].append(run)
+            data["color"].append(COLORS[run])
+    return factors, data

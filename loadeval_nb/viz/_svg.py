@@ -1,0 +1,78 @@
+"""A small static SVG chart of step times, for saved notebooks and rendered copies.
+
+Bokeh cannot write SVG without a browser (its SVG export drives one through
+Selenium), and a saved notebook must show the result with no kernel and no
+JavaScript (nbviewer, GitHub). So the final step-time chart is also drawn here
+as plain SVG: a few polylines, axes and labels.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Optional
+
+from ..core import Run
+from ._comparison import COLORS
+from ._data import decimate
+
+__all__ = ["steps_svg"]
+
+
+def _nice_max(v: float) -> float:
+    if v <= 0:
+        return 1.0
+    for m in (1, 2, 2.5, 5, 10):
+        for e in range(-6, 7):
+            c = m * 10**e
+            if c >= v:
+                return c
+    return v
+
+
+def steps_svg(
+    runs: Sequence[tuple[str, Optional[Run]]],
+    width: int = 640,
+    height: int = 220,
+    title: str = "Step time per step (ms)",
+) -> str:
+    """An SVG document plotting each run's step times (ms) against step index."""
+    left, right, top, bottom = 48, 90, 24, 30
+    pw, ph = width - left - right, height - top - bottom
+    series = [
+        (name, [s / 1e6 for s in run.step_ns])
+        for name, run in runs
+        if run is not None and run.n_steps
+    ]
+    n_max = max((len(y) for _, y in series), default=1)
+    y_max = _nice_max(max((max(y) for _, y in series), default=1.0) * 1.05)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="15" font-weight="bold">{html.escape(title)}</text>',
+        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#888"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#888"/>',
+    ]
+    for k in range(5):
+        tick = y_max * k / 4
+        ty = top + ph - ph * k / 4
+        out.append(f'<line x1="{left}" y1="{ty:.1f}" x2="{left + pw}" y2="{ty:.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{left - 4}" y="{ty + 4:.1f}" text-anchor="end">{tick:g}</text>')
+    out.append(f'<text x="{left + pw}" y="{height - 8}" text-anchor="end">step (of {n_max})</text>')
+    for i, (name, y) in enumerate(series):
+        xs, ys = decimate(list(range(len(y))), y, 600)
+        pts = " ".join(
+            f"{left + pw * x / max(n_max - 1, 1):.1f},{top + ph - ph * min(v, y_max) / y_max:.1f}"
+            for x, v in zip(xs, ys)
+        )
+        color = COLORS.get(name, "#333")
+        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>')
+        ly = top + 14 + 16 * i
+        out.append(
+            f'<line x1="{left + pw + 10}" y1="{ly - 4}" x2="{left + pw + 28}" y2="{ly - 4}" '
+            f'stroke="{color}" stroke-width="2"/>'
+        )
+        out.append(f'<text x="{left + pw + 32}" y="{ly}">{html.escape(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)

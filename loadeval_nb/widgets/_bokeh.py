@@ -1,0 +1,67 @@
+"""Bokeh inside ipywidgets: a display-only BokehModel, and putting BokehJS on the page.
+
+Two pitfalls of jupyter_bokeh 4.1.0 with bokeh 3.9, measured on this project's
+machine (see ``shared/notes/live-bokeh-in-jupyter.md``), are handled here:
+
+1. The browser echoes the events it applied (our streamed rows among them) and
+   ``BokehModel._sync_model`` applies them a second time in the kernel: after a
+   rerun the source holds every row twice and redraws jump back to step 0.
+   :class:`DisplayOnlyBokehModel` ignores everything the browser sends except
+   Bokeh UI events (our plots are display-only).
+2. The widget needs ``window.Bokeh`` before it renders. Bokeh's default CDN
+   resources fail offline. :func:`load_bokehjs` sends BokehJS inline (it works
+   offline and under any URL prefix, e.g. JupyterHub) in an output that
+   :func:`unload_bokehjs_output` empties once the dashboard has rendered: the
+   page keeps BokehJS, the saved notebook does not carry 4 MB of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from jupyter_bokeh import BokehModel
+
+__all__ = ["DisplayOnlyBokehModel", "load_bokehjs", "unload_bokehjs_output"]
+
+
+class DisplayOnlyBokehModel(BokehModel):
+    """A ``BokehModel`` that never applies state sent back by the browser.
+
+    Only ``MessageSent`` events (Bokeh UI events such as a tap) are passed on;
+    ``ColumnsStreamed``, ``ColumnsPatched`` and ``ModelChanged`` echoes are dropped.
+    """
+
+    def _sync_model(self, _model: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
+        if content.get("event", "") == "jsevent" and content.get("kind") == "MessageSent":
+            super()._sync_model(_model, content, _buffers)
+
+
+def load_bokehjs() -> Optional[Any]:
+    """Display BokehJS (inline) so BokehModel widgets can render; returns the display handle.
+
+    The output is sent with only Bokeh's JupyterLab mimetype (rendered by the
+    jupyter_bokeh extension), not also as ``application/javascript``: half the size.
+    """
+    from IPython.display import display
+
+    try:
+        from bokeh.embed.bundle import bundle_for_objs_and_resources
+        from bokeh.io.notebook import LOAD_MIME_TYPE, _loading_js
+        from bokeh.resources import INLINE
+
+        js = _loading_js(
+            bundle_for_objs_and_resources(None, INLINE), None, 10000, register_mime=False
+        )
+    except Exception:  # a Bokeh without these internals: let Bokeh do it (not clearable)
+        from bokeh.io import output_notebook
+        from bokeh.resources import INLINE
+
+        output_notebook(INLINE, hide_banner=True)
+        return None
+    return display({LOAD_MIME_TYPE: js, "text/plain": ""}, raw=True, display_id=True)
+
+
+def unload_bokehjs_output(handle: Optional[Any]) -> None:
+    """Empty the output that carried BokehJS (the page keeps it; the saved notebook does not)."""
+    if handle is not None:
+        handle.update({"text/plain": ""}, raw=True)

@@ -1,0 +1,354 @@
+"""The live dashboard: status line, streamed Bokeh plots, verdict card, rerun panel, history.
+
+Threads: the training loop only appends stamps (the core's C-level iterators);
+one pusher thread per run, the only code touching the Bokeh documents while a
+run goes, reads what is new every ``push_interval_s`` (0.25 s: at most 4 pushes
+a second) and streams just those rows. Series roll over at ``LIVE_ROLLOVER``
+points; when a run ends its plot is replaced by the whole run, decimated.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Optional
+
+import ipywidgets as W
+
+from ..core import Diagnosis, LoaderEvaluator, gpu_status
+from ..core._format import fmt_pct, fmt_seconds
+from ..core._pair import PairHooks, PairResult
+from ..viz._data import steps_data
+from ..viz._live import (
+    LIVE_ROLLOVER,
+    RUNS,
+    history_data,
+    history_figure,
+    live_step_figure,
+    live_util_figure,
+)
+from ..viz._svg import steps_svg
+from ._bokeh import DisplayOnlyBokehModel
+
+__all__ = ["Dashboard", "verdict_html", "history_html", "static_bundle"]
+
+log = logging.getLogger("loadeval_nb")
+_ids = itertools.count(1)
+
+VERDICT_COLORS = {
+    "INPUT-BOUND": "#c62828",
+    "PARTLY INPUT-BOUND": "#ef6c00",
+    "NOT INPUT-BOUND": "#2e7d32",
+    "NOT ENOUGH DATA": "#616161",
+}
+
+
+def _x(v: Optional[float], digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}×"
+
+
+def verdict_html(d: Diagnosis) -> str:
+    """The verdict card (plain HTML, no scripts: also used in the saved notebook)."""
+    color = VERDICT_COLORS.get(d.verdict, "#333")
+    lo, hi = d.speedup_ci
+    ci = f"{lo:.2f}–{hi:.2f}×" if lo is not None and hi is not None else "n/a"
+    gpu = (
+        "n/a (no NVIDIA GPU readings)"
+        if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None
+        else f"{'n/a' if d.real_gpu_util_pct is None else f'{d.real_gpu_util_pct:.0f}%'} real → "
+        f"{'n/a' if d.ideal_gpu_util_pct is None else f'{d.ideal_gpu_util_pct:.0f}%'} ideal"
+    )
+    saved = (
+        f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)} "
+        f"({d.steps_per_epoch} steps)"
+        if d.time_saved_per_epoch_s is not None
+        else "n/a"
+    )
+    rows = [
+        ("Speedup with an ideal loader", f"<b>{_x(d.speedup)}</b> (95% CI {ci})"),
+        ("Headroom", fmt_pct(d.headroom, 1)),
+        (
+            "Mean step: real → ideal",
+            f"{fmt_seconds(d.real_step_s)} → {fmt_seconds(d.ideal_step_s)}",
+        ),
+        (
+            "Median / p90 step (real)",
+            f"{fmt_seconds(d.real_median_s)} / {fmt_seconds(d.real_p90_s)}",
+        ),
+        (
+            "Waiting for data (real)",
+            f"{fmt_pct(d.wait_share)} of the time, {fmt_seconds(d.real_wait_s)} per step",
+        ),
+        ("Time saved per epoch", saved),
+        ("GPU utilisation", gpu),
+        ("Steady steps measured", f"{d.real_steady_steps} real, {d.ideal_steady_steps} ideal"),
+    ]
+    body = "".join(
+        f"<tr><td style='padding:1px 12px 1px 0;color:#555'>{k}</td><td>{v}</td></tr>"
+        for k, v in rows
+    )
+    notes = "".join(f"<div style='color:#555'>note: {html.escape(n)}</div>" for n in d.notes)
+    return (
+        "<div class='loadeval-verdict' style='border:1px solid #ddd;border-radius:6px;padding:8px 12px;"
+        "margin:4px 0;font-family:sans-serif;font-size:13px'>"
+        f"<div style='font-size:15px;margin-bottom:4px'><span style='background:{color};color:white;"
+        f"padding:2px 8px;border-radius:4px;font-weight:bold'>{html.escape(d.verdict)}</span> "
+        f"{html.escape(d.reason)}.</div><table>{body}</table>{notes}</div>"
+    )
+
+
+HISTORY_COLUMNS = (
+    ("label", "run"),
+    ("num_workers", "num_workers"),
+    ("pin_memory", "pin_memory"),
+    ("prefetch_factor", "prefetch_factor"),
+    ("persistent_workers", "persistent_workers"),
+    ("cache", "cache"),
+    ("real_step_s", "real step"),
+    ("ideal_step_s", "ideal step"),
+    ("speedup", "speedup"),
+    ("verdict", "verdict"),
+)
+
+
+def history_html(rows: list[dict[str, Any]]) -> str:
+    """The history table: settings → real step, ideal step, speedup."""
+    head = "".join(
+        f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for _, h in HISTORY_COLUMNS
+    )
+
+    def cell(k: str, v: Any) -> str:
+        if k.endswith("_step_s"):
+            return fmt_seconds(v)
+        if k == "speedup":
+            return _x(v)
+        return "–" if v is None else html.escape(str(v))
+
+    body = "".join(
+        "<tr class='loadeval-history-row'>"
+        + "".join(
+            f"<td style='padding:2px 8px'>{cell(k, r.get(k))}</td>" for k, _ in HISTORY_COLUMNS
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return (
+        "<table class='loadeval-history' style='border-collapse:collapse;font-family:sans-serif;"
+        f"font-size:12px'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def static_bundle(
+    css_class: str, result: Optional[PairResult], rows: list[dict[str, Any]], report: str
+) -> dict[str, str]:
+    """The output kept in the saved notebook: verdict card, SVG chart, history (no scripts)."""
+    parts = [
+        f"<div class='{css_class}'>",
+        "<div style='font-family:sans-serif;font-size:12px;color:#777'>"
+        "loadeval_nb result (static copy)</div>",
+    ]
+    if result is not None and result.diagnosis is not None:
+        parts.append(verdict_html(result.diagnosis))
+    if result is not None:
+        runs = [
+            (w, getattr(result, w).to_run() if getattr(result, w) is not None else None)
+            for w in RUNS
+        ]
+        parts.append(steps_svg(runs))
+    if rows:
+        parts.append(history_html(rows))
+    parts.append("</div>")
+    return {"text/html": "".join(parts), "text/plain": report}
+
+
+class _Pusher(threading.Thread):
+    """Streams what is new in one run to the plots and the status line, throttled."""
+
+    def __init__(self, dash: Dashboard, which: str, ev: LoaderEvaluator, label: str) -> None:
+        super().__init__(name="loadeval-dashboard", daemon=True)
+        self.dash, self.which, self.ev, self.label = dash, which, ev, label
+        self.stop_event = threading.Event()
+        self.cursor: tuple[int, int] = (0, 0)
+        self.n_steps = 0
+        self.k_util = 0
+        self.t_start = time.monotonic()
+        self.failed = False
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.dash.push_interval_s):
+            self.push()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join()
+        self.push()  # whatever came after the last tick
+
+    def push(self) -> None:
+        try:
+            steps, self.cursor = self.ev.steps_since(self.cursor)
+            if steps:
+                n0 = self.n_steps
+                self.n_steps += len(steps)
+                self.dash.step_src[self.which].stream(
+                    {"step": list(range(n0, self.n_steps)), "step_ms": [s / 1e6 for s in steps]},
+                    rollover=LIVE_ROLLOVER,
+                )
+            sampler, t0 = self.ev.sampler, self.ev.started_ns
+            if sampler is not None and t0 is not None:
+                data, self.k_util = sampler.since(self.k_util)
+                if data["t_ns"]:
+                    src = self.dash.util_src[self.which]
+                    row = {"t_s": [(t - t0) / 1e9 for t in data.pop("t_ns")]}
+                    row.update({k: v for k, v in data.items() if k in src.data})
+                    src.stream(row, rollover=LIVE_ROLLOVER)
+            self.dash.set_status(
+                f"{self.label}: step {self.n_steps} of {self.dash.steps_per_run or '?'}, "
+                f"{time.monotonic() - self.t_start:.1f} s elapsed"
+            )
+        except Exception as e:  # never break the user's run over a plot
+            if not self.failed:
+                self.failed = True
+                log.warning("loadeval_nb: live plot update failed (%s); the run goes on.", e)
+
+
+class Dashboard(PairHooks):
+    """The widget shown by ``%%loadeval``; also the hooks that feed it during a pair."""
+
+    def __init__(
+        self,
+        *,
+        loader_name: str,
+        steps_per_run: Optional[int],
+        live: bool = True,
+        push_interval_s: float = 0.25,
+        width: int = 900,
+    ) -> None:
+        self.loader_name = loader_name
+        self.steps_per_run = steps_per_run
+        self.live = live
+        self.push_interval_s = push_interval_s
+        self.uid = f"loadeval-{next(_ids)}-{int(time.time() * 1000) % 100000}"
+        self.static_class = f"{self.uid}-static"
+        self.gpu = bool(gpu_status()["available"])
+        self.rows: list[dict[str, Any]] = []
+        self._pusher: Optional[_Pusher] = None
+        self.status = W.HTML(value=self._status_html("Starting…"))
+        # Hides this dashboard's static copy while the live widget is on the page (saved
+        # notebooks, where the widget cannot render, show the static copy instead).
+        self.style = W.HTML(value=f"<style>.{self.static_class}{{display:none}}</style>")
+        self.verdict = W.HTML(value="")
+        self.history = W.HTML(value="")
+        self.errors = W.Output()
+        self.step_fig, self.step_src = live_step_figure(width=width)
+        self.util_fig, self.util_src = live_util_figure(self.gpu, width=width)
+        self.hist_fig, self.hist_src = history_figure(width=min(width, 560))
+        children: list[Any] = [self.style, self.status]
+        self.step_view = self.util_view = self.hist_view = None
+        if live:
+            self.step_view = DisplayOnlyBokehModel(self.step_fig)
+            self.util_view = DisplayOnlyBokehModel(self.util_fig)
+            children += [self.step_view, self.util_view]
+        children += [self.verdict, self.errors]
+        self.panel_box = W.VBox([])
+        self.history_box = W.VBox([W.HTML("<b>History</b>"), self.history])
+        if live:
+            self.hist_view = DisplayOnlyBokehModel(self.hist_fig)
+            self.history_box.children = (*self.history_box.children, self.hist_view)
+        self.history_box.layout.display = "none"
+        children += [self.panel_box, self.history_box]
+        self.widget = W.VBox(children, layout=W.Layout(width=f"{width + 40}px"))
+        self.widget.add_class("loadeval-dashboard")
+
+    # -- status ------------------------------------------------------------------
+    def _status_html(self, text: str, color: str = "#333") -> str:
+        return (
+            f"<div class='loadeval-status' style='font-family:monospace;font-size:13px;color:{color}'>"
+            f"{html.escape(text)}</div>"
+        )
+
+    def set_status(self, text: str, color: str = "#333") -> None:
+        self.status.value = self._status_html(text, color)
+
+    # -- hooks: called by run_pair ------------------------------------------------
+    def run_started(self, which: str, ev: LoaderEvaluator, index: int, total: int) -> None:
+        label = (
+            f"Run {index + 1} of {total} ({'real loader' if which == 'real' else 'replayed cache'})"
+        )
+        self.set_status(f"{label}: starting")
+        # a new pair starts: clear this run's series from the previous pair
+        self.step_src[which].data = {k: [] for k in self.step_src[which].data}
+        self.util_src[which].data = {k: [] for k in self.util_src[which].data}
+        if self.live:
+            self._pusher = _Pusher(self, which, ev, label)
+            self._pusher.start()
+
+    def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
+        if self._pusher is not None:
+            self._pusher.stop()
+            self._pusher = None
+        run = ev.to_run()
+        # the whole run, decimated, replaces the rolled-over live series
+        data = steps_data(run, max_points=LIVE_ROLLOVER)
+        self.step_src[which].data = {"step": data["step"], "step_ms": data["step_ms"]}
+        for view, fig in ((self.step_view, self.step_fig), (self.util_view, self.util_fig)):
+            if view is not None:  # re-sync so a re-render (page reload) shows the data
+                view.update_from_model(fig)
+        if error is not None:
+            what = (
+                "interrupted"
+                if isinstance(error, KeyboardInterrupt)
+                else f"failed: {type(error).__name__}: {error}"
+            )
+            self.set_status(
+                f"{which} run {what} after {run.n_steps} steps (partial run kept)", "#c62828"
+            )
+            self.widget.add_class("loadeval-failed")
+
+    # -- after a pair ----------------------------------------------------------------
+    def pair_done(self, result: PairResult, settings_row: dict[str, Any]) -> None:
+        """Show the verdict and add a history row."""
+        d = result.diagnosis
+        if d is not None:
+            self.verdict.value = verdict_html(d)
+            self.set_status(
+                f"Done: {d.verdict} — an ideal loader would be {_x(d.speedup)} as fast."
+            )
+        elif result.error is None:
+            self.set_status(f"Done: {result.failed_run or 'one run only'}; no comparison to make.")
+        row = {**result.row(), **settings_row}
+        self.rows.append(row)
+        self.history.value = history_html(self.rows)
+        factors, data = history_data(self.rows)
+        self.hist_fig.x_range.factors = factors
+        self.hist_src.data = data
+        if self.hist_view is not None:
+            self.hist_view.update_from_model(self.hist_fig)
+        self.history_box.layout.display = ""
+
+    def set_panel(self, panel: Any) -> None:
+        self.panel_box.children = (panel,)
+
+    def show_error(self, exc: BaseException) -> None:
+        with self.errors:
+            print(f"loadeval_nb: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        if self._pusher is not None:
+            self._pusher.stop_event.set()
+            self._pusher.join()
+            self._pusher = None
+
+
+def run_label(settings: dict[str, Any], n: int) -> str:
+    """A short label for a configuration: '#2 w4 pin'."""
+    parts = [f"#{n}"]
+    if settings.get("num_workers") is not None:
+        parts.append(f"w{settings['num_workers']}")
+    if settings.get("pin_memory"):
+        parts.append("pin")
+    if settings.get("cache") is not None:
+        parts.append(f"c{settings['cache']}")
+    return " ".join(parts)

@@ -1,0 +1,116 @@
+"""The rerun panel: other cache size / num_workers / pin_memory / prefetch / persistence."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ipywidgets as W
+
+__all__ = ["RerunPanel"]
+
+
+class RerunPanel:
+    """Controls and a "Rerun pair" button.
+
+    ``on_rerun(changes, cache)`` is called with the DataLoader settings to change
+    (only those that differ from the loader's) and the cache size.
+    """
+
+    def __init__(
+        self,
+        knobs: dict[str, Any],
+        cache: int,
+        on_rerun: Callable[[dict[str, Any], int], None],
+        rebuildable: bool = True,
+    ) -> None:
+        self._knobs = dict(knobs)
+        self._on_rerun = on_rerun
+        style = {"description_width": "initial"}
+        lay = W.Layout(width="170px")
+        self.cache = W.BoundedIntText(
+            value=cache, min=1, max=100_000, description="cache batches", style=style, layout=lay
+        )
+        self.num_workers = W.BoundedIntText(
+            value=int(knobs.get("num_workers") or 0),
+            min=0,
+            max=256,
+            description="num_workers",
+            style=style,
+            layout=lay,
+        )
+        self.pin_memory = W.Checkbox(
+            value=bool(knobs.get("pin_memory")),
+            description="pin_memory",
+            indent=False,
+            layout=W.Layout(width="120px"),
+        )
+        self.prefetch_factor = W.BoundedIntText(
+            value=int(knobs.get("prefetch_factor") or 2),
+            min=1,
+            max=64,
+            description="prefetch_factor",
+            style=style,
+            layout=lay,
+        )
+        self.persistent_workers = W.Checkbox(
+            value=bool(knobs.get("persistent_workers")),
+            description="persistent_workers",
+            indent=False,
+            layout=W.Layout(width="160px"),
+        )
+        self.button = W.Button(description="Rerun pair", button_style="primary", icon="refresh")
+        self.button.add_class("loadeval-rerun")
+        self.note = W.HTML("")
+        loader_controls = [
+            self.num_workers,
+            self.pin_memory,
+            self.prefetch_factor,
+            self.persistent_workers,
+        ]
+        if not rebuildable:
+            for c in loader_controls:
+                c.disabled = True
+            self.note.value = "<span style='color:#777'>The loader is not a torch DataLoader: only the cache size can change.</span>"
+        self.num_workers.observe(self._workers_changed, names="value")
+        self._workers_changed({"new": self.num_workers.value})
+        self.button.on_click(self._clicked)
+        self.widget = W.VBox(
+            [
+                W.HTML("<b>Try other settings</b>"),
+                W.HBox([self.cache, self.num_workers, self.prefetch_factor]),
+                W.HBox([self.pin_memory, self.persistent_workers, self.button]),
+                self.note,
+            ]
+        )
+        self.widget.add_class("loadeval-panel")
+        self._rebuildable = rebuildable
+
+    def _workers_changed(self, change: dict[str, Any]) -> None:
+        no_workers = not change["new"]
+        self.prefetch_factor.disabled = no_workers or not getattr(self, "_rebuildable", True)
+        self.persistent_workers.disabled = no_workers or not getattr(self, "_rebuildable", True)
+
+    def changes(self) -> dict[str, Any]:
+        """The loader settings that differ from the loader's own."""
+        if not self._rebuildable:
+            return {}
+        want = {
+            "num_workers": self.num_workers.value,
+            "pin_memory": self.pin_memory.value,
+            "prefetch_factor": self.prefetch_factor.value if self.num_workers.value else None,
+            "persistent_workers": self.persistent_workers.value
+            if self.num_workers.value
+            else False,
+        }
+        return {k: v for k, v in want.items() if v != self._knobs.get(k)}
+
+    def set_busy(self, busy: bool) -> None:
+        self.button.disabled = busy
+        self.button.description = "Running…" if busy else "Rerun pair"
+
+    def _clicked(self, _button: Any) -> None:
+        self.set_busy(True)
+        try:
+            self._on_rerun(self.changes(), self.cache.value)
+        finally:
+            self.set_busy(False)
