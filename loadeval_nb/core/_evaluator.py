@@ -396,8 +396,9 @@ class LoaderEvaluator:
         return out, (e, i)
 
     @property
-    def sampler(self) -> Optional[UtilSampler]:
-        """The utilisation sampler (None when sampling is off)."""
+    def util_sampler(self) -> Optional[UtilSampler]:
+        """The utilisation sampler (None when sampling is off). (``ev.sampler`` is the
+        wrapped DataLoader's sampler, passed through.)"""
         return self._sampler
 
     @property

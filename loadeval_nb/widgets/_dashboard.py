@@ -196,7 +196,7 @@ class _Pusher(threading.Thread):
                     {"step": list(range(n0, self.n_steps)), "step_ms": [s / 1e6 for s in steps]},
                     rollover=LIVE_ROLLOVER,
                 )
-            sampler, t0 = self.ev.sampler, self.ev.started_ns
+            sampler, t0 = self.ev.util_sampler, self.ev.started_ns
             if sampler is not None and t0 is not None:
                 data, self.k_util = sampler.since(self.k_util)
                 if data["t_ns"]:
