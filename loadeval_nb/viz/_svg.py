@@ -57,7 +57,9 @@ def steps_svg(
     for k in range(5):
         tick = y_max * k / 4
         ty = top + ph - ph * k / 4
-        out.append(f'<line x1="{left}" y1="{ty:.1f}" x2="{left + pw}" y2="{ty:.1f}" stroke="#eee"/>')
+        out.append(
+            f'<line x1="{left}" y1="{ty:.1f}" x2="{left + pw}" y2="{ty:.1f}" stroke="#eee"/>'
+        )
         out.append(f'<text x="{left - 4}" y="{ty + 4:.1f}" text-anchor="end">{tick:g}</text>')
     out.append(f'<text x="{left + pw}" y="{height - 8}" text-anchor="end">step (of {n_max})</text>')
     for i, (name, y) in enumerate(series):

@@ -29,7 +29,15 @@ class DisplayOnlyBokehModel(BokehModel):
 
     Only ``MessageSent`` events (Bokeh UI events such as a tap) are passed on;
     ``ColumnsStreamed``, ``ColumnsPatched`` and ``ModelChanged`` echoes are dropped.
+    ``close()`` may be called more than once.
     """
+
+    def close(self) -> None:
+        # jupyter_bokeh's close() is not idempotent (KeyError from Bokeh on the second
+        # call), and ipywidgets calls close() again from __del__.
+        if not getattr(self, "_loadeval_closed", False):
+            self._loadeval_closed = True
+            super().close()
 
     def _sync_model(self, _model: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
         if content.get("event", "") == "jsevent" and content.get("kind") == "MessageSent":

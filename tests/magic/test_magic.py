@@ -1,0 +1,193 @@
+"""%%loadeval in an in-process IPython shell: options, names, restore-in-finally, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from torch.utils.data import DataLoader, TensorDataset
+from traitlets.config import Config
+
+from loadeval_nb import load_run
+from loadeval_nb.magic import _magic
+
+QUIET = "--steps 24 --warmup 2 --cache 3 --quiet"
+
+
+@pytest.fixture
+def shell():
+    cfg = Config()
+    cfg.HistoryManager.enabled = False  # no history thread to outlive the test
+    ip = InteractiveShell.instance(config=cfg)
+    ip.run_line_magic("load_ext", "loadeval_nb")
+    ns_before = dict(ip.user_ns)
+    ip.user_ns["train_loader"] = DataLoader(
+        TensorDataset(torch.randn(256, 4), torch.arange(256)), batch_size=8
+    )
+    yield ip
+    for s in list(_magic._sessions):
+        s.close()
+    ip.user_ns.clear()
+    ip.user_ns.update(ns_before)
+
+
+def run(shell, line, cell):
+    return shell.run_cell_magic("loadeval", line, cell)
+
+
+LOOP = "seen = 0\nfor x, y in train_loader:\n    seen += 1\n"
+
+
+def test_runs_the_pair_and_restores_the_loader(shell):
+    original = shell.user_ns["train_loader"]
+    run(shell, f"train_loader {QUIET}", LOOP)
+    res = shell.user_ns["_loadeval"]
+    assert shell.user_ns["train_loader"] is original
+    assert res.real.to_run().n_steps == 24 and res.ideal.to_run().n_steps == 24
+    assert res.diagnosis is not None and res.diagnosis.real_steady_steps == 22
+    assert shell.user_ns["seen"] == 24  # the cell ran in the user namespace
+
+
+def test_magics_shell_commands_and_await_in_the_cell(shell, capfd):
+    cell = (
+        LOOP
+        + "%time z = 1\n!echo from-shell\nimport asyncio\nawait asyncio.sleep(0)\nafter_await = True\n"
+    )
+    run(shell, f"train_loader {QUIET}", cell)
+    assert shell.user_ns["after_await"] is True and shell.user_ns["z"] == 1
+    assert "from-shell" in capfd.readouterr().out
+
+
+def test_loader_found_when_left_out(shell):
+    run(shell, QUIET, LOOP)
+    assert shell.user_ns["_loadeval"].diagnosis is not None
+
+
+def test_two_loaders_need_a_name(shell):
+    shell.user_ns["val_loader"] = DataLoader(TensorDataset(torch.zeros(8, 1)), batch_size=2)
+    with pytest.raises(
+        UsageError, match="exactly one DataLoader \\(found train_loader, val_loader\\)"
+    ):
+        run(shell, QUIET, LOOP + "for v in val_loader: pass\n")
+
+
+def test_dotted_name_swapped_and_restored(shell):
+    class Trainer:
+        pass
+
+    t = Trainer()
+    t.train_loader = shell.user_ns.pop("train_loader")
+    shell.user_ns["trainer"] = t
+    original = t.train_loader
+    run(shell, f"trainer.train_loader {QUIET}", "for b in trainer.train_loader:\n    pass\n")
+    assert t.train_loader is original
+    assert shell.user_ns["_loadeval"].real.to_run().n_steps == 24
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ("nope " + QUIET, "No variable named 'nope'"),
+        ("train_loader.missing " + QUIET, "train_loader has no attribute 'missing'"),
+        ("train_loader --steps ten", "invalid int value"),
+        (
+            "train_loader --steps 5 --warmup 5",
+            "--warmup \\(5\\) must be smaller than steps \\(5\\)",
+        ),
+        ("train_loader --cache-on disk", "invalid choice"),
+        ("train_loader --cache 0 --quiet", "cache must be a positive number of batches"),
+        ("3x " + QUIET, "'3x' is not a name"),
+    ],
+)
+def test_bad_options_are_one_sentence_usage_errors(shell, line, match):
+    with pytest.raises(UsageError, match=match) as e:
+        run(shell, line, LOOP)
+    assert "\n" not in str(e.value)
+
+
+def test_not_a_loader(shell):
+    shell.user_ns["n"] = 3
+    with pytest.raises(UsageError, match="n is a int, not a loader"):
+        run(shell, "n " + QUIET, "pass\n")
+
+
+def test_cell_that_never_iterates(shell):
+    with pytest.raises(UsageError, match="never iterated train_loader"):
+        run(shell, f"train_loader {QUIET}", "x = 1\n")
+
+
+def test_empty_cell(shell):
+    with pytest.raises(UsageError, match="cell is empty"):
+        run(shell, f"train_loader {QUIET}", "  \n")
+
+
+def test_exception_in_cell_is_reraised_after_cleanup(shell):
+    original = shell.user_ns["train_loader"]
+    cell = "for k, b in enumerate(train_loader):\n    if k == 5:\n        raise ZeroDivisionError('boom')\n"
+    with pytest.raises(ZeroDivisionError, match="boom"):
+        run(shell, f"train_loader {QUIET}", cell)
+    assert shell.user_ns["train_loader"] is original
+    res = shell.user_ns["_loadeval"]
+    assert res.failed_run == "real" and res.ideal is None
+    assert res.real.to_run().n_steps == 6  # the partial run is kept
+
+
+def test_keyboard_interrupt_is_reraised_after_cleanup(shell):
+    original = shell.user_ns["train_loader"]
+    cell = "for k, b in enumerate(train_loader):\n    if k == 3:\n        raise KeyboardInterrupt\n"
+    with pytest.raises(KeyboardInterrupt):
+        run(shell, f"train_loader {QUIET}", cell)
+    assert shell.user_ns["train_loader"] is original
+    assert shell.user_ns["_loadeval"].real.to_run().status == "stopped"
+
+
+def test_cell_rebinding_the_name_is_undone(shell):
+    original = shell.user_ns["train_loader"]
+    run(shell, f"train_loader {QUIET}", LOOP + "train_loader = None\n")
+    assert shell.user_ns["train_loader"] is original
+
+
+def test_log_dir_and_only(shell, tmp_path):
+    run(shell, f"train_loader {QUIET} --log-dir {tmp_path} --only real", LOOP)
+    res = shell.user_ns["_loadeval"]
+    assert res.ideal is None and res.diagnosis is None
+    files = os.listdir(tmp_path)
+    assert len(files) == 1 and files[0].endswith("-real.json")
+    assert load_run(tmp_path / files[0]).n_steps == 24
+    json.loads((tmp_path / files[0]).read_text())
+
+
+def test_help_documents_the_options(shell):
+    doc = shell.find_cell_magic("loadeval").__doc__
+    for opt in (
+        "--steps",
+        "--warmup",
+        "--cache",
+        "--cache-on",
+        "--log-dir",
+        "--no-live",
+        "--only",
+        "--quiet",
+    ):
+        assert opt in doc
+
+
+def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
+    original = shell.user_ns["train_loader"]
+    run(shell, "train_loader --steps 20 --warmup 2 --cache 3", LOOP)
+    session = next(iter(_magic._sessions))
+    dash = session.dashboard
+    assert "loadeval-verdict" in dash.verdict.value
+    assert len(dash.rows) == 1 and session.panel is not None
+    session.panel.num_workers.value = 1
+    session.panel.button.click()
+    assert len(dash.rows) == 2 and dash.history.value.count("loadeval-history-row") == 2
+    assert dash.rows[1]["num_workers"] == 1 and dash.rows[0]["num_workers"] == 0
+    assert shell.user_ns["train_loader"] is original and original.num_workers == 0
+    assert not session.panel.button.disabled
+    # the plots hold each run once: no duplicated rows
+    assert len(dash.step_src["real"].data["step"]) == 20

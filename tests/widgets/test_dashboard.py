@@ -1,0 +1,178 @@
+"""Widgets without a browser: the echo fix, throttling, bounded series, the static copy."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from bokeh.models import ColumnDataSource
+from bokeh.plotting import figure
+from jupyter_bokeh import BokehModel
+
+from loadeval_nb import LoaderEvaluator, Run, diagnose
+from loadeval_nb.core._pair import PairResult
+from loadeval_nb.viz._live import LIVE_ROLLOVER
+from loadeval_nb.widgets import (
+    Dashboard,
+    DisplayOnlyBokehModel,
+    history_html,
+    static_bundle,
+    verdict_html,
+)
+
+MS = 1_000_000
+
+
+def _echo(widget, src, rows):
+    """What jupyter_bokeh's browser side sends back after applying a stream of `rows`."""
+    content = {
+        "event": "jsevent",
+        "kind": "ColumnsStreamed",
+        "model": {"id": src.id},
+        "data": {"type": "map", "entries": [["x", rows]]},
+        "rollover": None,
+    }
+    widget._sync_model(widget, content, [])
+
+
+def _plot():
+    src = ColumnDataSource({"x": []})
+    p = figure()
+    p.line("x", "x", source=src)
+    return p, src
+
+
+def test_browser_echo_of_streamed_rows_is_ignored():
+    # regression for jupyter_bokeh 4.1.0: an echo applied again doubles the series
+    p, src = _plot()
+    w = DisplayOnlyBokehModel(p)
+    src.stream({"x": [1, 2, 3]})
+    _echo(w, src, [1, 2, 3])
+    assert src.data["x"] == [1, 2, 3]
+    w.close()
+    w.close()  # idempotent (upstream's is not)
+
+
+def test_the_upstream_model_does_apply_the_echo():
+    # documents why DisplayOnlyBokehModel exists; if this starts failing, upstream fixed it
+    p, src = _plot()
+    w = BokehModel(p)
+    src.stream({"x": [1, 2, 3]})
+    _echo(w, src, [1, 2, 3])
+    assert len(src.data["x"]) == 6
+
+
+class Slow:
+    def __init__(self, n, sleep_s):
+        self.n, self.sleep_s = n, sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for i in range(self.n):
+            time.sleep(self.sleep_s)
+            yield i
+
+
+def _count_streams(src, monkeypatch):
+    calls = []
+    orig = ColumnDataSource.stream
+
+    def counting(self, *a, **k):
+        if self is src:
+            calls.append(1)
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(ColumnDataSource, "stream", counting)
+    return calls
+
+
+def test_pushes_are_throttled_and_all_steps_arrive(monkeypatch):
+    dash = Dashboard(loader_name="x", steps_per_run=200, push_interval_s=0.25)
+    calls = _count_streams(dash.step_src["real"], monkeypatch)
+    ev = LoaderEvaluator(Slow(200, 0.005), sample_interval_s=0.05, label="real")
+    dash.run_started("real", ev, 0, 2)
+    t = time.monotonic()
+    for _ in ev:
+        pass  # 200 steps of ~5 ms: about 1 s
+    elapsed = time.monotonic() - t
+    dash.run_ended("real", ev, None)
+    assert len(calls) <= elapsed / 0.25 + 2  # at most 4 pushes a second (+ the final one)
+    assert len(calls) >= 2  # and it did stream while running
+    assert dash.step_src["real"].data["step"] == list(range(200))
+    assert "step 200 of 200" in dash.status.value or "starting" not in dash.status.value
+
+
+def test_long_runs_stay_bounded():
+    dash = Dashboard(loader_name="x", steps_per_run=None, push_interval_s=60)
+    ev = LoaderEvaluator(list(range(3 * LIVE_ROLLOVER)), sample_interval_s=None, label="real")
+    dash.run_started("real", ev, 0, 1)
+    for _ in ev:
+        pass
+    dash._pusher.push()  # one push of 15,000 new steps
+    assert len(dash.step_src["real"].data["step"]) == LIVE_ROLLOVER
+    dash.run_ended("real", ev, None)
+    assert len(dash.step_src["real"].data["step"]) <= LIVE_ROLLOVER  # whole run, decimated
+
+
+def _runs():
+    def run_of(ms, mode):
+        step = [int(ms * MS)] * 30
+        return Run(
+            mode=mode,
+            start_ns=[i * step[0] for i in range(30)],
+            step_ns=step,
+            wait_ns=[s // 2 for s in step] if mode == "log" else None,
+        )
+
+    return run_of(20, "log"), run_of(10, "replay")
+
+
+def test_verdict_card_and_history_table():
+    real, ideal = _runs()
+    card = verdict_html(diagnose(real, ideal))
+    assert "INPUT-BOUND" in card and "2.00×" in card and "<script" not in card
+    table = history_html(
+        [
+            {"label": "#1", "real_step_s": 0.02, "ideal_step_s": 0.01, "speedup": 2.0},
+            {"label": "#2", "num_workers": 4},
+        ]
+    )
+    assert table.count("loadeval-history-row") == 2 and "20.0 ms" in table
+
+
+def test_static_copy_has_card_chart_and_history():
+    class R:
+        def __init__(self, run):
+            self._run = run
+
+        def to_run(self):
+            return self._run
+
+    real, ideal = _runs()
+    result = PairResult(
+        label="#1", loader={}, real=R(real), ideal=R(ideal), diagnosis=diagnose(real, ideal)
+    )
+    bundle = static_bundle("cls-1", result, [result.row()], "text report")
+    html = bundle["text/html"]
+    assert html.startswith("<div class='cls-1'>") and "<svg" in html and "polyline" in html
+    assert "loadeval-verdict" in html and "loadeval-history-row" in html
+    assert bundle["text/plain"] == "text report"
+
+
+def test_dashboard_marks_a_failed_run():
+    dash = Dashboard(loader_name="x", steps_per_run=10, live=False)
+    ev = LoaderEvaluator([1, 2, 3], sample_interval_s=None)
+    dash.run_started("real", ev, 0, 2)
+    list(ev)
+    dash.run_ended("real", ev, ZeroDivisionError("boom"))
+    assert "failed: ZeroDivisionError: boom" in dash.status.value
+    assert "loadeval-failed" in dash.widget._dom_classes
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_no_gpu_util_plot_says_so(live):
+    dash = Dashboard(loader_name="x", steps_per_run=10, live=live)
+    assert "no NVIDIA GPU readings" in dash.util_fig.title.text
+    assert "gpu_pct" not in dash.util_src["real"].data
