@@ -82,7 +82,7 @@ def history_figure(width: int = 450, height: int = 220) -> tuple[Any, Any]:
     p.vbar(x="x", top="ms", width=0.8, source=src, color="color", legend_field="run")
     p.y_range.start = 0
     p.xaxis.major_label_orientation = 0.6
-    p.legend.location = "top_left"
+    p.add_layout(p.legend[0], "right")  # never over the bars
     return p, src
 
 

@@ -1,0 +1,223 @@
+"""The real thing: JupyterLab on 127.0.0.1, headless Debian Chromium driven by Playwright.
+
+Runs notebooks/quickstart.ipynb and checks that the step-time plot fills in while
+the kernel is busy, that the verdict and the rerun panel appear, that a rerun
+with another num_workers adds a history row, and that the console stays clean.
+Screenshots go to test-artifacts/ (LOADEVAL_ARTIFACTS overrides).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("LOADEVAL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(os.environ.get("LOADEVAL_ARTIFACTS", ROOT / "test-artifacts"))
+# Console messages that are not ours and not errors of the page under test.
+BENIGN = (
+    "reading 'schema'",  # Notebook 7.6.5, even for print(1) (shared/notes)
+    "could not set initial ranges",  # Bokeh, plots that start empty
+    "Failed to load resource: net::ERR_",  # closed network: no internet by design
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+def _need_browser():
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        reason = "playwright is not installed"
+    else:
+        if os.path.exists(CHROMIUM):
+            return
+        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(f"the browser test must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab():
+    _need_browser()
+    root = Path(tempfile.mkdtemp(prefix="loadeval-lab-"))
+    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
+    port, token = _free_port(), "loadeval-test-token"
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(root / ".jupyter"),
+        "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
+    }
+    # no "get notified about Jupyter news?" pop-up over the page
+    (root / ".jupyter" / "labconfig").mkdir(parents=True)
+    (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.port_retries=0",
+            "--LabApp.extension_manager=readonly",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=root,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:]
+                    )
+                time.sleep(0.3)
+        yield url, token, root
+    finally:
+        kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for k in kids:  # kernels that outlived the server
+            try:
+                k.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(kids, timeout=10)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+STEP_POINTS = """() => {
+  const docs = (window.Bokeh && window.Bokeh.documents) || [];
+  let n = -1;
+  for (const d of docs) for (const m of d.all_models)
+    if (m.name === 'live_steps_real' && m.data && m.data.step) n = Math.max(n, m.data.step.length);
+  return n;
+}"""
+BUSY = (
+    "() => [...document.querySelectorAll('.jp-InputPrompt')].some(e => e.textContent.includes('*'))"
+)
+
+
+def test_quickstart_live_verdict_rerun_clean_console(lab):
+    from playwright.sync_api import sync_playwright
+
+    url, token, root = lab
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(root / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+            viewport={"width": 1300, "height": 1000},
+        )
+        try:
+            page = ctx.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+            page.goto(f"{url}/lab/tree/quickstart.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            page.wait_for_function(
+                "() => window.jupyterapp && document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-Toolbar-kernelStatus')",
+                timeout=90_000,
+            )
+            page.wait_for_timeout(2000)  # kernel connected
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            # (a) live: the step plot gains points between two reads while the kernel is busy
+            deadline = time.monotonic() + 120
+            first = -1
+            while time.monotonic() < deadline:
+                first = page.evaluate(STEP_POINTS)
+                if first >= 3 and page.evaluate(BUSY):
+                    break
+                page.wait_for_timeout(100)
+            assert first >= 3, "the step-time plot never showed points"
+            page.wait_for_timeout(700)
+            second = page.evaluate(STEP_POINTS)
+            still_busy = page.evaluate(BUSY)
+            page.screenshot(path=str(ARTIFACTS / "01-live.png"), full_page=True)
+            assert still_busy, (
+                "the run ended before the second read; make the quickstart run longer"
+            )
+            assert second > first, f"no new points while busy ({first} then {second})"
+
+            # (b) the verdict card and the rerun panel
+            page.wait_for_selector(".loadeval-dashboard .loadeval-verdict", timeout=180_000)
+            page.wait_for_selector(".loadeval-panel .loadeval-rerun", timeout=60_000)
+            page.wait_for_function(f"() => !({BUSY})()", timeout=180_000)
+            assert page.locator(".loadeval-dashboard .loadeval-history-row").count() == 1
+            # the static copy for saved notebooks is in the page but hidden by the live dashboard
+            assert not page.locator(".loadeval-static, [class$='-static']").first.is_visible()
+            page.locator(".loadeval-dashboard .loadeval-verdict").scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "02-verdict.png"), full_page=True)
+
+            # (c) another num_workers, "Rerun pair": a second history row
+            box = page.locator(".loadeval-panel .widget-text:has-text('num_workers') input")
+            box.fill("1")
+            box.press("Enter")
+            page.wait_for_timeout(500)
+            page.locator(".loadeval-panel .loadeval-rerun").click()
+            page.wait_for_function(
+                "() => document.querySelectorAll('.loadeval-dashboard .loadeval-history-row').length >= 2",
+                timeout=240_000,
+            )
+            rows = page.locator(".loadeval-dashboard .loadeval-history-row").all_inner_texts()
+            page.screenshot(path=str(ARTIFACTS / "03-rerun.png"), full_page=True)
+            assert len(rows) == 2 and "w1" in rows[1], rows
+        finally:
+            ctx.close()
+
+    # (d) a clean console
+    ours = [e for e in errors if not any(b in e for b in BENIGN)]
+    (ARTIFACTS / "console-errors.txt").write_text("\n".join(errors))
+    assert not ours, ours

@@ -1,0 +1,66 @@
+"""The shipped notebooks run top to bottom under nbclient, and their saved form is useful."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def execute(name: str, tmp_path: Path) -> nbformat.NotebookNode:
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    out = tmp_path / name
+    nbformat.write(nb, out)
+    return nb
+
+
+def outputs(nb):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "image_pipeline.ipynb"])
+def test_committed_without_outputs(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None
+        for c in nb.cells
+        if c.cell_type == "code"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, n_pairs", [("quickstart.ipynb", 1), ("image_pipeline.ipynb", 2)])
+def test_notebook_runs_and_keeps_a_static_result(name, n_pairs, tmp_path):
+    nb = execute(name, tmp_path)
+    outs = outputs(nb)
+    assert not [o for o in outs if o.output_type == "error"]
+    static = [
+        o
+        for o in outs
+        if o.output_type == "display_data"
+        and "loadeval-verdict" in o.get("data", {}).get("text/html", "")
+    ]
+    assert (
+        len(static) == n_pairs
+    )  # the verdict card, chart and history, without a kernel or JavaScript
+    assert all(
+        "<svg" in o.data["text/html"] and "<script" not in o.data["text/html"] for o in static
+    )
+    assert all("Verdict:" in o.data["text/plain"] for o in static)
+    widgets = [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(widgets) == n_pairs
+    assert nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    # BokehJS was sent inline for the live plots, then emptied: the saved notebook stays small
+    assert not [o for o in outs if "application/vnd.bokehjs_load.v0+json" in o.get("data", {})]
+    assert len(json.dumps(nb)) < 2_000_000
+    printed = "".join(o.get("text", "") for o in outs if o.output_type == "stream")
+    assert "Verdict:" in printed
