@@ -106,7 +106,7 @@ def lab():
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(
                         "JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:]
-                    )
+                    ) from None
                 time.sleep(0.3)
         yield url, token, root
     finally:
