@@ -176,3 +176,26 @@ def test_no_gpu_util_plot_says_so(live):
     dash = Dashboard(loader_name="x", steps_per_run=10, live=live)
     assert "no NVIDIA GPU readings" in dash.util_fig.title.text
     assert "gpu_pct" not in dash.util_src["real"].data
+
+
+def test_bokehjs_is_sent_inline_then_emptied():
+    # regression: Bokeh's default CDN resources fail offline and the widget needs BokehJS
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from traitlets.config import Config
+
+    from loadeval_nb.widgets import load_bokehjs, unload_bokehjs_output
+
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    InteractiveShell.instance(config=cfg)
+    with capture_output() as cap:
+        handle = load_bokehjs()
+    data = cap.outputs[0].data
+    js = data["application/vnd.bokehjs_load.v0+json"]
+    assert "application/javascript" not in data  # sent once, not twice
+    assert len(js) > 1_000_000 and "cdn.bokeh.org" not in js
+    with capture_output() as cap2:
+        unload_bokehjs_output(handle)
+    assert handle is not None
+    assert cap2.outputs == [] or all("bokehjs" not in str(o.data) for o in cap2.outputs)
