@@ -134,12 +134,42 @@ STEP_POINTS = """() => {
     if (m.name === 'live_steps_real' && m.data && m.data.step) n = Math.max(n, m.data.step.length);
   return n;
 }"""
+KERNEL_IDLE = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+}"""
+KERNEL_STATE = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return k ? `${k.name}: ${k.connectionStatus}, ${k.status}` : 'no kernel';
+}"""
+OUTPUTS = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
+  .map(e => e.innerText.slice(0, 800)).join('\\n---\\n')"""
+
+
+def _diagnose(page, root: Path, errors: list[str]) -> str:
+    """What a failed wait saw: kernel state, cell outputs, console errors, server log."""
+    parts = []
+    for name, js in (("kernel", KERNEL_STATE), ("outputs", OUTPUTS), ("busy", BUSY)):
+        try:
+            parts.append(f"{name}: {page.evaluate(js)}")
+        except Exception as e:  # the page itself may be the problem
+            parts.append(f"{name}: <{e}>")
+    parts.append("console errors: " + " | ".join(errors[-10:]))
+    log = root / "server.log"
+    if log.exists():
+        parts.append("server log tail:\n" + log.read_text(errors="replace")[-3000:])
+    return "\n".join(parts)
+
+
 BUSY = (
     "() => [...document.querySelectorAll('.jp-InputPrompt')].some(e => e.textContent.includes('*'))"
 )
 
 
 def test_quickstart_live_verdict_rerun_clean_console(lab):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     url, token, root = lab
@@ -166,22 +196,24 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
             page.goto(f"{url}/lab/tree/quickstart.ipynb?token={token}")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            page.wait_for_function(
-                "() => window.jupyterapp && document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-Toolbar-kernelStatus')",
-                timeout=90_000,
-            )
-            page.wait_for_timeout(2000)  # kernel connected
+            # a started, connected, idle kernel before "run all" (a fixed pause was not
+            # enough on a cold CI machine)
+            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
             # (a) live: the step plot gains points between two reads while the kernel is busy
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 240
             first = -1
             while time.monotonic() < deadline:
                 first = page.evaluate(STEP_POINTS)
                 if first >= 3 and page.evaluate(BUSY):
                     break
                 page.wait_for_timeout(100)
-            assert first >= 3, "the step-time plot never showed points"
+            if first < 3:
+                page.screenshot(path=str(ARTIFACTS / "00-no-points.png"), full_page=True)
+            assert first >= 3, "the step-time plot never showed points\n" + _diagnose(
+                page, root, errors
+            )
             page.wait_for_timeout(700)
             second = page.evaluate(STEP_POINTS)
             still_busy = page.evaluate(BUSY)
@@ -214,6 +246,9 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             rows = page.locator(".loadeval-dashboard .loadeval-history-row").all_inner_texts()
             page.screenshot(path=str(ARTIFACTS / "03-rerun.png"), full_page=True)
             assert len(rows) == 2 and "w1" in rows[1], rows
+        except PlaywrightTimeout as e:
+            page.screenshot(path=str(ARTIFACTS / "99-timeout.png"), full_page=True)
+            raise AssertionError(f"{e}\n{_diagnose(page, root, errors)}") from None
         finally:
             ctx.close()
 
