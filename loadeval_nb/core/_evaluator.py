@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any, Callable, Optional
 
+from ._adaptive import AutoChunker, AutoStop
 from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
 from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings, safe_len
 from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
@@ -28,6 +29,7 @@ from ._timing import (
     timed_log_iter,
     timed_replay_iter,
 )
+from ._worker_timing import WorkerFetchTimer
 
 __all__ = ["LoaderEvaluator", "DEFAULT_CACHE_BUDGET_FRACTION"]
 
@@ -45,6 +47,11 @@ def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) ->
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         hint = " or None" if allow_none else ""
         raise LoadEvalError(f"{name} must be an integer >= {minimum}{hint}, not {value!r}.")
+
+
+def mode_is_timed(ev: LoaderEvaluator) -> bool:
+    """Worker timing applies to a log-mode DataLoader with worker processes."""
+    return ev.mode == "log" and getattr(ev.dataloader, "num_workers", 0) > 0
 
 
 def shutdown_source(it: Any) -> None:
@@ -86,6 +93,10 @@ class LoaderEvaluator:
         device: target device for ``cache_on="device"`` (default: the current CUDA device).
         sample_interval_s: utilisation sampling period; None disables the samplers.
         label: a name for the run, shown in plots and reports.
+        auto_stop: stop each epoch once its step time is known to ±5 % (an
+            :class:`AutoStop`; ``max_steps="auto"`` is the same with defaults).
+        worker_timing: log mode with ``num_workers > 0``: also time every batch
+            inside the worker processes (``worker_load_ns()``; feeds the simulator).
         clock: integer-nanosecond monotonic clock (tests inject a fake one).
 
     Raises:
@@ -101,7 +112,7 @@ class LoaderEvaluator:
         num_cached_batches: int = 20,
         metrics_file: Optional[str] = None,
         *,
-        max_steps: Optional[int] = None,
+        max_steps: Any = None,
         warmup_steps: int = 0,
         cache_on: str = "host",
         cache_budget_bytes: Optional[int] = None,
@@ -109,12 +120,21 @@ class LoaderEvaluator:
         sample_interval_s: Optional[float] = 0.1,
         label: Optional[str] = None,
         clock: Optional[Clock] = None,
+        auto_stop: Optional[AutoStop] = None,
+        worker_timing: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'log' or 'replay', not {mode!r}.")
         if cache_on not in CACHE_ON:
             raise LoadEvalError(f"cache_on must be 'host' or 'device', not {cache_on!r}.")
         _check_int("num_cached_batches", num_cached_batches, 1)
+        if max_steps == "auto" or auto_stop is not None:
+            if auto_stop is not None and not isinstance(auto_stop, AutoStop):
+                raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
+            auto_stop = auto_stop or AutoStop()
+            max_steps = auto_stop.max_steps
+        elif isinstance(max_steps, str):
+            raise LoadEvalError(f"max_steps must be an integer, None or 'auto', not {max_steps!r}.")
         _check_int("max_steps", max_steps, 1, allow_none=True)
         _check_int("warmup_steps", warmup_steps, 0)
         _check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
@@ -143,7 +163,10 @@ class LoaderEvaluator:
         self.mode = mode
         self.num_cached_batches = num_cached_batches
         self.metrics_file = metrics_file
-        self.max_steps = max_steps
+        self.max_steps: Optional[int] = max_steps
+        self.auto_stop: Optional[AutoStop] = auto_stop
+        self.worker_timing = bool(worker_timing)
+        self._worker_timer: Optional[WorkerFetchTimer] = None
         self.warmup_steps = warmup_steps
         self.cache_on = cache_on
         self.cache_budget_bytes = cache_budget_bytes
@@ -303,19 +326,52 @@ class LoaderEvaluator:
             self._t0 = t
         if self.mode == "log":
             try:
-                src = iter(self.dataloader)
+                if self.worker_timing and mode_is_timed(self):
+                    if self._worker_timer is None:
+                        self._worker_timer = WorkerFetchTimer(self.dataloader)
+                    src = self._worker_timer.iter()
+                else:
+                    src = iter(self.dataloader)
             except BaseException:
                 guard.close("source-error")
                 raise
             rec.setup_ns = clock() - t
             source: Iterator[Any] = src if self.max_steps is None else islice(src, self.max_steps)
+            if self.auto_stop is not None:
+                source = self._auto_chunker(rec, source, lambda: len(rec.ready), None)
             hook = self._first_batch_hook() if self._samples_per_batch is None else None
             it = timed_log_iter(source, rec, guard, clock, hook)
         else:
-            it = timed_replay_iter(self.cached_batches, len(self), rec, guard, clock)
+            wrap = None
+            if self.auto_stop is not None:
+
+                def wrap(order: Iterator[Any]) -> Iterator[Any]:
+                    return self._auto_chunker(rec, order, lambda: len(rec.starts) - 1, guard)
+
+            it = timed_replay_iter(self.cached_batches, len(self), rec, guard, clock, wrap)
         self._epochs.append(rec)
         self._open = (rec, weakref.ref(guard))
         return it
+
+    def _auto_chunker(
+        self,
+        rec: EpochRecord,
+        source: Iterator[Any],
+        served: Callable[[], int],
+        guard: Optional[EpochGuard],
+    ) -> Iterator[Any]:
+        assert self.auto_stop is not None
+
+        # no reference back to the chunker (a cycle would keep the guard alive after a break)
+        def on_stop(n: int, reason: str) -> None:
+            rec.auto_reason = reason
+            if guard is not None:  # replay: the batch list outlives the stop; close now
+                rec.expected = n
+                guard.close("complete")
+
+        return AutoChunker(
+            source, rec.starts, self.auto_stop, self.warmup_steps, served, on_stop
+        ).chunks()
 
     def _first_batch_hook(self) -> Callable[[Any], Any]:
         def hook(item: tuple[Any, Any, Any]) -> Any:
@@ -376,6 +432,16 @@ class LoaderEvaluator:
         self._close_open("stopped")
         if self._sampler is not None:
             self._sampler.stop()
+        if self._worker_timer is not None:
+            self._worker_timer.close()
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        """Per-batch production times measured inside the DataLoader's worker processes
+        (``worker_timing=True``, ``num_workers > 0``), in order of completion; else None."""
+        t = self._worker_timer
+        if t is None or not t.available:
+            return None
+        return t.load_ns()
 
     # -- live reading (for dashboards; never stops or changes anything) ------------
     def steps_since(self, cursor: tuple[int, int] = (0, 0)) -> tuple[list[int], tuple[int, int]]:
@@ -441,6 +507,7 @@ class LoaderEvaluator:
                     "steps": len(s.step_ns),
                     "setup_ns": rec.setup_ns,
                     "sync_ns": rec.sync_ns,
+                    **({"auto_stop": rec.auto_reason} if self.auto_stop is not None else {}),
                 }
             )
         samples = self._samples(epoch)
@@ -467,12 +534,14 @@ class LoaderEvaluator:
                 "num_cached_batches": self.num_cached_batches,
                 "batches_cached": len(self.cached_batches),
                 "max_steps": self.max_steps,
+                "auto_stop": self.auto_stop.to_dict() if self.auto_stop is not None else None,
                 "cache_on": self.cache_on if self.mode == "replay" else None,
                 "cache_bytes": self.cache_bytes,
                 "cache_budget_bytes": self.cache_budget_bytes,
             },
             epochs=epochs,
             util=self._sampler.series(t0) if self._sampler is not None else None,
+            worker_load_ns=self.worker_load_ns(),
         )
 
     def _samples(self, epoch: list[int]) -> list[Optional[int]]:

@@ -11,32 +11,50 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from ._adaptive import AutoStop
 from ._diagnosis import Diagnosis, diagnose
 from ._env import loader_settings
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
 
-__all__ = ["PairSettings", "PairResult", "PairHooks", "run_pair"]
+__all__ = ["PairSettings", "PairResult", "PairHooks", "run_pair", "measure", "evaluator_for"]
 
 
 @dataclass
 class PairSettings:
-    """How to run a pair. ``steps`` counts every step of a run, warm-up included."""
+    """How to run a pair. ``steps`` counts every step of a run, warm-up included;
+    ``"auto"`` stops each run once its step time is known to ±5 % (see :class:`AutoStop`,
+    ``auto_stop`` overrides its defaults)."""
 
-    steps: Optional[int] = 200
+    steps: Any = 200
     warmup: int = 10
     cache: int = 20
     cache_on: str = "host"
     only: Optional[str] = None
     log_dir: Optional[str] = None
     sample_interval_s: Optional[float] = 0.1
+    auto_stop: Optional[AutoStop] = None
+    worker_timing: bool = True
+    """Time each batch inside the DataLoader's worker processes (feeds the simulator)."""
+
+    @property
+    def auto(self) -> bool:
+        return self.steps == "auto"
 
     def validate(self) -> None:
-        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
-            raise LoadEvalError(f"steps must be a positive integer, not {self.steps!r}.")
+        if self.auto:
+            auto = self.auto_stop or AutoStop()
+            if self.warmup >= auto.max_steps:
+                raise LoadEvalError(
+                    f"warmup ({self.warmup}) must be smaller than the adaptive stop's max_steps ({auto.max_steps})."
+                )
+        elif self.steps is not None and (
+            isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1
+        ):
+            raise LoadEvalError(f"steps must be a positive integer or 'auto', not {self.steps!r}.")
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise LoadEvalError(f"warmup must be an integer >= 0, not {self.warmup!r}.")
-        if self.steps is not None and self.warmup >= self.steps:
+        if isinstance(self.steps, int) and self.warmup >= self.steps:
             raise LoadEvalError(
                 f"warmup ({self.warmup}) must be smaller than steps ({self.steps}): warm-up steps are not measured."
             )
@@ -91,6 +109,75 @@ class PairHooks:
         pass
 
 
+def evaluator_for(
+    loader: Any,
+    which: str,
+    settings: PairSettings,
+    *,
+    mode: Optional[str] = None,
+    cache_on: Optional[str] = None,
+    metrics_file: Optional[str] = None,
+) -> LoaderEvaluator:
+    """The wrapper one run of a pair, ladder or sweep uses, from the shared settings."""
+    mode = mode or ("log" if which == "real" else "replay")
+    return LoaderEvaluator(
+        loader,
+        mode=mode,
+        num_cached_batches=settings.cache,
+        metrics_file=metrics_file,
+        max_steps=settings.steps,
+        warmup_steps=settings.warmup,
+        cache_on=cache_on or settings.cache_on,
+        sample_interval_s=settings.sample_interval_s,
+        label=which,
+        auto_stop=settings.auto_stop,
+        worker_timing=settings.worker_timing and mode == "log",
+    )
+
+
+def measure(
+    which: str,
+    make: Callable[[], LoaderEvaluator],
+    run_once: Callable[[LoaderEvaluator], None],
+    hooks: PairHooks,
+    index: int,
+    total: int,
+    loader_name: str,
+) -> tuple[Optional[LoaderEvaluator], Optional[BaseException]]:
+    """One run: build the wrapper, tell the hooks, run the user's loop, clean up.
+
+    Never raises: a failure (KeyboardInterrupt included) comes back as the error,
+    with the partial run kept in the wrapper.
+    """
+    ev: Optional[LoaderEvaluator] = None
+    error: Optional[BaseException] = None
+    try:
+        ev = make()
+        hooks.run_started(which, ev, index, total)
+        run_once(ev)
+        if ev.total_steps == 0:
+            raise LoadEvalError(
+                f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
+            )
+    except BaseException as e:  # KeyboardInterrupt included: clean up, keep, report
+        error = e
+    finally:
+        if ev is not None:
+            ev.close()
+    if ev is not None:
+        hooks.run_ended(which, ev, error)
+    return ev, error
+
+
+def log_path(settings: PairSettings, stamp: str, label: str, which: str) -> Optional[str]:
+    """Where a run's JSON log goes under ``--log-dir`` (None without one)."""
+    if not settings.log_dir:
+        return None
+    os.makedirs(settings.log_dir, exist_ok=True)
+    name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}.json"
+    return os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
+
+
 def run_pair(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
@@ -113,40 +200,20 @@ def run_pair(
     which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for index, which in enumerate(which_runs):
-        path = None
-        if settings.log_dir:
-            os.makedirs(settings.log_dir, exist_ok=True)
-            name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}.json"
-            path = os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
+        path = log_path(settings, stamp, label, which)
+        if path:
             result.log_paths[which] = path
-        ev: Optional[LoaderEvaluator] = None
-        error: Optional[BaseException] = None
-        try:
-            ev = LoaderEvaluator(
-                loader,
-                mode="log" if which == "real" else "replay",
-                num_cached_batches=settings.cache,
-                metrics_file=path,
-                max_steps=settings.steps,
-                warmup_steps=settings.warmup,
-                cache_on=settings.cache_on,
-                sample_interval_s=settings.sample_interval_s,
-                label=which,
-            )
-            setattr(result, which, ev)
-            hooks.run_started(which, ev, index, len(which_runs))
-            run_once(ev)
-            if ev.total_steps == 0:
-                raise LoadEvalError(
-                    f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
-                )
-        except BaseException as e:  # KeyboardInterrupt included: clean up, keep, report
-            error = e
-        finally:
-            if ev is not None:
-                ev.close()
+        ev, error = measure(
+            which,
+            lambda: evaluator_for(loader, which, settings, metrics_file=path),  # noqa: B023
+            run_once,
+            hooks,
+            index,
+            len(which_runs),
+            loader_name,
+        )
         if ev is not None:
-            hooks.run_ended(which, ev, error)
+            setattr(result, which, ev)
         if error is not None:
             result.error, result.failed_run = error, which
             return result

@@ -17,6 +17,7 @@ Layout (``schema_version`` 1)::
       },
       "epochs": [{"status", "steps", "setup_ns", "sync_ns"}, ...],
       "util": {"interval_s", "t_ns", "gpu": {...}, "cpu": {...}} | null,
+      "worker_load_ns": [...] | null,   # per-batch time inside worker processes (optional)
       "summary": {...}                  # derived; recomputed on load, kept for readers
     }
 
@@ -68,6 +69,8 @@ class Run:
     settings: dict[str, Any] = field(default_factory=dict)
     epochs: list[dict[str, Any]] = field(default_factory=list)
     util: Optional[dict[str, Any]] = None
+    worker_load_ns: Optional[list[int]] = None
+    """Per-batch production times measured inside worker processes (None: not measured)."""
 
     def __post_init__(self) -> None:
         n = len(self.step_ns)
@@ -169,6 +172,7 @@ class Run:
             },
             "epochs": self.epochs,
             "util": self.util,
+            "worker_load_ns": self.worker_load_ns,
             "summary": self.summary(),
         }
 
@@ -240,6 +244,11 @@ class Run:
                 settings=settings,
                 epochs=list(doc.get("epochs") or []),
                 util=doc.get("util"),
+                worker_load_ns=(
+                    [int(x) for x in doc["worker_load_ns"]]
+                    if doc.get("worker_load_ns") is not None
+                    else None
+                ),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise RunLogError(

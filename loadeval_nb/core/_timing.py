@@ -68,6 +68,8 @@ class EpochRecord:
     ``stopped`` (the loop left early) or ``source-error`` (``next()`` raised)."""
     expected: Optional[int] = None
     """Replay: the number of steps the epoch serves."""
+    auto_reason: Optional[str] = None
+    """Adaptive stop: why the epoch ended (``converged``, ``max_steps``, ``loader exhausted``)."""
 
     @property
     def open(self) -> bool:
@@ -141,7 +143,12 @@ class _ReplayOrder(list):  # type: ignore[type-arg]
 
 
 def timed_replay_iter(
-    cache: list[Any], n: int, rec: EpochRecord, guard: EpochGuard, clock: Clock
+    cache: list[Any],
+    n: int,
+    rec: EpochRecord,
+    guard: EpochGuard,
+    clock: Clock,
+    wrap: Optional[Callable[[Iterator[Any]], Iterator[Any]]] = None,
 ) -> Iterator[Any]:
     """Serve ``n`` batches cycling over ``cache``, stamping once per step.
 
@@ -159,6 +166,8 @@ def timed_replay_iter(
     del order[n:]
     order.guard = guard
     rec.expected = len(order)
+    if wrap is not None:  # adaptive stop: it closes the guard itself when it stops
+        return map(_NO_KEYS.get, _stamps(rec.starts, clock), wrap(iter(order)))
     return map(_NO_KEYS.get, _stamps(rec.starts, clock), order)
 
 

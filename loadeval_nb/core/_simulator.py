@@ -1,0 +1,446 @@
+"""What other ``num_workers`` / ``prefetch_factor`` settings would buy: a DataLoader model.
+
+The model
+---------
+A discrete-event model of ``torch.utils.data.DataLoader`` with ``W`` worker
+processes and ``prefetch_factor`` ``pf``, fed with two distributions measured on
+the real workload: the time one worker takes to *produce* a batch (``load_s``,
+e.g. from :class:`~loadeval_nb.core._worker_timing.WorkerFetchTimer`) and the time
+the training loop takes per step when it never waits for data (``step_s``, the
+ideal run's step times). All times are seconds. Batch ``i`` (0-based):
+
+* **Assignment.** Batch ``i`` goes to worker ``i % W`` (PyTorch's round robin),
+  whose queue is first in, first out.
+* **Prefetch bound.** At most ``P = pf × W`` batches are outstanding (sent to a
+  worker and not yet handed to the loop). The first ``P`` are sent at ``t = 0``;
+  after that, batch ``i`` is sent when batch ``i − P`` is handed to the loop
+  (PyTorch sends the next index from ``_process_data``):
+  ``sent_i = 0`` for ``i < P``, else ``got_{i−P}``.
+* **Workers.** A worker starts batch ``i`` when it has it and is done with its
+  previous one: ``ready_i = max(sent_i, ready_{i−W}) + load_i``.
+* **In-order hand-over.** The loop asks for batch ``i`` at ``req_i`` and gets it
+  at ``got_i = max(req_i, ready_i)``; its wait is ``got_i − req_i``. It asks for
+  the next one after a step: ``req_{i+1} = got_i + step_i``, ``req_0 = 0``.
+* **No workers** (``W = 0``): the loop loads the batch itself:
+  ``got_i = req_i + load_i``.
+
+Every quantity depends only on earlier batches, so one pass over the batches
+computes it exactly (no event queue). Constant times give closed forms that the
+tests check: ``W = 0`` steps take ``L + S``; input-bound (``L/W > S``) runs at
+``W/L`` steps/s with one wait every ``W`` steps; compute-bound (``L/W < S``) at
+``1/S`` with no waits.
+
+Draws
+-----
+``load_s`` and ``step_s`` are either measured samples, resampled with
+replacement (bootstrap) by a ``random.Random(seed)`` so results are
+reproducible, or callables ``draw(rng) -> seconds``. Each setting sees the same
+draws (common random numbers), so differences between settings are not noise.
+Resampling independently drops any correlation between consecutive batches.
+
+CPU contention (optional)
+-------------------------
+With ``cores`` given, the main process keeps one core and the workers share the
+rest: ``usable = max(1, cores − 1)``. When ``W > usable``, every load time is
+multiplied by ``W / usable`` (processor sharing with every worker busy, the
+input-bound case where it matters). Load times are taken as measured without
+contention; if they were measured with ``measured_workers`` workers on the same
+machine, the factor is relative: ``max(1, W/usable) / max(1, measured/usable)``.
+Leave ``cores=None`` for loads that do not use a CPU (sleeping, waiting on
+storage or the network).
+
+Not modelled: worker start-up (left out by ``warmup``), the cost of sending a
+batch from a worker to the main process (pickling, shared memory; it is outside
+``load_s`` as measured inside the worker), ``pin_memory``'s thread, the main
+process competing with the workers for cores beyond the one it keeps, and
+``in_order=False``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+from ._errors import LoadEvalError
+
+__all__ = ["SimResult", "Prediction", "simulate", "predict", "usable_cores"]
+
+Draw = Union[Sequence[float], Callable[[random.Random], float]]
+"""Measured samples (seconds) to bootstrap from, or ``draw(rng) -> seconds``."""
+
+_STALL_FRACTION = 0.01
+"""A step counts as a stall when its wait exceeds 1 % of the mean compute step."""
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """One simulated setting; rates over the steps after ``warmup``. Times in seconds."""
+
+    num_workers: int
+    prefetch_factor: Optional[int]
+    """None when ``num_workers`` is 0 (PyTorch has no prefetching then)."""
+    steps_per_s: float
+    step_s: float
+    """Mean step time, waits included (``1 / steps_per_s``)."""
+    compute_s: float
+    """Mean compute step (the drawn ``step_s``) over the same steps."""
+    wait_share: float
+    """Share of the time the loop waited for data, 0..1."""
+    stall_share: float
+    """Share of steps that waited more than 1 % of the mean compute step, 0..1."""
+    mean_wait_s: float
+    load_scale: float
+    """The contention factor applied to every load time (1.0 without ``cores``)."""
+    n_steps: int
+    wait_s: list[float] = field(default_factory=list, repr=False, compare=False)
+    """Every simulated step's wait, in order (the steps after warmup)."""
+
+
+def usable_cores(cores: int) -> int:
+    """Cores left to the workers: one is kept for the main process, at least 1."""
+    return max(1, cores - 1)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise LoadEvalError(f"{name} must be an integer >= {low}, not {value!r}.")
+    return value
+
+
+def _check_draw(name: str, draw: Any) -> Draw:
+    if callable(draw):
+        return draw  # type: ignore[no-any-return]
+    try:
+        values = [float(x) for x in draw]
+    except (TypeError, ValueError):
+        raise LoadEvalError(
+            f"{name} must be a list of times in seconds or a function rng -> seconds, "
+            f"not {type(draw).__name__}."
+        ) from None
+    if not values:
+        raise LoadEvalError(f"{name} is empty; pass at least one measured time in seconds.")
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise LoadEvalError(f"{name} must hold finite times >= 0 seconds; drop the bad samples.")
+    return values
+
+
+def _draws(draw: Draw, n: int, rng: random.Random, name: str) -> list[float]:
+    if callable(draw):
+        out = [float(draw(rng)) for _ in range(n)]
+        if not all(math.isfinite(v) and v >= 0 for v in out):
+            raise LoadEvalError(f"{name}(rng) must return finite times >= 0 seconds.")
+        return out
+    return rng.choices(draw, k=n)  # type: ignore[arg-type]
+
+
+def _load_scale(num_workers: int, cores: Optional[int], measured_workers: Optional[int]) -> float:
+    if cores is None or num_workers == 0:
+        return 1.0
+    usable = usable_cores(cores)
+    scale = max(1.0, num_workers / usable)
+    if measured_workers:
+        scale /= max(1.0, measured_workers / usable)
+    return scale
+
+
+def _default_warmup(n_batches: int) -> int:
+    return n_batches // 10
+
+
+def _run(
+    loads: list[float],
+    steps: list[float],
+    num_workers: int,
+    prefetch_factor: int,
+    warmup: int,
+    scale: float,
+) -> SimResult:
+    n = len(loads)
+    W = num_workers
+    waits = [0.0] * n
+    got = [0.0] * n
+    req = 0.0
+    if scale != 1.0:
+        loads = [x * scale for x in loads]
+    if W == 0:
+        for i in range(n):
+            g = req + loads[i]
+            got[i] = g
+            req = g + steps[i]
+        # loading happens inside the step, the loop "waits" for all of it
+        waits = loads
+    else:
+        P = prefetch_factor * W
+        free = [0.0] * W  # when each worker finished its latest batch
+        for i in range(n):
+            sent = got[i - P] if i >= P else 0.0
+            w = i % W
+            f = free[w]
+            r = (sent if sent > f else f) + loads[i]
+            free[w] = r
+            if r > req:
+                waits[i] = r - req
+                req = r
+            got[i] = req
+            req += steps[i]
+    start = got[warmup] - waits[warmup]  # req_warmup
+    total = req - start
+    m = n - warmup
+    win_waits = waits[warmup:]
+    compute = sum(steps[warmup:]) / m
+    if total <= 0:
+        raise LoadEvalError("load_s and step_s are all zero; pass measured times in seconds.")
+    thr = _STALL_FRACTION * compute
+    return SimResult(
+        num_workers=W,
+        prefetch_factor=prefetch_factor if W else None,
+        steps_per_s=m / total,
+        step_s=total / m,
+        compute_s=compute,
+        wait_share=sum(win_waits) / total,
+        stall_share=sum(1 for x in win_waits if x > thr) / m,
+        mean_wait_s=sum(win_waits) / m,
+        load_scale=scale,
+        n_steps=m,
+        wait_s=list(win_waits),
+    )
+
+
+def simulate(
+    load_s: Draw,
+    step_s: Draw,
+    num_workers: int,
+    prefetch_factor: Optional[int] = 2,
+    *,
+    n_batches: int = 4000,
+    warmup: Optional[int] = None,
+    seed: int = 0,
+    cores: Optional[int] = None,
+    measured_workers: Optional[int] = None,
+) -> SimResult:
+    """Simulate ``n_batches`` steps of a loop fed by a DataLoader (see the module docstring).
+
+    ``load_s``: per-batch production times of one worker; ``step_s``: compute step
+    times with no waiting (seconds, lists to resample, or ``rng -> seconds``).
+    ``prefetch_factor`` is ignored (may be None) when ``num_workers`` is 0. The
+    first ``warmup`` steps (default ``n_batches // 10``) are left out of the rates.
+    ``cores`` turns the CPU contention model on; ``measured_workers`` is the
+    ``num_workers`` the load times were measured with.
+
+    Raises :class:`LoadEvalError` for empty or negative times, ``num_workers < 0``,
+    ``prefetch_factor < 1`` or a ``warmup`` that leaves no steps.
+    """
+    load_s = _check_draw("load_s", load_s)
+    step_s = _check_draw("step_s", step_s)
+    _check_int("num_workers", num_workers, 0)
+    if num_workers > 0:
+        _check_int("prefetch_factor", prefetch_factor, 1)
+    _check_int("n_batches", n_batches, 2)
+    warmup = _default_warmup(n_batches) if warmup is None else warmup
+    _check_int("warmup", warmup, 0)
+    if warmup >= n_batches:
+        raise LoadEvalError(
+            f"warmup ({warmup}) must be smaller than n_batches ({n_batches}) to leave steps to measure."
+        )
+    if cores is not None:
+        _check_int("cores", cores, 1)
+    if measured_workers is not None:
+        _check_int("measured_workers", measured_workers, 0)
+    loads, steps = _streams(load_s, step_s, n_batches, seed)
+    scale = _load_scale(num_workers, cores, measured_workers)
+    return _run(loads, steps, num_workers, prefetch_factor or 0, warmup, scale)
+
+
+def _streams(load_s: Draw, step_s: Draw, n: int, seed: int) -> tuple[list[float], list[float]]:
+    loads = _draws(load_s, n, random.Random(seed), "load_s")
+    steps = _draws(step_s, n, random.Random(f"{seed}:step"), "step_s")
+    return loads, steps
+
+
+@dataclass
+class Prediction:
+    """Simulated throughput over a range of settings, relative to the measured one."""
+
+    baseline: SimResult
+    """The measured setting, simulated (speedups are relative to this, not to a measurement)."""
+    ideal_steps_per_s: float
+    """1 / mean compute step: the rate with a loader that never makes the loop wait."""
+    results: list[SimResult]
+    """One per simulated (num_workers, prefetch_factor); ``num_workers=0`` once."""
+    smallest_workers: Optional[int]
+    """Smallest ``num_workers`` at the measured prefetch factor reaching ``target`` × ideal."""
+    cores: int
+    cores_ok: bool
+    """``smallest_workers`` fits the cores left beside the main process."""
+    target: float = 0.95
+    _inputs: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def result(self, num_workers: int, prefetch_factor: Optional[int] = None) -> SimResult:
+        """The simulated setting (computed now if it was not in the grid).
+
+        ``prefetch_factor`` defaults to the measured one.
+        """
+        pf = self.baseline.prefetch_factor if prefetch_factor is None else prefetch_factor
+        if num_workers == 0:
+            pf = None
+        elif pf is None:
+            pf = self._inputs.get("prefetch_factor", 2)
+        for r in self.results:
+            if r.num_workers == num_workers and r.prefetch_factor == pf:
+                return r
+        inp = self._inputs
+        _check_int("num_workers", num_workers, 0)
+        if num_workers:
+            _check_int("prefetch_factor", pf, 1)
+        scale = _load_scale(num_workers, inp["cores"], inp["measured_workers"])
+        r = _run(inp["loads"], inp["steps"], num_workers, pf or 0, inp["warmup"], scale)
+        self.results.append(r)
+        return r
+
+    def speedup(self, num_workers: int, prefetch_factor: Optional[int] = None) -> float:
+        """Simulated steps/s at that setting over the simulated steps/s at the measured one."""
+        return self.result(num_workers, prefetch_factor).steps_per_s / self.baseline.steps_per_s
+
+    def curve(self, prefetch_factor: Optional[int] = None) -> list[SimResult]:
+        """Results at one prefetch factor (default: the measured one) by ``num_workers``,
+        with ``num_workers=0`` first."""
+        pf = self.baseline.prefetch_factor if prefetch_factor is None else prefetch_factor
+        if pf is None:
+            pf = self._inputs.get("prefetch_factor", 2)
+        rows = [r for r in self.results if r.num_workers == 0 or r.prefetch_factor == pf]
+        return sorted(rows, key=lambda r: r.num_workers)
+
+    def line(self) -> str:
+        """One sentence: what changing ``num_workers`` would buy."""
+        b = self.baseline
+        ideal = self.ideal_steps_per_s
+        pct = round((1 - self.target) * 100)
+        usable = usable_cores(self.cores)
+        if b.steps_per_s >= self.target * ideal:
+            return (
+                f"num_workers={b.num_workers} already runs within {pct} % of the speed of a loader "
+                f"that never makes the loop wait; more workers would not help."
+            )
+        w = self.smallest_workers
+        if w is not None:
+            fit = (
+                f"{w} workers fit the {self.cores} cores"
+                if self.cores_ok
+                else f"{w} workers are more than the {_cores(usable)} left beside the main "
+                f"process: expect less"
+            )
+            return f"with num_workers={w}: {_times(self.speedup(w))} ({fit})"
+        curve = self.curve()
+        top = max(r.steps_per_s for r in curve)
+        best = next(r for r in curve if r.steps_per_s >= 0.99 * top)  # fewest workers
+        gain = best.steps_per_s / b.steps_per_s
+        if gain < 1.05:
+            return (
+                f"no num_workers setting gets within {pct} % of the loader-free speed on "
+                f"{self.cores} cores, nor beats num_workers={b.num_workers}: loading itself must "
+                f"get cheaper."
+            )
+        return (
+            f"with num_workers={best.num_workers}: {_times(gain)}, still short of the loader-free "
+            f"speed on {self.cores} cores: loading itself must get cheaper to go further."
+        )
+
+
+def _cores(n: int) -> str:
+    return "1 core" if n == 1 else f"{n} cores"
+
+
+def _times(x: float) -> str:
+    if x < 1.05:
+        return "about as fast"
+    return f"about {x:.1f}× faster"
+
+
+def predict(
+    load_s: Draw,
+    step_s: Draw,
+    *,
+    num_workers: int,
+    prefetch_factor: int = 2,
+    cores: Optional[int] = None,
+    contention: bool = True,
+    workers: Optional[Iterable[int]] = None,
+    prefetch_factors: Optional[Iterable[int]] = None,
+    n_batches: int = 4000,
+    seed: int = 0,
+    target: float = 0.95,
+) -> Prediction:
+    """Simulate the measured setting and the alternatives.
+
+    ``load_s``, ``step_s``: as for :func:`simulate`, measured at ``num_workers`` /
+    ``prefetch_factor`` (the baseline). ``cores`` defaults to the CPUs this process
+    may run on; with ``contention`` the load times are scaled as in the module
+    docstring (turn it off for loads that do not use a CPU). ``workers`` defaults to
+    ``0 .. max(16, 2 × cores)``, ``prefetch_factors`` to 1, 2, 4 and the measured one.
+    ``target`` is the share of the loader-free rate ``smallest_workers`` must reach.
+
+    Raises :class:`LoadEvalError` on bad input, as :func:`simulate`.
+    """
+    load_s = _check_draw("load_s", load_s)
+    step_s = _check_draw("step_s", step_s)
+    _check_int("num_workers", num_workers, 0)
+    _check_int("prefetch_factor", prefetch_factor, 1)
+    _check_int("n_batches", n_batches, 2)
+    cores = _cpu_count() if cores is None else _check_int("cores", cores, 1)
+    if not 0 < target <= 1:
+        raise LoadEvalError(f"target must be a share in (0, 1], not {target!r}.")
+    ws = sorted(set(range(max(16, 2 * cores) + 1) if workers is None else workers))
+    for w in ws:
+        _check_int("each of workers", w, 0)
+    pfs = sorted({1, 2, 4, prefetch_factor} if prefetch_factors is None else set(prefetch_factors))
+    for pf in pfs:
+        _check_int("each of prefetch_factors", pf, 1)
+    if prefetch_factor not in pfs:
+        pfs.append(prefetch_factor)
+    warmup = _default_warmup(n_batches)
+    loads, steps = _streams(load_s, step_s, n_batches, seed)
+    sim_cores = cores if contention else None
+    measured = num_workers if contention else None
+    results: list[SimResult] = []
+    for w in ws:
+        for pf in pfs if w else [0]:
+            scale = _load_scale(w, sim_cores, measured)
+            results.append(_run(loads, steps, w, pf, warmup, scale))
+    pred = Prediction(
+        baseline=results[0],  # replaced below
+        ideal_steps_per_s=0.0,
+        results=results,
+        smallest_workers=None,
+        cores=cores,
+        cores_ok=False,
+        target=target,
+        _inputs=dict(
+            loads=loads,
+            steps=steps,
+            warmup=warmup,
+            cores=sim_cores,
+            measured_workers=measured,
+            prefetch_factor=prefetch_factor,
+        ),
+    )
+    pred.baseline = pred.result(num_workers, prefetch_factor)
+    pred.ideal_steps_per_s = 1.0 / pred.baseline.compute_s
+    reach = [
+        r.num_workers
+        for r in pred.curve(prefetch_factor)
+        if r.steps_per_s >= target * pred.ideal_steps_per_s
+    ]
+    pred.smallest_workers = min(reach) if reach else None
+    pred.cores_ok = reach != [] and min(reach) <= usable_cores(cores)
+    return pred

@@ -1,0 +1,184 @@
+"""Adaptive stop (``max_steps="auto"`` / ``--steps auto``): intervals, stopping rules, logs."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
+from loadeval_nb.core._adaptive import AutoStop, mean_ci, median_ci
+from loadeval_nb.core._pair import PairSettings, run_pair
+
+
+def test_median_ci_brackets_the_median_and_shrinks_with_n():
+    rng = random.Random(1)
+    small = [rng.gauss(10, 1) for _ in range(30)]
+    big = small + [rng.gauss(10, 1) for _ in range(570)]
+    lo, med, hi = median_ci(small)
+    assert lo <= med <= hi
+    lo2, med2, hi2 = median_ci(big)
+    assert hi2 - lo2 < hi - lo
+    assert 9.7 < med2 < 10.3
+
+
+def test_median_ci_coverage_is_about_95_percent():
+    rng = random.Random(2)
+    hits = 0
+    for _ in range(400):
+        xs = [rng.expovariate(1.0) for _ in range(60)]  # true median ln 2
+        lo, _, hi = median_ci(xs)
+        hits += lo <= 0.6931 <= hi
+    assert 0.91 <= hits / 400 <= 0.99
+
+
+def test_mean_ci_sees_autocorrelation():
+    # a stall every 4 steps: the mean interval of batch means stays honest
+    xs = [1.0, 1.0, 1.0, 9.0] * 50
+    lo, mean, hi = mean_ci(xs)
+    assert lo <= 3.0 <= hi and mean == pytest.approx(3.0)
+
+
+def test_precise_enough_needs_min_steps_and_a_tight_interval():
+    auto = AutoStop(rel=0.05, min_steps=30)
+    assert not auto.precise_enough([1.0] * 29)
+    assert auto.precise_enough([1.0] * 30)
+    rng = random.Random(3)
+    noisy = [rng.lognormvariate(0, 0.8) for _ in range(40)]
+    assert not auto.precise_enough(noisy)
+
+
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"rel": 0}, "rel"),
+        ({"min_steps": 0}, "min_steps"),
+        ({"min_steps": 50, "max_steps": 10}, "must not exceed"),
+    ],
+)
+def test_autostop_rejects_bad_settings(kw, msg):
+    with pytest.raises(LoadEvalError, match=msg):
+        AutoStop(**kw)
+
+
+class Jittery(Dataset):
+    """Per-item sleep with a known spread: rel_sd of the per-batch time."""
+
+    def __init__(self, n, item_s, rel_sd=0.0, seed=0):
+        self.n, self.item_s, self.rel_sd, self.seed = n, item_s, rel_sd, seed
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        r = random.Random(self.seed * 100003 + i)
+        time.sleep(max(0.0, self.item_s * (1 + self.rel_sd * r.gauss(0, 1))))
+        return torch.zeros(2)
+
+
+@pytest.mark.parametrize("mode", ["log", "replay"])
+def test_steady_loop_stops_early_and_says_why(mode, tmp_path):
+    dl = DataLoader(Jittery(5000, 0.002), batch_size=1)
+    path = tmp_path / "run.json"
+    ev = LoaderEvaluator(
+        dl,
+        mode=mode,
+        max_steps="auto",
+        warmup_steps=5,
+        sample_interval_s=None,
+        metrics_file=str(path),
+    )
+    for _ in ev:
+        time.sleep(0.002)
+    run = load_run(path)
+    # steady sleeps: converged at the first check (warm-up + 30 steps), far below max
+    assert 35 <= run.n_steps <= 60, run.n_steps
+    assert run.status == "complete"
+    assert run.epochs[0]["auto_stop"] == "converged"
+    assert run.settings["auto_stop"]["rel"] == 0.05
+    assert all(run.complete)  # the last step's end is known: stopping is clean
+
+
+def test_noisy_loop_runs_longer_than_a_steady_one():
+    def steps_used(rel_sd):
+        dl = DataLoader(Jittery(5000, 0.001, rel_sd=rel_sd, seed=4), batch_size=1)
+        ev = LoaderEvaluator(
+            dl, max_steps="auto", auto_stop=AutoStop(max_steps=800), sample_interval_s=None
+        )
+        for _ in ev:
+            pass
+        run = ev.to_run()
+        return run.n_steps, run.epochs[0]["auto_stop"]
+
+    n_steady, why_steady = steps_used(0.0)
+    n_noisy, why_noisy = steps_used(0.9)
+    assert why_steady == "converged"
+    assert n_noisy > n_steady
+
+
+def test_max_steps_and_exhaustion_end_the_run():
+    # never precise enough: hits max_steps
+    class Wild:
+        def __len__(self):
+            return 10_000
+
+        def __iter__(self):
+            rng = random.Random(5)
+            for _ in range(10_000):
+                time.sleep(rng.choice([0.0, 0.004]))
+                yield 1
+
+    ev = LoaderEvaluator(
+        Wild(),
+        max_steps="auto",
+        auto_stop=AutoStop(min_steps=10, max_steps=60, rel=0.01),
+        sample_interval_s=None,
+    )
+    assert sum(1 for _ in ev) == 60
+    assert ev.to_run().epochs[0]["auto_stop"] == "max_steps"
+
+    ev = LoaderEvaluator(
+        list(range(12)), max_steps="auto", auto_stop=AutoStop(min_steps=20), sample_interval_s=None
+    )
+    assert list(ev) == list(range(12))
+    assert ev.to_run().epochs[0]["auto_stop"] == "loader exhausted"
+    assert ev.to_run().status == "complete"
+
+
+def test_break_closes_the_epoch_at_once():
+    ev = LoaderEvaluator(list(range(500)), max_steps="auto", sample_interval_s=None)
+    for i, _ in enumerate(ev):
+        if i == 4:
+            break
+    assert ev.to_run().status == "stopped"  # no reference cycle keeps the epoch open
+
+
+def test_bad_max_steps_string():
+    with pytest.raises(LoadEvalError, match="'auto'"):
+        LoaderEvaluator([1, 2], max_steps="forever")
+
+
+def test_pair_with_auto_steps_reports_steps_used():
+    dl = DataLoader(Jittery(3000, 0.003), batch_size=1)
+
+    def run_once(ev):
+        for _ in ev:
+            time.sleep(0.001)
+
+    res = run_pair(dl, run_once, PairSettings(steps="auto", warmup=3, sample_interval_s=None))
+    assert res.ok and res.diagnosis is not None
+    for ev in (res.real, res.ideal):
+        run = ev.to_run()
+        assert run.epochs[0]["auto_stop"] == "converged"
+        assert run.n_steps < 200
+    assert res.diagnosis.speedup == pytest.approx(4 / 1, rel=0.35)
+
+
+def test_pair_settings_reject_bad_steps():
+    with pytest.raises(LoadEvalError, match="'auto'"):
+        PairSettings(steps="many").validate()
+    with pytest.raises(LoadEvalError, match="max_steps"):
+        PairSettings(steps="auto", warmup=5000).validate()
