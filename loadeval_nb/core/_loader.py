@@ -25,13 +25,16 @@ def loader_knobs(loader: Any) -> dict[str, Any]:
     return {k: getattr(loader, k, None) for k in TUNABLE}
 
 
-def rebuild_loader(loader: Any, **changes: Any) -> Any:
+def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
     """A new ``DataLoader`` like ``loader`` (same dataset, sampler, batch sampler, collate_fn,
     batch size, worker_init_fn, generator, ...) with ``changes`` applied to ``num_workers``,
     ``pin_memory``, ``prefetch_factor`` or ``persistent_workers``.
 
     ``prefetch_factor`` and ``persistent_workers`` are dropped when ``num_workers`` is 0
     (PyTorch refuses them there). The original loader is not modified.
+
+    ``dataset`` replaces the dataset (the caching ladder serves cached samples through
+    the same sampler, batching, workers and collation); it must accept the same indices.
     """
     unknown = sorted(set(changes) - set(TUNABLE))
     if unknown:
@@ -73,4 +76,4 @@ def rebuild_loader(loader: Any, **changes: Any) -> Any:
         kwargs.update(batch_sampler=loader.batch_sampler)
     else:  # automatic batching off (batch_size=None)
         kwargs.update(batch_size=None, sampler=loader.sampler)
-    return DataLoader(loader.dataset, **kwargs)
+    return DataLoader(loader.dataset if dataset is None else dataset, **kwargs)

@@ -1,0 +1,385 @@
+"""The caching ladder: where the input pipeline's time goes, stage by stage.
+
+The same training loop runs against progressively less cached inputs:
+
+====================  ==============================================  ========================
+rung                  the loop gets                                   adds over the rung above
+====================  ==============================================  ========================
+``device``            cached batches already on the GPU               (compute only)
+``host``              cached batches in host memory                   host-to-device copy
+``samples``           the real DataLoader (sampler, workers,          workers + collation
+                      collation, pinning) over a Dataset that
+                      serves already-produced samples
+``real``              the real DataLoader                             per-sample loading and
+                                                                      transforms
+====================  ==============================================  ========================
+
+Each stage's cost is the difference of mean step times between neighbouring rungs
+that ran; it counts as real only when the block-bootstrap interval of the ratio of
+the two means lies above 1 and the difference is at least 5 % of the real step.
+Rungs that cannot run are skipped with the reason (no CUDA device; an
+IterableDataset, which has no per-item access to cache).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ._batches import batch_nbytes
+from ._env import loader_settings, safe_len
+from ._errors import LoadEvalError
+from ._evaluator import LoaderEvaluator
+from ._format import fmt_bytes, fmt_pct, fmt_seconds
+from ._loader import rebuild_loader
+from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
+from ._stats import bootstrap_ratio_ci, describe
+
+__all__ = ["RUNGS", "STAGES", "Rung", "Stage", "LadderResult", "run_ladder", "CachedSamples"]
+
+RUNGS = ("device", "host", "samples", "real")
+RUNG_TITLES = {
+    "device": "batches cached on the GPU (compute only)",
+    "host": "batches cached in host memory",
+    "samples": "real loader over cached samples",
+    "real": "the real loader",
+}
+STAGES = {
+    "host": "host-to-device copy",
+    "samples": "workers + collation",
+    "real": "per-sample loading and transforms",
+}
+"""What each rung adds over the one above it."""
+MIN_STAGE_SHARE = 0.05
+"""A stage smaller than this share of the real step counts as negligible even when
+significant (the same 5 % as the PARTLY INPUT-BOUND threshold of the verdict)."""
+MAX_CACHED_SAMPLES = 4096
+
+
+class CachedSamples:
+    """A map-style dataset that serves ``samples[i % len(samples)]`` for any index below
+    ``length``: the loader's sampler, batching, workers and collation still run, the
+    per-sample loading and transforms do not."""
+
+    def __init__(self, samples: list[Any], length: int) -> None:
+        if not samples:
+            raise LoadEvalError("CachedSamples needs at least one sample.")
+        self.samples = samples
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> Any:
+        return self.samples[int(i) % len(self.samples)]
+
+
+def _sample_rung_loader(loader: Any, n_batches: int) -> tuple[Optional[Any], Optional[str], int]:
+    """(loader over cached samples, or None and why; seconds spent producing them)."""
+    try:
+        from torch.utils.data import DataLoader, IterableDataset
+    except ImportError:  # pragma: no cover
+        return None, "torch is not importable", 0
+    if not isinstance(loader, DataLoader):
+        return (
+            None,
+            f"a {type(loader).__name__} is not a DataLoader, so it cannot be rebuilt over cached samples",
+            0,
+        )
+    ds = loader.dataset
+    if isinstance(ds, IterableDataset):
+        return (
+            None,
+            "an IterableDataset has no per-item access, so its samples cannot be served from a "
+            "cache; the sample rung is skipped (the host rung to the real rung then holds "
+            "workers, collation, loading and transforms together)",
+            0,
+        )
+    n = safe_len(ds)
+    if not n:
+        return None, "the dataset has no len() or is empty", 0
+    per_batch = loader.batch_size or 1
+    k = max(1, min(n, per_batch * n_batches, MAX_CACHED_SAMPLES))
+    t = time.perf_counter()
+    samples = [ds[i] for i in range(k)]
+    spent = time.perf_counter() - t
+    return rebuild_loader(loader, dataset=CachedSamples(samples, n)), None, int(spent * 1e9)
+
+
+@dataclass
+class Rung:
+    """One rung: its wrapper (with the run), or why it was skipped."""
+
+    name: str
+    ev: Optional[LoaderEvaluator] = None
+    skipped: Optional[str] = None
+    error: Optional[BaseException] = None
+
+    @property
+    def title(self) -> str:
+        return RUNG_TITLES[self.name]
+
+    def steady_s(self) -> list[float]:
+        return self.ev.to_run().steady_step_s() if self.ev is not None else []
+
+    def stats(self) -> dict[str, Any]:
+        if self.ev is None:
+            return describe([])
+        run = self.ev.to_run()
+        idx = run.steady_indices()
+        return describe([run.step_ns[i] / 1e9 for i in idx], [run.samples[i] for i in idx])
+
+
+@dataclass
+class Stage:
+    """The cost one rung adds over the measured rung above it."""
+
+    name: str  # the rung that adds it
+    what: str  # e.g. "host-to-device copy"
+    added_s: Optional[float]
+    ratio_ci: tuple[Optional[float], Optional[float]]
+    significant: bool
+    share_of_real: Optional[float]
+
+
+@dataclass
+class LadderResult:
+    label: str
+    loader: dict[str, Any]
+    rungs: list[Rung] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)
+    largest: Optional[Stage] = None
+    error: Optional[BaseException] = None
+    failed_rung: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+    log_paths: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def rung(self, name: str) -> Optional[Rung]:
+        return next((r for r in self.rungs if r.name == name), None)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per rung: step statistics and the stage it adds (None when skipped)."""
+        stages = {s.name: s for s in self.stages}
+        rows = []
+        for r in self.rungs:
+            st = r.stats()
+            s = stages.get(r.name)
+            rows.append(
+                {
+                    "rung": r.name,
+                    "title": r.title,
+                    "skipped": r.skipped,
+                    "steps": st["n"],
+                    "mean_step_s": st["mean_s"],
+                    "median_step_s": st["median_s"],
+                    "steps_per_s": st["steps_per_s"],
+                    "samples_per_s": st["samples_per_s"],
+                    "adds": STAGES.get(r.name),
+                    "added_s": s.added_s if s else None,
+                    "significant": s.significant if s else None,
+                }
+            )
+        return rows
+
+    def conclusion(self) -> str:
+        """One sentence: the stage that adds the most, or that differences are noise."""
+        if self.error is not None:
+            return f"The ladder stopped at the {self.failed_rung} rung ({type(self.error).__name__}: {self.error})."
+        if not self.stages:
+            return "Fewer than two rungs ran, so there is nothing to compare."
+        if self.largest is None:
+            return (
+                "Every stage's cost is within noise (or under 5% of the real step): caching more "
+                "of the pipeline would not make steps measurably faster."
+            )
+        s = self.largest
+        share = f" ({fmt_pct(s.share_of_real)} of the real step)" if s.share_of_real else ""
+        return f"Largest stage: {s.what}, +{fmt_seconds(s.added_s)} per step{share}."
+
+    def report(self) -> str:
+        lines = [f"Caching ladder{' ' + self.label if self.label else ''} (mean step, samples/s):"]
+        for row in self.table():
+            if row["skipped"]:
+                lines.append(f"  {row['rung']:<8} skipped: {row['skipped']}")
+                continue
+            rate = f"{row['samples_per_s']:,.0f} samples/s" if row["samples_per_s"] else ""
+            add = ""
+            if row["added_s"] is not None:
+                noise = "" if row["significant"] else ", within noise or under 5%"
+                add = f"  (+{fmt_seconds(row['added_s'])}: {row['adds']}{noise})"
+            lines.append(
+                f"  {row['rung']:<8} {fmt_seconds(row['mean_step_s']):>10}  {rate:>18}{add}"
+            )
+        lines.append(self.conclusion())
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.report())
+
+
+def compare_rungs(result: LadderResult) -> None:
+    """Fill ``stages`` and ``largest`` from the rungs that ran."""
+    ran = [r for r in result.rungs if r.ev is not None and r.error is None and r.steady_s()]
+    real = result.rung("real")
+    real_mean = real.stats()["mean_s"] if real is not None and real.ev is not None else None
+    result.stages = []
+    for upper, lower in zip(ran[1:], ran[:-1]):
+        a, b = upper.steady_s(), lower.steady_s()
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        lo, hi = bootstrap_ratio_ci(a, b)
+        added = ma - mb
+        share = added / real_mean if real_mean else None
+        what = STAGES[upper.name]
+        skipped_between = [
+            r.name
+            for r in result.rungs
+            if RUNGS.index(lower.name) < RUNGS.index(r.name) < RUNGS.index(upper.name)
+        ]
+        if skipped_between:
+            what = " + ".join([STAGES[n] for n in skipped_between] + [what])
+        significant = lo is not None and lo > 1.0 and (share is None or share >= MIN_STAGE_SHARE)
+        result.stages.append(Stage(upper.name, what, added, (lo, hi), significant, share))
+    real_stages = [s for s in result.stages if s.significant and (s.added_s or 0) > 0]
+    result.largest = max(real_stages, key=lambda s: s.added_s or 0.0, default=None)
+
+
+def run_ladder(
+    loader: Any,
+    run_once: Callable[[LoaderEvaluator], None],
+    settings: PairSettings,
+    *,
+    hooks: Optional[PairHooks] = None,
+    label: str = "",
+    loader_name: str = "the loader",
+    rungs: tuple[str, ...] = RUNGS,
+) -> LadderResult:
+    """Run ``run_once`` once per rung (device, host, samples, real) and say which stage of
+    the input pipeline costs the most. Like :func:`run_pair`, never raises for a failure
+    inside a run: the error is kept in the result with the partial run."""
+    settings.validate()
+    unknown = [r for r in rungs if r not in RUNGS]
+    if unknown or not rungs:
+        raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
+    hooks = hooks or PairHooks()
+    result = LadderResult(label=label, loader=loader_settings(loader))
+    order = [r for r in RUNGS if r in rungs]
+    plan: list[tuple[str, Optional[Callable[[], LoaderEvaluator]], Optional[str]]] = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+
+    def path_for(name: str) -> Optional[str]:
+        p = log_path(settings, stamp, label or "ladder", name)
+        if p:
+            result.log_paths[name] = p
+        return p
+
+    sample_loader: Any = None
+    for name in order:
+        if name == "device":
+            torch = _torch()
+            if torch is None or not torch.cuda.is_available():
+                plan.append(
+                    (
+                        name,
+                        None,
+                        "no CUDA device: nothing to cache on; the host rung is the fastest measured",
+                    )
+                )
+                continue
+            plan.append(
+                (
+                    name,
+                    lambda: evaluator_for(
+                        loader, "device", settings, mode="replay", cache_on="device",
+                        metrics_file=path_for("device"),
+                    ),
+                    None,
+                )
+            )  # fmt: skip
+        elif name == "host":
+            plan.append(
+                (
+                    name,
+                    lambda: evaluator_for(
+                        loader, "host", settings, mode="replay", cache_on="host",
+                        metrics_file=path_for("host"),
+                    ),
+                    None,
+                )
+            )  # fmt: skip
+        elif name == "samples":
+            plan.append((name, None, "pending"))
+        else:
+            plan.append(
+                (
+                    name,
+                    lambda: evaluator_for(
+                        loader, "real", settings, mode="log", metrics_file=path_for("real")
+                    ),
+                    None,
+                )
+            )
+    runnable = [p for p in plan if p[2] is None or p[2] == "pending"]
+    index = 0
+    try:
+        for name, make, skipped in plan:
+            rung = Rung(name)
+            result.rungs.append(rung)
+            if skipped == "pending":  # the samples rung: build its loader now
+                sample_loader, why, spent_ns = _sample_rung_loader(loader, settings.cache)
+                if sample_loader is None:
+                    rung.skipped = why
+                    result.notes.append(f"samples rung skipped: {why}.")
+                    continue
+                first = sample_loader.dataset.samples[0]
+                result.notes.append(
+                    f"samples rung: {len(sample_loader.dataset.samples)} samples "
+                    f"({fmt_bytes(batch_nbytes(first) * len(sample_loader.dataset.samples))}) "
+                    f"produced in {fmt_seconds(spent_ns / 1e9)} before it ran."
+                )
+                sl = sample_loader
+
+                def make(sl: Any = sl) -> LoaderEvaluator:
+                    ev = evaluator_for(
+                        sl, "samples", settings, mode="log", metrics_file=path_for("samples")
+                    )
+                    ev.worker_timing = False
+                    return ev
+
+            elif skipped is not None:
+                rung.skipped = skipped
+                continue
+            assert make is not None
+            ev, error = measure(name, make, run_once, hooks, index, len(runnable), loader_name)
+            index += 1
+            rung.ev, rung.error = ev, error
+            if error is not None:
+                result.error, result.failed_rung = error, name
+                break
+    finally:
+        if sample_loader is not None:
+            _shutdown_persistent(sample_loader)
+    compare_rungs(result)
+    return result
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return None
+    return torch
+
+
+def _shutdown_persistent(loader: Any) -> None:
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()

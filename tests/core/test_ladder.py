@@ -1,0 +1,158 @@
+"""The caching ladder against sleep-based pipelines whose stage costs are known."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
+
+from loadeval_nb import LoadEvalError
+from loadeval_nb.core._ladder import CachedSamples, run_ladder
+from loadeval_nb.core._pair import PairHooks, PairSettings
+
+
+class Items(Dataset):
+    def __init__(self, n, item_s):
+        self.n, self.item_s = n, item_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.item_s:
+            time.sleep(self.item_s)
+        return torch.full((3,), float(i))
+
+
+class SlowCollate:
+    def __init__(self, s):
+        self.s = s
+
+    def __call__(self, items):
+        if self.s:
+            time.sleep(self.s)
+        return default_collate(items)
+
+
+def loop(step_s):
+    def run_once(ev):
+        for _ in ev:
+            time.sleep(step_s)
+
+    return run_once
+
+
+SETTINGS = dict(steps=36, warmup=4, cache=4, sample_interval_s=None)
+
+
+@pytest.mark.slow
+def test_ladder_finds_per_sample_loading():
+    # step 10 ms; collation 2 ms; 4 items x 6 ms = 24 ms of loading in the main process
+    dl = DataLoader(Items(400, 0.006), batch_size=4, collate_fn=SlowCollate(0.002))
+    res = run_ladder(dl, loop(0.010), PairSettings(**SETTINGS))
+    assert res.ok, res.error
+    assert res.rung("device").skipped and "CUDA" in res.rung("device").skipped
+    rows = {r["rung"]: r for r in res.table()}
+    assert rows["host"]["mean_step_s"] == pytest.approx(0.010, abs=0.002)
+    assert rows["samples"]["mean_step_s"] == pytest.approx(0.012, abs=0.003)
+    assert rows["real"]["mean_step_s"] == pytest.approx(0.036, rel=0.15)
+    stages = {s.name: s for s in res.stages}
+    assert stages["real"].added_s == pytest.approx(0.024, rel=0.2)
+    assert stages["real"].significant
+    assert res.largest is not None and res.largest.what == "per-sample loading and transforms"
+    assert "Largest stage: per-sample loading and transforms, +" in res.report()
+
+
+@pytest.mark.slow
+def test_ladder_finds_collation():
+    # collation 20 ms dominates; per-sample loading 4 x 0.5 ms
+    dl = DataLoader(Items(400, 0.0005), batch_size=4, collate_fn=SlowCollate(0.020))
+    res = run_ladder(dl, loop(0.005), PairSettings(**SETTINGS))
+    stages = {s.name: s for s in res.stages}
+    assert stages["samples"].added_s == pytest.approx(0.020, rel=0.25)
+    assert res.largest.what == "workers + collation"
+
+
+def test_ladder_says_within_noise_when_loading_is_free():
+    dl = DataLoader(Items(400, 0.0), batch_size=4)
+    res = run_ladder(dl, loop(0.008), PairSettings(**SETTINGS))
+    assert res.ok
+    assert res.largest is None
+    assert "within noise" in res.conclusion()
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        for i in range(10_000):
+            yield torch.zeros(2) + i
+
+
+def test_iterable_dataset_skips_the_sample_rung_and_says_why():
+    dl = DataLoader(Stream(), batch_size=2)
+    res = run_ladder(
+        dl, loop(0.001), PairSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
+    )
+    samples = res.rung("samples")
+    assert samples.ev is None and "IterableDataset" in samples.skipped
+    assert [r.name for r in res.rungs if r.ev is not None] == ["host", "real"]
+    # the remaining stage spans what the skipped rung would have split
+    assert res.stages[0].what == "workers + collation + per-sample loading and transforms"
+
+
+def test_cached_samples_serve_any_index():
+    cs = CachedSamples(["a", "b", "c"], 10)
+    assert len(cs) == 10 and cs[7] == "b"
+    with pytest.raises(LoadEvalError):
+        CachedSamples([], 3)
+
+
+def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
+    seen = []
+
+    def collate(items):
+        seen.append(len(items))
+        return default_collate(items)
+
+    dl = DataLoader(Items(64, 0.0), batch_size=8, shuffle=True, collate_fn=collate)
+    before = dict(vars(dl))
+    res = run_ladder(
+        dl, loop(0.0), PairSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
+        rungs=("samples",),
+    )  # fmt: skip
+    assert res.ok and res.rung("samples").ev.total_steps == 6
+    assert set(seen) == {8}  # the user's collate_fn ran on the sample rung
+    assert vars(dl) == before  # the user's DataLoader is untouched
+
+
+def test_failure_keeps_partial_rungs_and_stops():
+    class Boom(PairHooks):
+        started = []
+
+        def run_started(self, which, ev, index, total):
+            self.started.append((which, index, total))
+
+    calls = {"n": 0}
+
+    def run_once(ev):
+        calls["n"] += 1
+        for i, _ in enumerate(ev):
+            if calls["n"] == 2 and i == 3:
+                raise RuntimeError("cell failed")
+
+    hooks = Boom()
+    dl = DataLoader(Items(100, 0.0), batch_size=4)
+    res = run_ladder(
+        dl, run_once, PairSettings(steps=10, warmup=1, cache=2, sample_interval_s=None), hooks=hooks
+    )
+    assert res.failed_rung == "samples" and isinstance(res.error, RuntimeError)
+    assert res.rung("samples").ev.total_steps >= 3  # the partial run is kept
+    assert res.rung("real") is None  # not started after the failure
+    assert [w for w, _, _ in hooks.started] == ["host", "samples"]
+    assert "stopped at the samples rung" in res.conclusion()
+
+
+def test_bad_rungs():
+    with pytest.raises(LoadEvalError, match="rungs"):
+        run_ladder([1], loop(0), PairSettings(), rungs=("gpu",))
