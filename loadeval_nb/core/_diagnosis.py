@@ -92,6 +92,9 @@ class Diagnosis:
     real_steady_steps: int
     ideal_steady_steps: int
     notes: list[str] = field(default_factory=list)
+    prediction: Optional[str] = None
+    """The simulator's one line on other ``num_workers`` ("with num_workers=6: about 1.8×
+    faster"); None when the pair lacks worker timings."""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -191,7 +194,17 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
                 f"apart from waiting, real steps were {slower:.0%} slower than ideal ones "
                 "(CPU contention from workers, or host-to-device copies the cache avoided)"
             )
+    prediction = None
+    if verdict != NOT_ENOUGH_DATA:
+        try:
+            from ._whatif import predict_from_runs
+
+            p = predict_from_runs(r, i)
+            prediction = p.line() if p is not None else None
+        except Exception as e:  # a prediction is a bonus; never lose the verdict over it
+            notes.append(f"no simulator prediction ({e})")
     return Diagnosis(
+        prediction=prediction,
         verdict=verdict,
         reason=reason,
         real_step_s=rd["mean_s"],
@@ -263,6 +276,8 @@ def format_report(d: Diagnosis) -> str:
         lines.append(
             f"  GPU utilisation: real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
         )
+    if d.prediction:
+        lines.append(f"  simulator: {d.prediction}")
     for n in d.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines)

@@ -23,6 +23,12 @@ ideal run's step times). All times are seconds. Batch ``i`` (0-based):
   the next one after a step: ``req_{i+1} = got_i + step_i``, ``req_0 = 0``.
 * **No workers** (``W = 0``): the loop loads the batch itself:
   ``got_i = req_i + load_i``.
+* **Hand-over cost** (optional, ``handoff_s``, default 0): with workers, taking
+  a finished batch off the result queue (unpickling, mapping shared memory, a
+  wake-up) costs the main process ``h`` per batch even when the batch is ready:
+  ``got_i = max(req_i, ready_i) + h``, counted as wait. Log mode sees it as the
+  floor of the waits (their 10th percentile at a setting where most batches are
+  ready).
 
 Every quantity depends only on earlier batches, so one pass over the batches
 computes it exactly (no event queue). Constant times give closed forms that the
@@ -40,14 +46,18 @@ Resampling independently drops any correlation between consecutive batches.
 
 CPU contention (optional)
 -------------------------
-With ``cores`` given, the main process keeps one core and the workers share the
-rest: ``usable = max(1, cores − 1)``. When ``W > usable``, every load time is
-multiplied by ``W / usable`` (processor sharing with every worker busy, the
-input-bound case where it matters). Load times are taken as measured without
-contention; if they were measured with ``measured_workers`` workers on the same
-machine, the factor is relative: ``max(1, W/usable) / max(1, measured/usable)``.
-Leave ``cores=None`` for loads that do not use a CPU (sleeping, waiting on
-storage or the network).
+With ``cores`` given, the main process keeps ``reserve_cores`` of them busy
+(default 1: a CPU training loop, or a GPU loop that launches kernels all the
+time; 0 for a loop that mostly sleeps or waits) and the workers share the rest:
+``usable = max(1, cores − reserve_cores)``. When ``W > usable``, every load time
+is multiplied by ``W / usable`` (processor sharing with every worker busy, the
+input-bound case where it matters; when workers idle, as in a compute-bound
+loop, this overstates contention, but there it does not change the rate).
+Load times are taken as measured without contention; if they were measured
+with ``measured_workers`` workers on the same machine, the factor is relative:
+``max(1, W/usable) / max(1, measured/usable)`` (``W = 0`` counts as 1: the main
+process loads alone). Leave ``cores=None`` for loads
+that do not use a CPU (sleeping, waiting on storage or the network).
 
 Not modelled: worker start-up (left out by ``warmup``), the cost of sending a
 batch from a worker to the main process (pickling, shared memory; it is outside
@@ -91,7 +101,8 @@ class SimResult:
     wait_share: float
     """Share of the time the loop waited for data, 0..1."""
     stall_share: float
-    """Share of steps that waited more than 1 % of the mean compute step, 0..1."""
+    """Share of steps that waited more than 1 % of the mean compute step (beyond the
+    hand-over cost), 0..1."""
     mean_wait_s: float
     load_scale: float
     """The contention factor applied to every load time (1.0 without ``cores``)."""
@@ -100,9 +111,9 @@ class SimResult:
     """Every simulated step's wait, in order (the steps after warmup)."""
 
 
-def usable_cores(cores: int) -> int:
-    """Cores left to the workers: one is kept for the main process, at least 1."""
-    return max(1, cores - 1)
+def usable_cores(cores: int, reserve_cores: float = 1.0) -> float:
+    """Cores left to the workers beside the main process's ``reserve_cores``, at least 1."""
+    return max(1.0, cores - reserve_cores)
 
 
 def _cpu_count() -> int:
@@ -144,14 +155,20 @@ def _draws(draw: Draw, n: int, rng: random.Random, name: str) -> list[float]:
     return rng.choices(draw, k=n)  # type: ignore[arg-type]
 
 
-def _load_scale(num_workers: int, cores: Optional[int], measured_workers: Optional[int]) -> float:
-    if cores is None or num_workers == 0:
+def _load_scale(
+    num_workers: int,
+    cores: Optional[int],
+    measured_workers: Optional[int],
+    reserve_cores: float = 1.0,
+) -> float:
+    if cores is None:
         return 1.0
-    usable = usable_cores(cores)
-    scale = max(1.0, num_workers / usable)
-    if measured_workers:
-        scale /= max(1.0, measured_workers / usable)
-    return scale
+    usable = usable_cores(cores, reserve_cores)
+
+    def crowding(w: int) -> float:  # no workers: the main process loads, alone
+        return max(1.0, w / usable) if w > 0 else 1.0
+
+    return crowding(num_workers) / crowding(measured_workers or 0)
 
 
 def _default_warmup(n_batches: int) -> int:
@@ -165,6 +182,7 @@ def _run(
     prefetch_factor: int,
     warmup: int,
     scale: float,
+    handoff: float = 0.0,
 ) -> SimResult:
     n = len(loads)
     W = num_workers
@@ -190,8 +208,11 @@ def _run(
             r = (sent if sent > f else f) + loads[i]
             free[w] = r
             if r > req:
-                waits[i] = r - req
-                req = r
+                waits[i] = r - req + handoff
+                req = r + handoff
+            elif handoff:
+                waits[i] = handoff
+                req += handoff
             got[i] = req
             req += steps[i]
     start = got[warmup] - waits[warmup]  # req_warmup
@@ -201,7 +222,7 @@ def _run(
     compute = sum(steps[warmup:]) / m
     if total <= 0:
         raise LoadEvalError("load_s and step_s are all zero; pass measured times in seconds.")
-    thr = _STALL_FRACTION * compute
+    thr = _STALL_FRACTION * compute + (handoff if W else 0.0)
     return SimResult(
         num_workers=W,
         prefetch_factor=prefetch_factor if W else None,
@@ -228,6 +249,8 @@ def simulate(
     seed: int = 0,
     cores: Optional[int] = None,
     measured_workers: Optional[int] = None,
+    reserve_cores: float = 1.0,
+    handoff_s: float = 0.0,
 ) -> SimResult:
     """Simulate ``n_batches`` steps of a loop fed by a DataLoader (see the module docstring).
 
@@ -236,7 +259,9 @@ def simulate(
     ``prefetch_factor`` is ignored (may be None) when ``num_workers`` is 0. The
     first ``warmup`` steps (default ``n_batches // 10``) are left out of the rates.
     ``cores`` turns the CPU contention model on; ``measured_workers`` is the
-    ``num_workers`` the load times were measured with.
+    ``num_workers`` the load times were measured with; ``reserve_cores`` the cores
+    the main process keeps busy; ``handoff_s`` the main process's cost of taking one
+    batch from a worker.
 
     Raises :class:`LoadEvalError` for empty or negative times, ``num_workers < 0``,
     ``prefetch_factor < 1`` or a ``warmup`` that leaves no steps.
@@ -257,9 +282,29 @@ def simulate(
         _check_int("cores", cores, 1)
     if measured_workers is not None:
         _check_int("measured_workers", measured_workers, 0)
+    _check_reserve(reserve_cores)
+    _check_handoff(handoff_s)
     loads, steps = _streams(load_s, step_s, n_batches, seed)
-    scale = _load_scale(num_workers, cores, measured_workers)
-    return _run(loads, steps, num_workers, prefetch_factor or 0, warmup, scale)
+    scale = _load_scale(num_workers, cores, measured_workers, reserve_cores)
+    return _run(loads, steps, num_workers, prefetch_factor or 0, warmup, scale, handoff_s)
+
+
+def _check_reserve(reserve_cores: Any) -> None:
+    if (
+        isinstance(reserve_cores, bool)
+        or not isinstance(reserve_cores, (int, float))
+        or not 0 <= reserve_cores < math.inf
+    ):
+        raise LoadEvalError(f"reserve_cores must be a number of cores >= 0, not {reserve_cores!r}.")
+
+
+def _check_handoff(handoff_s: Any) -> None:
+    if (
+        isinstance(handoff_s, bool)
+        or not isinstance(handoff_s, (int, float))
+        or not 0 <= handoff_s < math.inf
+    ):
+        raise LoadEvalError(f"handoff_s must be a time in seconds >= 0, not {handoff_s!r}.")
 
 
 def _streams(load_s: Draw, step_s: Draw, n: int, seed: int) -> tuple[list[float], list[float]]:
@@ -303,8 +348,12 @@ class Prediction:
         _check_int("num_workers", num_workers, 0)
         if num_workers:
             _check_int("prefetch_factor", pf, 1)
-        scale = _load_scale(num_workers, inp["cores"], inp["measured_workers"])
-        r = _run(inp["loads"], inp["steps"], num_workers, pf or 0, inp["warmup"], scale)
+        scale = _load_scale(
+            num_workers, inp["cores"], inp["measured_workers"], inp["reserve_cores"]
+        )
+        r = _run(
+            inp["loads"], inp["steps"], num_workers, pf or 0, inp["warmup"], scale, inp["handoff_s"]
+        )
         self.results.append(r)
         return r
 
@@ -326,7 +375,7 @@ class Prediction:
         b = self.baseline
         ideal = self.ideal_steps_per_s
         pct = round((1 - self.target) * 100)
-        usable = usable_cores(self.cores)
+        usable = usable_cores(self.cores, self._inputs.get("reserve_cores", 1.0))
         if b.steps_per_s >= self.target * ideal:
             return (
                 f"num_workers={b.num_workers} already runs within {pct} % of the speed of a loader "
@@ -357,8 +406,8 @@ class Prediction:
         )
 
 
-def _cores(n: int) -> str:
-    return "1 core" if n == 1 else f"{n} cores"
+def _cores(n: float) -> str:
+    return "1 core" if n == 1 else f"{n:g} cores"
 
 
 def _times(x: float) -> str:
@@ -375,6 +424,8 @@ def predict(
     prefetch_factor: int = 2,
     cores: Optional[int] = None,
     contention: bool = True,
+    reserve_cores: float = 1.0,
+    handoff_s: float = 0.0,
     workers: Optional[Iterable[int]] = None,
     prefetch_factors: Optional[Iterable[int]] = None,
     n_batches: int = 4000,
@@ -386,7 +437,9 @@ def predict(
     ``load_s``, ``step_s``: as for :func:`simulate`, measured at ``num_workers`` /
     ``prefetch_factor`` (the baseline). ``cores`` defaults to the CPUs this process
     may run on; with ``contention`` the load times are scaled as in the module
-    docstring (turn it off for loads that do not use a CPU). ``workers`` defaults to
+    docstring (turn it off for loads that do not use a CPU), the main process keeping
+    ``reserve_cores`` busy; ``handoff_s`` is the per-batch cost of taking a batch
+    from a worker (see the module docstring). ``workers`` defaults to
     ``0 .. max(16, 2 × cores)``, ``prefetch_factors`` to 1, 2, 4 and the measured one.
     ``target`` is the share of the loader-free rate ``smallest_workers`` must reach.
 
@@ -398,6 +451,8 @@ def predict(
     _check_int("prefetch_factor", prefetch_factor, 1)
     _check_int("n_batches", n_batches, 2)
     cores = _cpu_count() if cores is None else _check_int("cores", cores, 1)
+    _check_reserve(reserve_cores)
+    _check_handoff(handoff_s)
     if not 0 < target <= 1:
         raise LoadEvalError(f"target must be a share in (0, 1], not {target!r}.")
     ws = sorted(set(range(max(16, 2 * cores) + 1) if workers is None else workers))
@@ -415,8 +470,8 @@ def predict(
     results: list[SimResult] = []
     for w in ws:
         for pf in pfs if w else [0]:
-            scale = _load_scale(w, sim_cores, measured)
-            results.append(_run(loads, steps, w, pf, warmup, scale))
+            scale = _load_scale(w, sim_cores, measured, reserve_cores)
+            results.append(_run(loads, steps, w, pf, warmup, scale, handoff_s))
     pred = Prediction(
         baseline=results[0],  # replaced below
         ideal_steps_per_s=0.0,
@@ -431,6 +486,8 @@ def predict(
             warmup=warmup,
             cores=sim_cores,
             measured_workers=measured,
+            reserve_cores=reserve_cores,
+            handoff_s=handoff_s,
             prefetch_factor=prefetch_factor,
         ),
     )
@@ -442,5 +499,5 @@ def predict(
         if r.steps_per_s >= target * pred.ideal_steps_per_s
     ]
     pred.smallest_workers = min(reach) if reach else None
-    pred.cores_ok = reach != [] and min(reach) <= usable_cores(cores)
+    pred.cores_ok = reach != [] and min(reach) <= usable_cores(cores, reserve_cores)
     return pred

@@ -203,11 +203,11 @@ class WorkerFetchTimer:
         """``iter(loader)``, with its worker processes timing every batch they make.
 
         The loader's ``worker_init_fn`` is swapped only for the duration of the
-        ``iter()`` call and restored in a ``finally``. Raises :class:`LoadEvalError`
-        after :meth:`close`.
+        ``iter()`` call and restored in a ``finally``. After :meth:`close`, a new
+        ``iter()`` starts timing again into a fresh buffer (records already collected
+        are kept).
         """
-        if self._closed:
-            raise LoadEvalError("This WorkerFetchTimer is closed; make a new one to time again.")
+        self._closed = False
         loader = self.loader
         if not self.available:
             return iter(loader)
@@ -223,6 +223,7 @@ class WorkerFetchTimer:
             return iter(loader)  # our workers, still patched: they keep recording
         if self._hook is None:
             self._hook = self._make_hook()
+            self._read = 0
         user_init_fn = loader.worker_init_fn
         self._hook.user_init_fn = user_init_fn
         try:
@@ -266,10 +267,11 @@ class WorkerFetchTimer:
         return [t1 - t0 for _, t0, t1 in self.collect()]
 
     def close(self) -> None:
-        """Collect what is left and stop reading.
+        """Collect what is left and let go of the shared buffer.
 
         Persistent workers keep their patch (and write into a buffer nobody reads)
-        until the loader shuts them down. Calling ``close()`` again does nothing.
+        until the loader shuts them down; a later :meth:`iter` on such a loader is
+        then reported unavailable. Calling ``close()`` again does nothing.
         """
         if self._closed:
             return

@@ -87,6 +87,10 @@ def verdict_html(d: Diagnosis) -> str:
         ("GPU utilisation", gpu),
         ("Steady steps measured", f"{d.real_steady_steps} real, {d.ideal_steady_steps} ideal"),
     ]
+    if d.prediction:
+        rows.append(
+            ("Simulator", f"<span class='loadeval-prediction'>{html.escape(d.prediction)}</span>")
+        )
     body = "".join(
         f"<tr><td style='padding:1px 12px 1px 0;color:#555'>{k}</td><td>{v}</td></tr>"
         for k, v in rows

@@ -1,0 +1,364 @@
+"""Settings sweep: the real loop once per DataLoader configuration, the ideal once.
+
+``"num_workers=0,2,4; pin_memory=False,True"`` is the Cartesian product of the
+values (6 configurations). Each configuration's loader is rebuilt from the user's
+(same dataset, sampler, collate_fn, ...; the user's object is untouched) and run
+in log mode; a configuration whose mean step is not known to ±5 % (batch-means
+interval) is run again, up to ``max_repeats`` times, its steps pooled. Beside each
+measured point the simulator's prediction (fed from the first configuration with
+worker timings and the ideal run) is kept, and a setting is recommended: the
+fastest measured, or the cheapest one within 3 % of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ._adaptive import mean_ci
+from ._env import loader_settings
+from ._errors import LoadEvalError
+from ._evaluator import LoaderEvaluator
+from ._format import fmt_pct
+from ._loader import TUNABLE, loader_knobs, rebuild_loader
+from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
+from ._simulator import Prediction
+from ._stats import describe
+from ._whatif import predict_from_runs
+
+__all__ = ["parse_sweep", "SweepPoint", "SweepResult", "SweepHooks", "run_sweep", "config_label"]
+
+NEAR_BEST = 0.03
+"""A configuration within this share of the fastest counts as just as good (cheaper wins)."""
+
+
+def _value(key: str, text: str) -> Any:
+    t = text.strip()
+    if t in ("True", "true"):
+        return True
+    if t in ("False", "false"):
+        return False
+    if t in ("None", "none"):
+        return None
+    try:
+        return int(t)
+    except ValueError:
+        raise LoadEvalError(
+            f"{key}={t!r} is not a value a DataLoader takes; use integers, True/False or None."
+        ) from None
+
+
+def parse_sweep(spec: Any) -> list[dict[str, Any]]:
+    """``"num_workers=0,2,4; pin_memory=False,True"`` (or a dict of lists) → configurations."""
+    if isinstance(spec, dict):
+        axes = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in spec.items()}
+    elif isinstance(spec, str):
+        axes = {}
+        for part in spec.replace("\n", ";").split(";"):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise LoadEvalError(
+                    f"Sweep part {part.strip()!r} has no '='; write it like \"num_workers=0,2,4; pin_memory=False,True\"."
+                )
+            k, vals = part.split("=", 1)
+            k = k.strip()
+            axes[k] = [_value(k, v) for v in vals.split(",") if v.strip()]
+    else:
+        raise LoadEvalError(
+            f'A sweep is a string like "num_workers=0,2,4; pin_memory=False,True", not a {type(spec).__name__}.'
+        )
+    if not axes:
+        raise LoadEvalError(
+            'The sweep is empty; give settings to try, like "num_workers=0,2,4; pin_memory=False,True".'
+        )
+    unknown = sorted(set(axes) - set(TUNABLE))
+    if unknown:
+        raise LoadEvalError(
+            f"Cannot sweep {', '.join(unknown)}; only {', '.join(TUNABLE)} can be swept."
+        )
+    for k, vals in axes.items():
+        if not vals:
+            raise LoadEvalError(f"{k} has no values to try; list them like {k}=0,2,4.")
+    keys = list(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def config_label(config: dict[str, Any]) -> str:
+    """Short name of a configuration: ``w4 pin pf4``."""
+    parts = []
+    if "num_workers" in config:
+        parts.append(f"w{config['num_workers']}")
+    if "pin_memory" in config:
+        parts.append("pin" if config["pin_memory"] else "nopin")
+    if config.get("prefetch_factor") is not None:
+        parts.append(f"pf{config['prefetch_factor']}")
+    if "persistent_workers" in config:
+        parts.append("persist" if config["persistent_workers"] else "")
+    return " ".join(p for p in parts if p) or "as is"
+
+
+@dataclass
+class SweepPoint:
+    """One configuration: its runs (repeats pooled), measured and predicted rates."""
+
+    config: dict[str, Any]
+    label: str
+    knobs: dict[str, Any]
+    evs: list[LoaderEvaluator] = field(default_factory=list)
+    predicted_steps_per_s: Optional[float] = None
+    error: Optional[BaseException] = None
+
+    def steady_s(self) -> list[float]:
+        return [x for ev in self.evs for x in ev.to_run().steady_step_s()]
+
+    def stats(self) -> dict[str, Any]:
+        samples: list[Optional[int]] = []
+        steps: list[float] = []
+        for ev in self.evs:
+            run = ev.to_run()
+            idx = run.steady_indices()
+            steps += [run.step_ns[i] / 1e9 for i in idx]
+            samples += [run.samples[i] for i in idx]
+        return describe(steps, samples)
+
+    @property
+    def steps_per_s(self) -> Optional[float]:
+        return self.stats()["steps_per_s"]
+
+    def rel_ci(self) -> Optional[float]:
+        """Half-width of the mean step's 95 % interval over the mean (None: too few steps)."""
+        xs = self.steady_s()
+        if len(xs) < 10:
+            return None
+        lo, mean, hi = mean_ci(xs)
+        return (hi - mean) / mean if mean > 0 else None
+
+    @property
+    def repeats(self) -> int:
+        return len(self.evs)
+
+
+class SweepHooks(PairHooks):
+    """Pair hooks plus a call after each configuration (the dashboard's chart)."""
+
+    def point_done(self, point: SweepPoint, result: SweepResult) -> None:
+        pass
+
+
+@dataclass
+class SweepResult:
+    label: str
+    loader: dict[str, Any]
+    points: list[SweepPoint] = field(default_factory=list)
+    ideal: Optional[LoaderEvaluator] = None
+    prediction: Optional[Prediction] = None
+    best: Optional[SweepPoint] = None
+    error: Optional[BaseException] = None
+    failed_run: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def ideal_steps_per_s(self) -> Optional[float]:
+        if self.ideal is None:
+            return None
+        return describe(self.ideal.to_run().steady_step_s())["steps_per_s"]
+
+    def table(self) -> list[dict[str, Any]]:
+        ideal = self.ideal_steps_per_s
+        rows = []
+        for p in self.points:
+            st = p.stats()
+            rate = st["steps_per_s"]
+            rows.append(
+                {
+                    "label": p.label,
+                    **p.knobs,
+                    "repeats": p.repeats,
+                    "mean_step_s": st["mean_s"],
+                    "steps_per_s": rate,
+                    "samples_per_s": st["samples_per_s"],
+                    "predicted_steps_per_s": p.predicted_steps_per_s,
+                    "of_ideal": rate / ideal if rate and ideal else None,
+                    "rel_ci": p.rel_ci(),
+                    "error": f"{type(p.error).__name__}: {p.error}" if p.error else None,
+                }
+            )
+        return rows
+
+    def recommendation(self) -> str:
+        if self.best is None:
+            return "No configuration finished, so there is nothing to recommend."
+        b = self.best
+        rate = b.steps_per_s or 0.0
+        ideal = self.ideal_steps_per_s
+        first = self.points[0]
+        vs_first = (
+            f", {rate / first.steps_per_s:.2f}× the {first.label} setting"
+            if first is not b and first.steps_per_s
+            else ""
+        )
+        of_ideal = f", {fmt_pct(rate / ideal)} of the ideal loader's speed" if ideal else ""
+        settings = ", ".join(f"{k}={v}" for k, v in b.config.items())
+        return f"Recommended: {settings} ({rate:,.1f} steps/s{vs_first}{of_ideal})."
+
+    def report(self) -> str:
+        ideal = self.ideal_steps_per_s
+        lines = [
+            "Sweep (steps/s measured; simulator prediction in brackets; ideal ceiling "
+            f"{'n/a' if ideal is None else f'{ideal:,.1f}'} steps/s):"
+        ]
+        for row in self.table():
+            if row["error"]:
+                lines.append(f"  {row['label']:<16} failed: {row['error']}")
+                continue
+            pred = row["predicted_steps_per_s"]
+            pred_s = f" [{pred:,.1f}]" if pred else ""
+            rep = f" ×{row['repeats']} runs" if row["repeats"] > 1 else ""
+            rate = row["steps_per_s"]
+            lines.append(
+                f"  {row['label']:<16} {'n/a' if rate is None else f'{rate:,.1f}':>9}{pred_s}{rep}"
+            )
+        lines.append(self.recommendation())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.report())
+
+
+def _pick_best(points: list[SweepPoint]) -> Optional[SweepPoint]:
+    done = [p for p in points if p.error is None and p.steps_per_s]
+    if not done:
+        return None
+    top = max(p.steps_per_s or 0.0 for p in done)
+    near = [p for p in done if (p.steps_per_s or 0.0) >= (1 - NEAR_BEST) * top]
+
+    def cost(p: SweepPoint) -> tuple[int, int, int]:
+        k = p.knobs
+        return (
+            int(k.get("num_workers") or 0),
+            int(bool(k.get("pin_memory"))),
+            int(k.get("prefetch_factor") or 0),
+        )
+
+    return min(near, key=cost)
+
+
+def run_sweep(
+    loader: Any,
+    run_once: Callable[[LoaderEvaluator], None],
+    configs: Any,
+    settings: PairSettings,
+    *,
+    hooks: Optional[PairHooks] = None,
+    label: str = "",
+    loader_name: str = "the loader",
+    max_repeats: int = 2,
+    noise_rel: float = 0.05,
+) -> SweepResult:
+    """Run the ideal once, then the real loop once per configuration (twice when noisy).
+
+    ``configs`` is a sweep string, a dict of lists, or a list of dicts. Never raises for
+    a failure inside a run (kept in the result, the sweep stops there); bad configs
+    raise :class:`LoadEvalError` before anything runs.
+    """
+    settings.validate()
+    if isinstance(configs, list):
+        configs = [dict(c) for c in configs]
+        for c in configs:
+            parse_sweep({k: [v] for k, v in c.items()})  # validates keys
+    else:
+        configs = parse_sweep(configs)
+    if not configs:
+        raise LoadEvalError("The sweep has no configurations to run.")
+    hooks = hooks or PairHooks()
+    base = loader_knobs(loader)
+    # rebuild every loader up front: a bad value fails now, before minutes of running
+    loaders = [rebuild_loader(loader, **c) for c in configs]
+    result = SweepResult(label=label, loader=loader_settings(loader))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    total = 1 + len(configs)
+    index = 0
+    ev, error = measure(
+        "ideal",
+        lambda: evaluator_for(
+            loader, "ideal", settings, metrics_file=log_path(settings, stamp, "sweep", "ideal")
+        ),
+        run_once,
+        hooks,
+        index,
+        total,
+        loader_name,
+    )
+    result.ideal = ev
+    if error is not None:
+        result.error, result.failed_run = error, "ideal"
+        return result
+    try:
+        for cfg, dl in zip(configs, loaders):
+            point = SweepPoint(cfg, config_label(cfg), {**base, **cfg, **loader_knobs(dl)})
+            result.points.append(point)
+            for rep in range(max_repeats):
+                index += 1
+                name = f"{point.label}{' (again)' if rep else ''}"
+                path = log_path(settings, stamp, f"sweep-{point.label}-{rep + 1}", "real")
+                ev, error = measure(
+                    "real",
+                    lambda dl=dl, path=path: evaluator_for(dl, "real", settings, metrics_file=path),  # type: ignore[misc]
+                    run_once,
+                    hooks,
+                    index,
+                    total + rep,
+                    loader_name,
+                )
+                if ev is not None:
+                    ev.label = name
+                    point.evs.append(ev)
+                if error is not None:
+                    point.error = error
+                    result.error, result.failed_run = error, point.label
+                    break
+                noise = point.rel_ci()
+                if noise is not None and noise <= noise_rel:
+                    break
+            if result.prediction is None and result.ideal is not None and point.evs:
+                try:
+                    result.prediction = predict_from_runs(
+                        point.evs[0].to_run(), result.ideal.to_run()
+                    )
+                except LoadEvalError:
+                    result.prediction = None
+            _fill_predictions(result)
+            result.best = _pick_best(result.points)
+            if isinstance(hooks, SweepHooks):
+                hooks.point_done(point, result)
+            if result.error is not None:
+                break
+    finally:
+        for dl in loaders:
+            it = getattr(dl, "_iterator", None)
+            if it is not None and hasattr(it, "_shutdown_workers"):
+                it._shutdown_workers()
+    return result
+
+
+def _fill_predictions(result: SweepResult) -> None:
+    pred = result.prediction
+    if pred is None:
+        return
+    for p in result.points:
+        nw = p.knobs.get("num_workers")
+        if isinstance(nw, int):
+            pf = p.knobs.get("prefetch_factor") if nw else None
+            try:
+                p.predicted_steps_per_s = pred.result(nw, pf).steps_per_s
+            except LoadEvalError:
+                p.predicted_steps_per_s = None

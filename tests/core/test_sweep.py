@@ -1,0 +1,143 @@
+"""Settings sweep: parsing, measured rates against sleep-based truth, predictions, failures."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from loadeval_nb import LoadEvalError
+from loadeval_nb.core._pair import PairSettings
+from loadeval_nb.core._sweep import SweepHooks, config_label, parse_sweep, run_sweep
+
+
+class Items(Dataset):
+    def __init__(self, n, item_s):
+        self.n, self.item_s = n, item_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.item_s)
+        return torch.zeros(3)
+
+
+def loop(step_s):
+    def run_once(ev):
+        for _ in ev:
+            time.sleep(step_s)
+
+    return run_once
+
+
+def test_parse_sweep_product_and_values():
+    cfgs = parse_sweep("num_workers=0,2,4; pin_memory=False,True")
+    assert len(cfgs) == 6
+    assert cfgs[0] == {"num_workers": 0, "pin_memory": False}
+    assert cfgs[-1] == {"num_workers": 4, "pin_memory": True}
+    assert parse_sweep({"prefetch_factor": [2, 4]}) == [
+        {"prefetch_factor": 2},
+        {"prefetch_factor": 4},
+    ]
+    assert config_label({"num_workers": 4, "pin_memory": True}) == "w4 pin"
+
+
+@pytest.mark.parametrize(
+    "spec, msg",
+    [
+        ("batch_size=8,16", "only num_workers"),
+        ("num_workers", "no '='"),
+        ("num_workers=two", "integers"),
+        ("", "empty"),
+        (42, "not a int"),
+    ],
+)
+def test_parse_sweep_errors(spec, msg):
+    with pytest.raises(LoadEvalError, match=msg):
+        parse_sweep(spec)
+
+
+def test_bad_value_fails_before_anything_runs():
+    ran = []
+    dl = DataLoader(Items(10, 0), batch_size=2)
+    with pytest.raises(LoadEvalError, match="num_workers"):
+        run_sweep(dl, lambda ev: ran.append(1), "num_workers=0,-1", PairSettings())
+    assert ran == []
+
+
+@pytest.mark.slow
+def test_sweep_against_sleep_truth():
+    # a batch takes 4 x 5 ms = 20 ms to load in one worker; the step is 8 ms
+    # truth (steps/s): w0 1/(20+8) = 36, w1 1/20 = 50, w2 1/10 = 100, w4 1/8 = 125
+    dl = DataLoader(Items(4000, 0.005), batch_size=4)
+    points = []
+
+    class Hooks(SweepHooks):
+        def point_done(self, point, result):
+            points.append(point.label)
+
+    res = run_sweep(
+        dl,
+        loop(0.008),
+        "num_workers=0,1,2,4",
+        PairSettings(steps=45, warmup=8, sample_interval_s=0.05),
+        hooks=Hooks(),
+    )
+    assert res.ok, res.error
+    assert points == ["w0", "w1", "w2", "w4"]
+    rates = {r["label"]: r["steps_per_s"] for r in res.table()}
+    truth = {"w0": 1 / 0.028, "w1": 1 / 0.020, "w2": 1 / 0.010, "w4": 1 / 0.008}
+    for k, v in truth.items():
+        assert rates[k] == pytest.approx(v, rel=0.2), (k, rates)
+    assert res.ideal_steps_per_s == pytest.approx(125, rel=0.15)
+    # the simulator, fed from the w0 run's waits and the ideal steps, lands near the truth
+    for r in res.table():
+        assert r["predicted_steps_per_s"] == pytest.approx(truth[r["label"]], rel=0.25), r
+    assert res.best.label == "w4"
+    assert "Recommended: num_workers=4" in res.recommendation()
+    assert dl.num_workers == 0  # the user's loader is untouched
+
+
+def test_noisy_config_is_repeated_and_failure_is_kept():
+    class Jitter(Dataset):
+        def __len__(self):
+            return 1000
+
+        def __getitem__(self, i):
+            time.sleep(0.0005 if i % 3 else 0.012)  # very uneven
+            return torch.zeros(1)
+
+    dl = DataLoader(Jitter(), batch_size=1)
+    res = run_sweep(
+        dl,
+        loop(0.0),
+        "num_workers=0",
+        PairSettings(steps=14, warmup=2, sample_interval_s=None),
+        max_repeats=2,
+        noise_rel=0.001,
+    )
+    assert res.points[0].repeats == 2  # too noisy after one run: run again, pooled
+    assert len(res.points[0].steady_s()) == 24
+
+    calls = {"n": 0}
+
+    def failing(ev):
+        calls["n"] += 1
+        for i, _ in enumerate(ev):
+            if calls["n"] == 3 and i == 2:
+                raise RuntimeError("boom")
+
+    res = run_sweep(
+        DataLoader(Items(200, 0.0), batch_size=2),
+        failing,
+        "num_workers=0,0,0",
+        PairSettings(steps=12, warmup=1, sample_interval_s=None),
+        max_repeats=1,
+    )
+    assert isinstance(res.error, RuntimeError) and res.failed_run == "w0"
+    assert [p.error is None for p in res.points] == [True, False]
+    assert res.points[1].evs[0].total_steps >= 2  # partial run kept
+    assert "failed" in res.report()
