@@ -76,8 +76,9 @@ def test_ladder_finds_collation():
 
 
 def test_ladder_says_within_noise_when_loading_is_free():
+    # collating 4 tiny tensors still costs 0.2-0.7 ms here: real, but under 5% of 30 ms
     dl = DataLoader(Items(400, 0.0), batch_size=4)
-    res = run_ladder(dl, loop(0.008), PairSettings(**SETTINGS))
+    res = run_ladder(dl, loop(0.030), PairSettings(**SETTINGS))
     assert res.ok
     assert res.largest is None
     assert "within noise" in res.conclusion()
