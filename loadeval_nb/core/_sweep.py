@@ -303,8 +303,12 @@ def run_sweep(
         result.error, result.failed_run = error, "ideal"
         return result
     try:
+        seen: dict[str, int] = {}
         for cfg, dl in zip(configs, loaders):
-            point = SweepPoint(cfg, config_label(cfg), {**base, **cfg, **loader_knobs(dl)})
+            name0 = config_label(cfg)
+            seen[name0] = seen.get(name0, 0) + 1
+            name1 = name0 if seen[name0] == 1 else f"{name0} #{seen[name0]}"
+            point = SweepPoint(cfg, name1, {**base, **cfg, **loader_knobs(dl)})
             result.points.append(point)
             for rep in range(max_repeats):
                 index += 1

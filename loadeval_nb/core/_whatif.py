@@ -65,6 +65,11 @@ def predict_from_runs(real: Run, ideal: Run, **kw: Any) -> Optional[Prediction]:
     if not isinstance(nw, int):
         return None
     pf = real.loader.get("prefetch_factor") or 2
+    if nw and "handoff_s" not in kw:
+        # the main process's cost of taking a batch from a worker: the shortest waits
+        waits = sorted(real.steady_wait_s() or [])
+        if len(waits) >= 10:
+            kw["handoff_s"] = waits[len(waits) // 10]
     if "contention" not in kw:
         share = load_cpu_share(real, loads)
         kw["contention"] = share is None or share >= 0.5

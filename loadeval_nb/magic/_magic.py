@@ -16,8 +16,10 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ..core import LoadEvalError
+from ..core._ladder import RUNGS, LadderResult, run_ladder
 from ..core._loader import loader_knobs, rebuild_loader
 from ..core._pair import PairResult, PairSettings, run_pair
+from ..core._sweep import SweepResult, parse_sweep, run_sweep
 from ._cell import LoaderRef, find_loader_names, run_cell_body
 
 __all__ = ["LoadEvalMagics", "stop_all"]
@@ -45,6 +47,7 @@ class _Session:
         self.static_handle: Any = None
         self.bokehjs_handle: Any = None
         self.n_pairs = 0
+        self.last_bundle: Any = None
         _sessions.add(self)
 
     # -- display ----------------------------------------------------------------------
@@ -57,9 +60,82 @@ class _Session:
         if live:
             self.bokehjs_handle = load_bokehjs()
         self.dashboard = Dashboard(
-            loader_name=self.ref.name, steps_per_run=self.settings.steps, live=live
+            loader_name=self.ref.name,
+            steps_per_run=self.settings.steps,
+            live=live,
+            runs=RUNGS if self.args.ladder else ("real", "ideal"),
+            sweep=bool(self.args.sweep),
         )
         display(self.dashboard.widget)
+
+    def _run_once(self, ev: Any) -> None:
+        with self.ref.bound(ev):
+            run_cell_body(self.shell, self.cell)
+
+    def _show_card(self, card: str, report: str, keep: bool = False) -> None:
+        """Write the saved-notebook copy; ``keep``: below the pair's copy already there."""
+        from ..widgets import static_card_bundle, unload_bokehjs_output
+
+        bundle = static_card_bundle(self.dashboard.static_class, card, report)
+        if keep and self.last_bundle is not None:
+            bundle = {
+                "text/html": self.last_bundle["text/html"] + bundle["text/html"],
+                "text/plain": self.last_bundle["text/plain"] + "\n\n" + report,
+            }
+        if self.static_handle is None:
+            self.static_handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.static_handle.update(bundle, raw=True)
+        unload_bokehjs_output(self.bokehjs_handle)
+        self.bokehjs_handle = None
+
+    def ladder(self) -> LadderResult:
+        """``--ladder``: the cell against device, host, sample and real inputs."""
+        result = run_ladder(
+            self.original,
+            self._run_once,
+            self.settings,
+            hooks=self.dashboard,
+            loader_name=self.ref.name,
+        )
+        self.shell.user_ns["_loadeval"] = result
+        if self.dashboard is not None:
+            from ..widgets import ladder_html
+
+            self.dashboard.ladder_done(result)
+            self._show_card(ladder_html(result), result.report())
+        return result
+
+    def sweep(self, spec: Any) -> SweepResult:
+        """``--sweep`` (or the panel's "Run sweep"): the real loop per configuration."""
+        dash = self.dashboard
+        sweep_dash = None
+        if dash is not None and dash.sweep_fig is None:  # from the panel: a sweep view below
+            from ..widgets import Dashboard
+
+            sweep_dash = Dashboard(
+                loader_name=self.ref.name,
+                steps_per_run=self.settings.steps,
+                live=dash.live,
+                sweep=True,
+            )
+            dash.panel_box.children = (*dash.panel_box.children, sweep_dash.widget)
+            dash = sweep_dash
+        result = run_sweep(
+            self.original,
+            self._run_once,
+            spec,
+            self.settings,
+            hooks=dash,
+            loader_name=self.ref.name,
+        )
+        self.shell.user_ns["_loadeval"] = result
+        if dash is not None:
+            from ..widgets import sweep_html
+
+            dash.sweep_done(result)
+            self._show_card(sweep_html(result), result.report(), keep=sweep_dash is not None)
+        return result
 
     def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:
         if self.dashboard is None:
@@ -70,7 +146,11 @@ class _Session:
         if self.panel is None and result.error is None:
             knobs = loader_knobs(self.original)
             self.panel = RerunPanel(
-                knobs, self.settings.cache, self.rerun, rebuildable=_is_dataloader(self.original)
+                knobs,
+                self.settings.cache,
+                self.rerun,
+                rebuildable=_is_dataloader(self.original),
+                on_sweep=self.panel_sweep,
             )
             self.dashboard.set_panel(self.panel.widget)
         report = (
@@ -79,6 +159,7 @@ class _Session:
             else f"loadeval: {self.dashboard.status.value}"
         )
         bundle = static_bundle(self.dashboard.static_class, result, self.dashboard.rows, report)
+        self.last_bundle = bundle
         if self.static_handle is None:
             self.static_handle = display(bundle, raw=True, display_id=True)
         else:
@@ -91,14 +172,10 @@ class _Session:
         """Run the pair with ``loader`` bound to the cell's name; show it; never raise."""
         self.n_pairs += 1
 
-        def run_once(ev: Any) -> None:
-            with self.ref.bound(ev):
-                run_cell_body(self.shell, self.cell)
-
         label = settings_row.get("label", "")
         result = run_pair(
             loader,
-            run_once,
+            self._run_once,
             self.settings,
             hooks=self.dashboard,
             label=label,
@@ -129,6 +206,16 @@ class _Session:
         finally:
             if loader is not self.original:
                 _shutdown_persistent(loader)
+
+    def panel_sweep(self, spec: str) -> None:
+        """The panel's "Run sweep" button: errors are shown in the dashboard, never raised."""
+        try:
+            result = self.sweep(spec)
+        except LoadEvalError as e:
+            self.dashboard.show_error(e)
+            return
+        if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
+            self.dashboard.show_error(result.error)
 
     def close(self) -> None:
         if self.dashboard is not None:
@@ -172,7 +259,10 @@ class LoadEvalMagics(Magics):
         "optional when the cell refers to exactly one DataLoader",
     )
     @argument(
-        "--steps", type=int, default=200, help="steps per run, warm-up included (default 200)"
+        "--steps",
+        default="200",
+        help="steps per run, warm-up included (default 200), or 'auto': stop each run once "
+        "its median and mean step are known to ±5%% (30 to 2000 steps)",
     )
     @argument(
         "--warmup",
@@ -199,6 +289,19 @@ class LoadEvalMagics(Magics):
     )
     @argument(
         "--quiet", action="store_true", help="show nothing; the result is in the variable _loadeval"
+    )
+    @argument(
+        "--ladder",
+        action="store_true",
+        help="caching ladder: run the cell with batches cached on the GPU, in host memory, the "
+        "real loader over cached samples, and the real loader; say which stage costs most",
+    )
+    @argument(
+        "--sweep",
+        default=None,
+        metavar="SPEC",
+        help='settings sweep, e.g. "num_workers=0,2,4; pin_memory=False,True": the real loop '
+        "once per configuration (the ideal once), with the simulator's prediction beside each",
     )
     @cell_magic
     def loadeval(self, line: str, cell: str) -> None:
@@ -235,8 +338,26 @@ class LoadEvalMagics(Magics):
             raise UsageError(
                 f"{args.loader} is a {type(ref.get()).__name__}, not a loader; pass the DataLoader's name."
             )
+        steps: Any = args.steps.strip().strip("'\"")
+        if steps != "auto":
+            try:
+                steps = int(steps)
+            except ValueError:
+                raise UsageError(
+                    f"--steps must be a number of steps or 'auto', not {args.steps!r}."
+                ) from None
+        if args.ladder and args.sweep:
+            raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
+        if args.only and (args.ladder or args.sweep):
+            raise UsageError("--only applies to a pair; leave it out with --ladder or --sweep.")
+        if args.sweep:
+            try:
+                parse_sweep(args.sweep.strip("'\""))
+            except LoadEvalError as e:
+                raise UsageError(str(e)) from None
+            args.sweep = args.sweep.strip("'\"")
         settings = PairSettings(
-            steps=args.steps,
+            steps=steps,
             warmup=args.warmup,
             cache=args.cache,
             cache_on=args.cache_on,
@@ -251,7 +372,16 @@ class LoadEvalMagics(Magics):
             ) from None
         session = _Session(shell, cell, ref, settings, args)
         session.show()
-        result = session.first()
+        result: Any
+        if args.ladder:
+            result = session.ladder()
+        elif args.sweep:
+            try:
+                result = session.sweep(args.sweep)
+            except LoadEvalError as e:  # e.g. a value the DataLoader refuses
+                raise UsageError(str(e)) from None
+        else:
+            result = session.first()
         if result.error is not None:
             if isinstance(result.error, LoadEvalError):
                 raise UsageError(str(result.error)) from None

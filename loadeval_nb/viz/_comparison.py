@@ -17,7 +17,16 @@ from ._data import hist_data, steps_data, util_data
 
 __all__ = ["plot_comparison", "save_report", "COLORS"]
 
-COLORS = {"real": "#d62728", "ideal": "#1f77b4"}
+COLORS = {
+    "real": "#d62728",
+    "ideal": "#1f77b4",
+    # caching ladder rungs
+    "device": "#2ca02c",
+    "host": "#1f77b4",
+    "samples": "#ff7f0e",
+    # sweep chart
+    "predicted": "#7f7f7f",
+}
 _TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 
 

@@ -5,25 +5,37 @@ Pure Bokeh; the widgets layer wraps them in ``BokehModel`` and streams new rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.plotting import figure
 
 from ._comparison import COLORS, _figure
 
-__all__ = ["LIVE_ROLLOVER", "live_step_figure", "live_util_figure", "history_figure", "RUNS"]
+__all__ = [
+    "LIVE_ROLLOVER",
+    "live_step_figure",
+    "live_util_figure",
+    "history_figure",
+    "sweep_figure",
+    "sweep_data",
+    "RUNS",
+]
 
 RUNS = ("real", "ideal")
 LIVE_ROLLOVER = 5000
 """Points kept per live series: the browser stays quick however long the run."""
 
 
-def live_step_figure(width: int = 900, height: int = 260) -> tuple[Any, dict[str, Any]]:
-    """Step time (ms) per step, real and ideal overlaid. Returns (figure, sources by run)."""
+def live_step_figure(
+    width: int = 900, height: int = 260, names: Sequence[str] = RUNS
+) -> tuple[Any, dict[str, Any]]:
+    """Step time (ms) per step, one line per run (real and ideal; or the ladder's rungs)
+    overlaid. Returns (figure, sources by run)."""
     p = _figure("Step time per step", "step", "step time (ms)", width, height)
     sources = {}
-    for name in RUNS:
+    for name in names:
         src = ColumnDataSource({"step": [], "step_ms": []}, name=f"live_steps_{name}")
         p.line("step", "step_ms", source=src, color=COLORS[name], line_width=1.5, legend_label=name)
         sources[name] = src
@@ -34,14 +46,16 @@ def live_step_figure(width: int = 900, height: int = 260) -> tuple[Any, dict[str
     return p, sources
 
 
-def live_util_figure(gpu: bool, width: int = 900, height: int = 220) -> tuple[Any, dict[str, Any]]:
+def live_util_figure(
+    gpu: bool, width: int = 900, height: int = 220, names: Sequence[str] = RUNS
+) -> tuple[Any, dict[str, Any]]:
     """Utilisation over time since each run's start: GPU % (solid; when ``gpu``), CPU of the
     process (dashed) and of the loader workers (dotted). Returns (figure, sources by run)."""
     title = "GPU and CPU utilisation" if gpu else "CPU utilisation (no NVIDIA GPU readings)"
     p = _figure(title, "time since run start (s)", "% (CPU: 100 = one core)", width, height)
     sources = {}
     items = []
-    for name in RUNS:
+    for name in names:
         cols = {"t_s": [], "process_cpu_pct": [], "workers_cpu_pct": []}
         if gpu:
             cols["gpu_pct"] = []
@@ -103,3 +117,54 @@ def history_data(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], dic
             data["run"].append(run)
             data["color"].append(COLORS[run])
     return factors, data
+
+
+def sweep_figure(width: int = 700, height: int = 260) -> tuple[Any, dict[str, Any]]:
+    """Throughput (steps/s) per configuration: measured (dots), the simulator's prediction
+    (grey diamonds) and the ideal loader's rate as a ceiling (dashed line).
+    Returns (figure, {"measured": source, "predicted": source, "ideal": Span})."""
+    p = figure(
+        title="Sweep: steps/s per configuration (dashed: ideal loader)",
+        x_range=FactorRange(factors=[]),
+        width=width,
+        height=height,
+        tools="save,hover",
+        toolbar_location=None,
+        tooltips=[("config", "@x"), ("steps/s", "@rate{0.0}")],
+    )
+    measured = ColumnDataSource({"x": [], "rate": []}, name="sweep_measured")
+    predicted = ColumnDataSource({"x": [], "rate": []}, name="sweep_predicted")
+    p.scatter("x", "rate", source=measured, size=11, color=COLORS["real"], legend_label="measured")
+    p.scatter(
+        "x",
+        "rate",
+        source=predicted,
+        size=10,
+        marker="diamond",
+        color=COLORS["predicted"],
+        fill_alpha=0.4,
+        legend_label="simulator",
+    )
+    ideal = Span(location=0, dimension="width", line_color=COLORS["ideal"], line_dash="dashed")
+    ideal.visible = False
+    p.add_layout(ideal)
+    p.y_range.start = 0  # type: ignore[attr-defined]
+    p.yaxis.axis_label = "steps/s"
+    p.xaxis.major_label_orientation = 0.5
+    p.legend.location = "bottom_right"
+    return p, {"measured": measured, "predicted": predicted, "ideal": ideal}
+
+
+def sweep_data(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """Factors, measured and predicted data for :func:`sweep_figure` from sweep table rows."""
+    factors = [r["label"] for r in rows]
+    measured: dict[str, list[Any]] = {"x": [], "rate": []}
+    predicted: dict[str, list[Any]] = {"x": [], "rate": []}
+    for r in rows:
+        if r.get("steps_per_s"):
+            measured["x"].append(r["label"])
+            measured["rate"].append(r["steps_per_s"])
+        if r.get("predicted_steps_per_s"):
+            predicted["x"].append(r["label"])
+            predicted["rate"].append(r["predicted_steps_per_s"])
+    return factors, measured, predicted

@@ -16,7 +16,7 @@ from ..core import Run
 from ._comparison import COLORS
 from ._data import decimate
 
-__all__ = ["steps_svg"]
+__all__ = ["steps_svg", "bars_svg"]
 
 
 def _nice_max(v: float) -> float:
@@ -76,5 +76,63 @@ def steps_svg(
             f'stroke="{color}" stroke-width="2"/>'
         )
         out.append(f'<text x="{left + pw + 32}" y="{ly}">{html.escape(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bars_svg(
+    bars: Sequence[tuple[str, Optional[float], str]],
+    title: str,
+    *,
+    markers: Optional[Sequence[Optional[float]]] = None,
+    ceiling: Optional[float] = None,
+    width: int = 640,
+    bar_h: int = 18,
+    fmt: str = "{:.1f}",
+) -> str:
+    """Horizontal bars (label, value, colour) with optional grey markers per bar (the
+    simulator's predictions) and a dashed ceiling line (the ideal rate)."""
+    left, right, top = 130, 70, 26
+    height = top + len(bars) * (bar_h + 6) + 24
+    pw = width - left - right
+    vals = [v for _, v, _ in bars if v is not None] + [m for m in markers or [] if m is not None]
+    if ceiling is not None:
+        vals.append(ceiling)
+    x_max = _nice_max(max(vals, default=1.0) * 1.05)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="8" y="15" font-weight="bold">{html.escape(title)}</text>',
+    ]
+    for i, (label, v, color) in enumerate(bars):
+        y = top + i * (bar_h + 6)
+        out.append(
+            f'<text x="{left - 6}" y="{y + bar_h - 5}" text-anchor="end">{html.escape(label)}</text>'
+        )
+        if v is None:
+            out.append(f'<text x="{left + 4}" y="{y + bar_h - 5}" fill="#999">skipped</text>')
+        else:
+            w = pw * min(v, x_max) / x_max
+            out.append(
+                f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}" opacity="0.85"/>'
+            )
+            out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 5}">{fmt.format(v)}</text>')
+        m = (markers or [None] * len(bars))[i] if markers is not None else None
+        if m is not None:
+            mx = left + pw * min(m, x_max) / x_max
+            out.append(
+                f'<path d="M{mx:.1f},{y - 2} l5,{bar_h / 2 + 2:.1f} l-5,{bar_h / 2 + 2:.1f} '
+                f'l-5,-{bar_h / 2 + 2:.1f} z" fill="{COLORS["predicted"]}" opacity="0.7"/>'
+            )
+    if ceiling is not None:
+        cx = left + pw * min(ceiling, x_max) / x_max
+        y1 = top - 4
+        y2 = top + len(bars) * (bar_h + 6)
+        out.append(
+            f'<line x1="{cx:.1f}" y1="{y1}" x2="{cx:.1f}" y2="{y2}" stroke="{COLORS["ideal"]}" '
+            f'stroke-dasharray="5,3" stroke-width="1.5"/>'
+        )
+        out.append(f'<text x="{cx:.1f}" y="{y2 + 14}" text-anchor="middle">ideal</text>')
     out.append("</svg>")
     return "".join(out)

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output
-from ._dashboard import Dashboard, history_html, static_bundle, verdict_html
+from ._dashboard import (
+    Dashboard,
+    history_html,
+    ladder_html,
+    static_bundle,
+    static_card_bundle,
+    sweep_html,
+    verdict_html,
+)
 from ._panel import RerunPanel
 
 __all__ = [
@@ -15,4 +23,7 @@ __all__ = [
     "verdict_html",
     "history_html",
     "static_bundle",
+    "static_card_bundle",
+    "ladder_html",
+    "sweep_html",
 ]

@@ -21,7 +21,10 @@ from bokeh.layouts import column
 
 from ..core import Diagnosis, LoaderEvaluator, gpu_status
 from ..core._format import fmt_pct, fmt_seconds
-from ..core._pair import PairHooks, PairResult
+from ..core._ladder import LadderResult
+from ..core._pair import PairResult
+from ..core._sweep import SweepHooks, SweepPoint, SweepResult
+from ..viz._comparison import COLORS
 from ..viz._data import steps_data
 from ..viz._live import (
     LIVE_ROLLOVER,
@@ -30,11 +33,21 @@ from ..viz._live import (
     history_figure,
     live_step_figure,
     live_util_figure,
+    sweep_data,
+    sweep_figure,
 )
-from ..viz._svg import steps_svg
+from ..viz._svg import bars_svg, steps_svg
 from ._bokeh import DisplayOnlyBokehModel
 
-__all__ = ["Dashboard", "verdict_html", "history_html", "static_bundle"]
+__all__ = [
+    "Dashboard",
+    "verdict_html",
+    "history_html",
+    "static_bundle",
+    "ladder_html",
+    "sweep_html",
+    "static_card_bundle",
+]
 
 log = logging.getLogger("loadeval_nb")
 _ids = itertools.count(1)
@@ -234,17 +247,20 @@ class _Pusher(threading.Thread):
         )
 
 
-class Dashboard(PairHooks):
-    """The widget shown by ``%%loadeval``; also the hooks that feed it during a pair."""
+class Dashboard(SweepHooks):
+    """The widget shown by ``%%loadeval``; also the hooks that feed it during a pair,
+    a caching ladder (``runs`` = the rungs) or a sweep."""
 
     def __init__(
         self,
         *,
         loader_name: str,
-        steps_per_run: Optional[int],
+        steps_per_run: Any,
         live: bool = True,
         push_interval_s: float = 0.5,
         width: int = 900,
+        runs: tuple[str, ...] = RUNS,
+        sweep: bool = False,
     ) -> None:
         self.loader_name = loader_name
         self.steps_per_run = steps_per_run
@@ -263,13 +279,20 @@ class Dashboard(PairHooks):
         self.verdict = W.HTML(value="")
         self.history = W.HTML(value="")
         self.errors = W.Output()
-        self.step_fig, self.step_src = live_step_figure(width=width)
-        self.util_fig, self.util_src = live_util_figure(self.gpu, width=width)
+        self.runs = runs
+        self.step_fig, self.step_src = live_step_figure(width=width, names=runs)
+        self.util_fig, self.util_src = live_util_figure(self.gpu, width=width, names=runs)
+        self.sweep_fig: Any = None
+        self.sweep_src: dict[str, Any] = {}
         self.hist_fig, self.hist_src = history_figure(width=min(width, 560))
         children: list[Any] = [self.style, self.status]
         self.live_view = self.hist_view = None
         # Both live figures in one Bokeh document: a push is one PATCH-DOC message.
-        self.live_layout = column(self.step_fig, self.util_fig)
+        self.sweep_view: Any = None
+        if sweep:
+            self.sweep_fig, self.sweep_src = sweep_figure(width=min(width, 700))
+        figs = [self.step_fig, self.util_fig] + ([self.sweep_fig] if sweep else [])
+        self.live_layout = column(*figs)
         if live:
             self.live_view = DisplayOnlyBokehModel(self.live_layout)
             children.append(self.live_view)
@@ -296,9 +319,16 @@ class Dashboard(PairHooks):
 
     # -- hooks: called by run_pair ------------------------------------------------
     def run_started(self, which: str, ev: LoaderEvaluator, index: int, total: int) -> None:
-        label = (
-            f"Run {index + 1} of {total} ({'real loader' if which == 'real' else 'replayed cache'})"
-        )
+        what = {
+            "real": "real loader",
+            "ideal": "replayed cache",
+            "device": "ladder: batches cached on the GPU",
+            "host": "ladder: batches cached in host memory",
+            "samples": "ladder: real loader over cached samples",
+        }.get(which, which)
+        if which == "real" and ev.label not in (None, "real"):
+            what = f"real loader, {ev.label}"
+        label = f"Run {index + 1} of {total} ({what})"
         self.set_status(f"{label}: starting")
         # a new pair starts: clear this run's series from the previous pair
         self.step_src[which].data = {k: [] for k in self.step_src[which].data}
@@ -350,6 +380,37 @@ class Dashboard(PairHooks):
             self.hist_view.update_from_model(self.hist_fig)
         self.history_box.layout.display = ""
 
+    # -- after a ladder / during and after a sweep -------------------------------------
+    def ladder_done(self, result: LadderResult) -> None:
+        self.verdict.value = ladder_html(result)
+        self.set_status(f"Done: {result.conclusion()}")
+
+    def point_done(self, point: SweepPoint, result: SweepResult) -> None:
+        """A sweep configuration finished: update the chart, the table and the status."""
+        if self.sweep_fig is None:
+            return
+        rows = result.table()
+        factors, measured, predicted = sweep_data(rows)
+        doc = self.live_layout.document
+        try:
+            if doc is not None:
+                doc.hold("combine")
+            self.sweep_fig.x_range.factors = factors
+            self.sweep_src["measured"].data = measured
+            self.sweep_src["predicted"].data = predicted
+            ideal = result.ideal_steps_per_s
+            if ideal:
+                self.sweep_src["ideal"].location = ideal
+                self.sweep_src["ideal"].visible = True
+        finally:
+            if doc is not None:
+                doc.unhold()
+        self.verdict.value = sweep_html(result)
+
+    def sweep_done(self, result: SweepResult) -> None:
+        self.verdict.value = sweep_html(result)
+        self.set_status(f"Done: {result.recommendation()}")
+
     def set_panel(self, panel: Any) -> None:
         self.panel_box.children = (panel,)
 
@@ -362,6 +423,119 @@ class Dashboard(PairHooks):
             self._pusher.stop_event.set()
             self._pusher.join()
             self._pusher = None
+
+
+def _table(head: list[str], rows: list[list[str]], css: str, row_css: str) -> str:
+    th = "".join(f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for h in head)
+    body = "".join(
+        f"<tr class='{row_css}'>"
+        + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in r)
+        + "</tr>"
+        for r in rows
+    )
+    return (
+        f"<table class='{css}' style='border-collapse:collapse;font-family:sans-serif;font-size:12px'>"
+        f"<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _card(inner: str, css: str) -> str:
+    return (
+        f"<div class='{css}' style='border:1px solid #ddd;border-radius:6px;padding:8px 12px;"
+        f"margin:4px 0;font-family:sans-serif;font-size:13px'>{inner}</div>"
+    )
+
+
+def ladder_html(result: LadderResult) -> str:
+    """The ladder's card: one row per rung, the stage each adds, the conclusion, a bar chart."""
+    rows = []
+    for r in result.table():
+        if r["skipped"]:
+            rows.append(
+                [r["rung"], html.escape(r["title"]), "skipped", "", html.escape(r["skipped"])]
+            )
+            continue
+        add = ""
+        if r["added_s"] is not None:
+            add = f"+{fmt_seconds(r['added_s'])} {html.escape(r['adds'] or '')}"
+            if not r["significant"]:
+                add += " <i>(within noise or under 5%)</i>"
+        rate = f"{r['samples_per_s']:,.0f}/s" if r["samples_per_s"] else "n/a"
+        rows.append([r["rung"], html.escape(r["title"]), fmt_seconds(r["mean_step_s"]), rate, add])
+    table = _table(
+        ["rung", "the loop gets", "mean step", "samples/s", "adds over the rung above"],
+        rows,
+        "loadeval-ladder-table",
+        "loadeval-ladder-row",
+    )
+    bars = [
+        (
+            r["rung"],
+            None if r["skipped"] else (r["mean_step_s"] or 0) * 1e3,
+            COLORS.get(r["rung"], "#333"),
+        )
+        for r in result.table()
+    ]
+    notes = "".join(f"<div style='color:#555'>note: {html.escape(n)}</div>" for n in result.notes)
+    return _card(
+        f"<div style='font-size:15px;margin-bottom:4px'><b>Caching ladder</b>: "
+        f"{html.escape(result.conclusion())}</div>{table}"
+        f"{bars_svg(bars, 'Mean step per rung (ms)', width=560)}{notes}",
+        "loadeval-verdict loadeval-ladder",
+    )
+
+
+def sweep_html(result: SweepResult) -> str:
+    """The sweep's card: measured vs predicted rate per configuration and the recommendation."""
+    rows = []
+    for r in result.table():
+        if r["error"]:
+            rows.append([html.escape(r["label"]), "failed", "", "", html.escape(r["error"])])
+            continue
+        rate = r["steps_per_s"]
+        pred = r["predicted_steps_per_s"]
+        noise = f"±{r['rel_ci']:.0%}" if r["rel_ci"] is not None else ""
+        rows.append(
+            [
+                html.escape(r["label"]),
+                "n/a" if rate is None else f"{rate:,.1f} {noise}",
+                "n/a" if pred is None else f"{pred:,.1f}",
+                fmt_pct(r["of_ideal"]) if r["of_ideal"] is not None else "n/a",
+                f"{r['repeats']} run{'s' if r['repeats'] > 1 else ''}",
+            ]
+        )
+    table = _table(
+        ["configuration", "steps/s measured", "simulator", "of ideal", "runs"],
+        rows,
+        "loadeval-sweep-table",
+        "loadeval-sweep-row",
+    )
+    ideal = result.ideal_steps_per_s
+    tab = result.table()
+    bars = [(r["label"], r["steps_per_s"], COLORS["real"]) for r in tab]
+    svg = bars_svg(
+        bars,
+        "Steps/s per configuration (◆ simulator, dashed: ideal loader)",
+        markers=[r["predicted_steps_per_s"] for r in tab],
+        ceiling=ideal,
+        width=560,
+    )
+    return _card(
+        f"<div style='font-size:15px;margin-bottom:4px'><b>Sweep</b>: "
+        f"<span class='loadeval-recommendation'>{html.escape(result.recommendation())}</span></div>"
+        f"<div style='color:#555'>ideal loader: {'n/a' if ideal is None else f'{ideal:,.1f}'} steps/s</div>"
+        f"{table}{svg}",
+        "loadeval-verdict loadeval-sweep",
+    )
+
+
+def static_card_bundle(css_class: str, card_html: str, report: str) -> dict[str, str]:
+    """The saved-notebook copy of a ladder or sweep card (no scripts)."""
+    return {
+        "text/html": f"<div class='{css_class}'><div style='font-family:sans-serif;font-size:12px;"
+        f"color:#777'>loadeval_nb result (static copy)</div>{card_html}</div>",
+        "text/plain": report,
+    }
 
 
 def run_label(settings: dict[str, Any], n: int) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
@@ -22,9 +22,11 @@ class RerunPanel:
         cache: int,
         on_rerun: Callable[[dict[str, Any], int], None],
         rebuildable: bool = True,
+        on_sweep: Optional[Callable[[str], None]] = None,
     ) -> None:
         self._knobs = dict(knobs)
         self._on_rerun = on_rerun
+        self._on_sweep = on_sweep
         style = {"description_width": "initial"}
         lay = W.Layout(width="170px")
         self.cache = W.BoundedIntText(
@@ -74,14 +76,25 @@ class RerunPanel:
         self.num_workers.observe(self._workers_changed, names="value")
         self._workers_changed({"new": self.num_workers.value})
         self.button.on_click(self._clicked)
-        self.widget = W.VBox(
-            [
-                W.HTML("<b>Try other settings</b>"),
-                W.HBox([self.cache, self.num_workers, self.prefetch_factor]),
-                W.HBox([self.pin_memory, self.persistent_workers, self.button]),
-                self.note,
-            ]
+        self.sweep_spec = W.Text(
+            value=f"num_workers={_sweep_default(int(knobs.get('num_workers') or 0))}",
+            description="sweep",
+            placeholder="num_workers=0,2,4; pin_memory=False,True",
+            style=style,
+            layout=W.Layout(width="420px"),
         )
+        self.sweep_button = W.Button(description="Run sweep", icon="th-list")
+        self.sweep_button.add_class("loadeval-sweep-button")
+        self.sweep_button.on_click(self._sweep_clicked)
+        rows: list[Any] = [
+            W.HTML("<b>Try other settings</b>"),
+            W.HBox([self.cache, self.num_workers, self.prefetch_factor]),
+            W.HBox([self.pin_memory, self.persistent_workers, self.button]),
+        ]
+        if on_sweep is not None and rebuildable:
+            rows.append(W.HBox([self.sweep_spec, self.sweep_button]))
+        rows.append(self.note)
+        self.widget = W.VBox(rows)
         self.widget.add_class("loadeval-panel")
         self._rebuildable = rebuildable
 
@@ -106,7 +119,17 @@ class RerunPanel:
 
     def set_busy(self, busy: bool) -> None:
         self.button.disabled = busy
+        self.sweep_button.disabled = busy
         self.button.description = "Running…" if busy else "Rerun pair"
+
+    def _sweep_clicked(self, _button: Any) -> None:
+        if self._on_sweep is None:
+            return
+        self.set_busy(True)
+        try:
+            self._on_sweep(self.sweep_spec.value)
+        finally:
+            self.set_busy(False)
 
     def _clicked(self, _button: Any) -> None:
         self.set_busy(True)
@@ -114,3 +137,9 @@ class RerunPanel:
             self._on_rerun(self.changes(), self.cache.value)
         finally:
             self.set_busy(False)
+
+
+def _sweep_default(nw: int) -> str:
+    """A first sweep to offer: the current num_workers, half and double it, and none."""
+    vals = sorted({0, max(nw // 2, 1), nw, max(nw * 2, 2)})
+    return ",".join(str(v) for v in vals)

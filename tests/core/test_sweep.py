@@ -138,7 +138,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
         PairSettings(steps=12, warmup=1, sample_interval_s=None),
         max_repeats=1,
     )
-    assert isinstance(res.error, RuntimeError) and res.failed_run == "w0"
+    assert isinstance(res.error, RuntimeError) and res.failed_run == "w0 #2"
     assert [p.error is None for p in res.points] == [True, False]
     assert res.points[1].evs[0].total_steps >= 2  # partial run kept
     assert "failed" in res.report()

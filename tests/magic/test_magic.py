@@ -93,7 +93,7 @@ def test_dotted_name_swapped_and_restored(shell):
     [
         ("nope " + QUIET, "No variable named 'nope'"),
         ("train_loader.missing " + QUIET, "train_loader has no attribute 'missing'"),
-        ("train_loader --steps ten", "invalid int value"),
+        ("train_loader --steps ten", "--steps must be a number of steps or 'auto'"),
         (
             "train_loader --steps 5 --warmup 5",
             "--warmup \\(5\\) must be smaller than steps \\(5\\)",
