@@ -26,6 +26,8 @@ __all__ = ["LoadEvalMagics", "stop_all"]
 
 log = logging.getLogger("loadeval_nb")
 _sessions: weakref.WeakSet[_Session] = weakref.WeakSet()
+last_session: Any = None
+"""The most recent ``%%loadeval`` session (its dashboard, panel and results)."""
 
 
 def stop_all() -> None:
@@ -371,6 +373,8 @@ class LoadEvalMagics(Magics):
                 str(e).replace("steps must", "--steps must").replace("warmup (", "--warmup (")
             ) from None
         session = _Session(shell, cell, ref, settings, args)
+        global last_session
+        last_session = session  # a ladder or sweep has no panel holding it; keep the latest
         session.show()
         result: Any
         if args.ladder:
