@@ -38,8 +38,10 @@ def test_committed_without_outputs(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, n_pairs", [("quickstart.ipynb", 1), ("image_pipeline.ipynb", 2)])
-def test_notebook_runs_and_keeps_a_static_result(name, n_pairs, tmp_path):
+@pytest.mark.parametrize(
+    "name, n_pairs, n_ladders", [("quickstart.ipynb", 1, 0), ("image_pipeline.ipynb", 2, 1)]
+)
+def test_notebook_runs_and_keeps_a_static_result(name, n_pairs, n_ladders, tmp_path):
     nb = execute(name, tmp_path)
     outs = outputs(nb)
     assert not [o for o in outs if o.output_type == "error"]
@@ -49,15 +51,16 @@ def test_notebook_runs_and_keeps_a_static_result(name, n_pairs, tmp_path):
         if o.output_type == "display_data"
         and "loadeval-verdict" in o.get("data", {}).get("text/html", "")
     ]
-    assert (
-        len(static) == n_pairs
-    )  # the verdict card, chart and history, without a kernel or JavaScript
+    # the verdict (or ladder) card, chart and history, without a kernel or JavaScript
+    assert len(static) == n_pairs + n_ladders
     assert all(
         "<svg" in o.data["text/html"] and "<script" not in o.data["text/html"] for o in static
     )
-    assert all("Verdict:" in o.data["text/plain"] for o in static)
+    plain = [o.data["text/plain"] for o in static]
+    assert sum("Verdict:" in t for t in plain) == n_pairs
+    assert sum(t.startswith("Caching ladder") for t in plain) == n_ladders
     widgets = [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert len(widgets) == n_pairs
+    assert len(widgets) == n_pairs + n_ladders
     assert nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     # BokehJS was sent inline for the live plots, then emptied: the saved notebook stays small
     assert not [o for o in outs if "application/vnd.bokehjs_load.v0+json" in o.get("data", {})]

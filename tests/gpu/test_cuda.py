@@ -96,3 +96,56 @@ def test_pair_on_gpu_diagnoses():
         runs.append(ev)
     d = diagnose(*runs)
     assert d.real_step_s > 0 and d.ideal_step_s > 0 and d.real_gpu_util_pct is not None
+
+
+# ---- the caching ladder's device rung ---------------------------------------------------------
+
+
+def test_ladder_device_rung_isolates_the_host_to_device_copy():
+    """Big pageable host batches (32 x 3 x 256 x 256 float32 = 25 MiB), a tiny GPU step: the
+    copy dominates, so the host rung is clearly slower than the device rung."""
+    from loadeval_nb.core._ladder import run_ladder
+    from loadeval_nb.core._pair import PairSettings
+
+    dl = DataLoader(
+        TensorDataset(torch.randn(64 * 32, 3, 256, 256), torch.arange(64 * 32)), batch_size=32
+    )
+    w = torch.randn(3, device="cuda")
+
+    def run_once(ev):
+        for x, _ in ev:
+            x = x.to("cuda", non_blocking=True)
+            (x.mean(dim=(0, 2, 3)) * w).sum().item()
+
+    res = run_ladder(
+        dl, run_once, PairSettings(steps=30, warmup=3, cache=4, sample_interval_s=0.05)
+    )
+    assert res.ok, res.error
+    device, host = res.rung("device"), res.rung("host")
+    assert device.skipped is None and device.ev.cached_batches[0][0].is_cuda
+    assert host.stats()["mean_s"] > 1.5 * device.stats()["mean_s"], res.report()
+    stages = {s.name: s for s in res.stages}
+    assert stages["host"].what == "host-to-device copy" and stages["host"].significant
+    assert res.rung("device").ev.to_run().util["gpu"]["available"]
+    print(res.report())
+
+
+def test_magic_ladder_on_cuda():
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from loadeval_nb.magic import _magic
+
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    ip = InteractiveShell.instance(config=cfg)
+    ip.run_line_magic("load_ext", "loadeval_nb")
+    ip.user_ns["dl"] = loader()
+    ip.run_cell_magic(
+        "loadeval",
+        "dl --ladder --steps 12 --warmup 2 --cache 3 --quiet",
+        "for x, y in dl:\n    x = x.cuda(non_blocking=True)\n    (x * 2).sum().item()\n",
+    )
+    res = ip.user_ns["_loadeval"]
+    assert [r.name for r in res.rungs if r.ev is not None] == ["device", "host", "samples", "real"]
+    _magic.stop_all()
