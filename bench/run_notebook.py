@@ -32,8 +32,11 @@ def _util(ev):
             "mean_workers_cpu_pct": run.mean_cpu_pct("workers_pct"),
             "median_step_s": run.summary()["step"].get("median_s")}
 _r = _loadeval
-print("PROBE", _json.dumps({"real": _util(_r.real), "ideal": _util(_r.ideal),
-      "speedup": getattr(_r.diagnosis, "speedup", None)}, default=str))
+if hasattr(_r, "rungs"):  # a caching ladder: one entry per rung
+    print("PROBE", _json.dumps({r.name: _util(r.ev) or r.skipped for r in _r.rungs}, default=str))
+else:
+    print("PROBE", _json.dumps({"real": _util(_r.real), "ideal": _util(_r.ideal),
+          "speedup": getattr(_r.diagnosis, "speedup", None)}, default=str))
 """
 
 
@@ -63,7 +66,7 @@ def main() -> None:
                 print(o.text.rstrip())
             elif o.output_type == "display_data":
                 text = o.get("data", {}).get("text/plain", "")
-                if "Verdict" in text:
+                if "Verdict" in text or text.startswith("Caching ladder"):
                     print(re.sub(r"\n+", "\n", text).strip())
     nbformat.write(nb, args.out)
     print("saved", args.out)

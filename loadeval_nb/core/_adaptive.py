@@ -9,8 +9,10 @@ wandering mean). Between ``min_steps`` steady steps and ``max_steps`` steps in a
 
 The check runs once per chunk of steps (about a tenth of the steps so far, at least
 ``check_every``), never per step: the per-step path stays C-level iterators
-(``chain.from_iterable`` over ``islice`` chunks), about 30 ns a step more than a
-fixed step count.
+(``chain.from_iterable`` over ``islice`` chunks), about 25 ns a step more than a
+fixed step count. Each check sorts the steady steps so far; a run that never
+converges makes about 40 checks over 2,000 steps, a few µs per step on average
+(0.03 % of a 10 ms step).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ class LadderResult:
                     "median_step_s": st["median_s"],
                     "steps_per_s": st["steps_per_s"],
                     "samples_per_s": st["samples_per_s"],
-                    "adds": STAGES.get(r.name),
+                    "adds": s.what if s else STAGES.get(r.name),
                     "added_s": s.added_s if s else None,
                     "significant": s.significant if s else None,
                 }
@@ -337,7 +337,6 @@ def run_ladder(
                 sample_loader, why, spent_ns = _sample_rung_loader(loader, settings.cache)
                 if sample_loader is None:
                     rung.skipped = why
-                    result.notes.append(f"samples rung skipped: {why}.")
                     continue
                 first = sample_loader.dataset.samples[0]
                 result.notes.append(

@@ -197,10 +197,19 @@ class SweepResult:
         b = self.best
         rate = b.steps_per_s or 0.0
         ideal = self.ideal_steps_per_s
-        first = self.points[0]
+        # compare with the loader's own setting when the sweep measured it
+        current = {k: self.loader.get(k) for k in ("num_workers", "pin_memory")}
+        ref = next(
+            (
+                p
+                for p in self.points
+                if p.error is None and all(p.knobs.get(k) == v for k, v in current.items())
+            ),
+            None,
+        )
         vs_first = (
-            f", {rate / first.steps_per_s:.2f}× the {first.label} setting"
-            if first is not b and first.steps_per_s
+            f", {rate / ref.steps_per_s:.2f}× the current setting ({ref.label})"
+            if ref is not None and ref is not b and ref.steps_per_s
             else ""
         )
         of_ideal = f", {fmt_pct(rate / ideal)} of the ideal loader's speed" if ideal else ""

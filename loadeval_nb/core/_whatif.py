@@ -15,7 +15,7 @@ from typing import Any, Optional
 from ._run import Run
 from ._simulator import Prediction, predict
 
-__all__ = ["load_times_s", "load_cpu_share", "predict_from_runs", "MIN_LOAD_SAMPLES"]
+__all__ = ["load_times_s", "load_cpu_share", "handoff_s", "predict_from_runs", "MIN_LOAD_SAMPLES"]
 
 MIN_LOAD_SAMPLES = 8
 """Fewer measured batch productions than this: no prediction."""
@@ -53,6 +53,19 @@ def load_cpu_share(real: Run, loads_s: list[float]) -> Optional[float]:
     return (cpu_pct / 100 * duration_s) / busy_s if busy_s > 0 else None
 
 
+def handoff_s(real: Run, loads_s: list[float]) -> float:
+    """The main process's cost of taking a batch from a worker: the shortest waits, when
+    some batches were ready ahead of time (the 10th percentile is then a ready batch's
+    hand-over). In a loop where every batch is waited for, the waits are load time, not
+    hand-over: 0 (unknown) then."""
+    waits = sorted(real.steady_wait_s() or [])
+    if len(waits) < 10 or not loads_s:
+        return 0.0
+    p10 = waits[len(waits) // 10]
+    median_load = sorted(loads_s)[len(loads_s) // 2]
+    return p10 if p10 < 0.25 * median_load else 0.0
+
+
 def predict_from_runs(real: Run, ideal: Run, **kw: Any) -> Optional[Prediction]:
     """A :class:`Prediction` for other ``num_workers`` / ``prefetch_factor``, or None
     when the pair lacks what the simulator needs (too few worker timings, not a
@@ -66,10 +79,7 @@ def predict_from_runs(real: Run, ideal: Run, **kw: Any) -> Optional[Prediction]:
         return None
     pf = real.loader.get("prefetch_factor") or 2
     if nw and "handoff_s" not in kw:
-        # the main process's cost of taking a batch from a worker: the shortest waits
-        waits = sorted(real.steady_wait_s() or [])
-        if len(waits) >= 10:
-            kw["handoff_s"] = waits[len(waits) // 10]
+        kw["handoff_s"] = handoff_s(real, loads)
     if "contention" not in kw:
         share = load_cpu_share(real, loads)
         kw["contention"] = share is None or share >= 0.5

@@ -22,8 +22,8 @@ __all__ = ["steps_svg", "bars_svg"]
 def _nice_max(v: float) -> float:
     if v <= 0:
         return 1.0
-    for m in (1, 2, 2.5, 5, 10):
-        for e in range(-6, 7):
+    for e in range(-6, 7):
+        for m in (1, 2, 2.5, 5):
             c = m * 10**e
             if c >= v:
                 return c
