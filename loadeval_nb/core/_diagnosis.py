@@ -184,6 +184,13 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         notes.append(f"the 'real' run was recorded in {r.mode!r} mode")
     if i.mode != "replay":
         notes.append(f"the 'ideal' run was recorded in {i.mode!r} mode")
+    used = [
+        f"{name} {run.n_steps} steps ({_auto_reasons(run)})"
+        for name, run in (("real", r), ("ideal", i))
+        if (run.settings or {}).get("auto_stop")
+    ]
+    if used:
+        notes.append("adaptive stop: " + ", ".join(used))
     for name, run in (("real", r), ("ideal", i)):
         if run.status != "complete":
             notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
@@ -232,6 +239,11 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         ideal_steady_steps=len(is_),
         notes=notes,
     )
+
+
+def _auto_reasons(run: Run) -> str:
+    reasons = [e.get("auto_stop") or "stopped" for e in run.epochs]
+    return ", ".join(dict.fromkeys(reasons)) or "n/a"
 
 
 def _rate(x: Optional[float]) -> str:

@@ -241,8 +241,10 @@ class _Pusher(threading.Thread):
                 row = {"t_s": [(t - t0) / 1e9 for t in data.pop("t_ns")]}
                 row.update({k: v for k, v in data.items() if k in src.data})
                 src.stream(row, rollover=LIVE_ROLLOVER)
+        steps = self.dash.steps_per_run
+        of = " (adaptive stop)" if steps == "auto" else f" of {steps or '?'}"
         self.dash.set_status(
-            f"{self.label}: step {self.n_steps} of {self.dash.steps_per_run or '?'}, "
+            f"{self.label}: step {self.n_steps}{of}, "
             f"{time.monotonic() - self.t_start:.1f} s elapsed"
         )
 

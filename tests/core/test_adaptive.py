@@ -175,6 +175,8 @@ def test_pair_with_auto_steps_reports_steps_used():
         assert run.epochs[0]["auto_stop"] == "converged"
         assert run.n_steps < 200
     assert res.diagnosis.speedup == pytest.approx(4 / 1, rel=0.35)
+    note = next(n for n in res.diagnosis.notes if n.startswith("adaptive stop"))
+    assert f"real {res.real.to_run().n_steps} steps (converged)" in note
 
 
 def test_pair_settings_reject_bad_steps():
