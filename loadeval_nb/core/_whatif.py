@@ -80,6 +80,11 @@ def predict_from_runs(real: Run, ideal: Run, **kw: Any) -> Optional[Prediction]:
     pf = real.loader.get("prefetch_factor") or 2
     if nw and "handoff_s" not in kw:
         kw["handoff_s"] = handoff_s(real, loads)
+    if "reserve_cores" not in kw:
+        # the loop's own CPU use (torch threads, Python): the cores workers cannot have
+        proc = ideal.mean_cpu_pct("process_pct")
+        if proc is not None:
+            kw["reserve_cores"] = max(1.0, proc / 100)
     if "contention" not in kw:
         share = load_cpu_share(real, loads)
         kw["contention"] = share is None or share >= 0.5
