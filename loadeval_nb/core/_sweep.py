@@ -140,6 +140,11 @@ class SweepPoint:
     def repeats(self) -> int:
         return len(self.evs)
 
+    def median_load_s(self) -> Optional[float]:
+        """Median per-batch production time measured inside this configuration's workers."""
+        xs = sorted(x for ev in self.evs for x in (ev.worker_load_ns() or []))
+        return xs[len(xs) // 2] / 1e9 if xs else None
+
 
 class SweepHooks(PairHooks):
     """Pair hooks plus a call after each configuration (the dashboard's chart)."""
@@ -186,6 +191,7 @@ class SweepResult:
                     "predicted_steps_per_s": p.predicted_steps_per_s,
                     "of_ideal": rate / ideal if rate and ideal else None,
                     "rel_ci": p.rel_ci(),
+                    "median_load_s": p.median_load_s(),
                     "error": f"{type(p.error).__name__}: {p.error}" if p.error else None,
                 }
             )
@@ -234,7 +240,27 @@ class SweepResult:
                 f"  {row['label']:<16} {'n/a' if rate is None else f'{rate:,.1f}':>9}{pred_s}{rep}"
             )
         lines.append(self.recommendation())
+        note = self.load_drift_note()
+        if note:
+            lines.append(f"  note: {note}")
         return "\n".join(lines)
+
+    def load_drift_note(self) -> Optional[str]:
+        """Say so when a batch took markedly longer to make with more workers running: the
+        simulator, fed from one setting, cannot know that (CPU clock, SMT, memory bandwidth)."""
+        loads = [(r["label"], r["median_load_s"]) for r in self.table() if r.get("median_load_s")]
+        if len(loads) < 2:
+            return None
+        lo = min(loads, key=lambda x: x[1])
+        hi = max(loads, key=lambda x: x[1])
+        if hi[1] < 1.15 * lo[1]:
+            return None
+        return (
+            f"a batch took {hi[1] / lo[1] - 1:.0%} longer to make in the workers at {hi[0]} than at "
+            f"{lo[0]} ({hi[1] * 1e3:.0f} vs {lo[1] * 1e3:.0f} ms): the cores slow down as more of "
+            "them work (clock, SMT, memory bandwidth), which the simulator does not know, so its "
+            "predictions for more workers run high"
+        )
 
     def __str__(self) -> str:
         return self.report()

@@ -514,6 +514,8 @@ def sweep_html(result: SweepResult) -> str:
     )
     ideal = result.ideal_steps_per_s
     tab = result.table()
+    drift = result.load_drift_note()
+    notes = f"<div style='color:#555'>note: {html.escape(drift)}</div>" if drift else ""
     bars = [(r["label"], r["steps_per_s"], COLORS["real"]) for r in tab]
     svg = bars_svg(
         bars,
@@ -526,7 +528,7 @@ def sweep_html(result: SweepResult) -> str:
         f"<div style='font-size:15px;margin-bottom:4px'><b>Sweep</b>: "
         f"<span class='loadeval-recommendation'>{html.escape(result.recommendation())}</span></div>"
         f"<div style='color:#555'>ideal loader: {'n/a' if ideal is None else f'{ideal:,.1f}'} steps/s</div>"
-        f"{table}{svg}",
+        f"{table}{svg}{notes}",
         "loadeval-verdict loadeval-sweep",
     )
 
