@@ -62,11 +62,19 @@ class CachedSamples:
     ``length``: the loader's sampler, batching, workers and collation still run, the
     per-sample loading and transforms do not."""
 
-    def __init__(self, samples: list[Any], length: int) -> None:
+    def __init__(self, samples: list[Any], length: int, base: Any = None) -> None:
         if not samples:
             raise LoadEvalError("CachedSamples needs at least one sample.")
         self.samples = samples
         self.length = length
+        self.base = base
+
+    def __getattr__(self, name: str) -> Any:
+        # a worker_init_fn that reaches into its dataset (get_worker_info().dataset.open())
+        # still finds the original's attributes
+        if name.startswith("__") or "base" not in self.__dict__ or self.base is None:
+            raise AttributeError(name)
+        return getattr(self.base, name)
 
     def __len__(self) -> int:
         return self.length
@@ -102,9 +110,21 @@ def _sample_rung_loader(loader: Any, n_batches: int) -> tuple[Optional[Any], Opt
     per_batch = loader.batch_size or 1
     k = max(1, min(n, per_batch * n_batches, MAX_CACHED_SAMPLES))
     t = time.perf_counter()
-    samples = [ds[i] for i in range(k)]
+    try:
+        samples = [ds[i] for i in range(k)]
+    except Exception as e:  # e.g. a file handle the worker_init_fn opens, absent here
+        return (
+            None,
+            f"its samples could not be made in the main process ({type(e).__name__}: {e}), "
+            "where the worker_init_fn does not run",
+            0,
+        )
     spent = time.perf_counter() - t
-    return rebuild_loader(loader, dataset=CachedSamples(samples, n)), None, int(spent * 1e9)
+    try:
+        rebuilt = rebuild_loader(loader, dataset=CachedSamples(samples, n, base=ds))
+    except LoadEvalError as e:
+        return None, str(e).rstrip("."), 0
+    return rebuilt, None, int(spent * 1e9)
 
 
 @dataclass
@@ -360,6 +380,16 @@ def run_ladder(
             ev, error = measure(name, make, run_once, hooks, index, len(runnable), loader_name)
             index += 1
             rung.ev, rung.error = ev, error
+            if name == "samples":  # its workers are not needed while the real rung runs
+                _shutdown_persistent(sample_loader)
+                if error is not None and not isinstance(error, KeyboardInterrupt):
+                    # a loader we built failed, not necessarily the user's: go on without it
+                    rung.skipped = f"it failed ({type(error).__name__}: {error})"
+                    result.notes.append(
+                        "samples rung failed and is left out; the host-to-real difference "
+                        "then holds workers, collation, loading and transforms together."
+                    )
+                    continue
             if error is not None:
                 result.error, result.failed_rung = error, name
                 break

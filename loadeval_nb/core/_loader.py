@@ -61,7 +61,8 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
         pin_memory=bool(changes.get("pin_memory", loader.pin_memory)),
         timeout=loader.timeout,
         worker_init_fn=loader.worker_init_fn,
-        multiprocessing_context=loader.multiprocessing_context,
+        # PyTorch refuses a multiprocessing context without workers
+        multiprocessing_context=loader.multiprocessing_context if nw > 0 else None,
         generator=loader.generator,
         prefetch_factor=pf if nw > 0 else None,
         persistent_workers=bool(changes.get("persistent_workers", loader.persistent_workers))
@@ -76,4 +77,10 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
         kwargs.update(batch_sampler=loader.batch_sampler)
     else:  # automatic batching off (batch_size=None)
         kwargs.update(batch_size=None, sampler=loader.sampler)
-    return DataLoader(loader.dataset if dataset is None else dataset, **kwargs)
+    try:
+        return DataLoader(loader.dataset if dataset is None else dataset, **kwargs)
+    except (ValueError, TypeError) as e:
+        settings = ", ".join(f"{k}={v!r}" for k, v in changes.items()) or "its own settings"
+        raise LoadEvalError(
+            f"PyTorch refused a DataLoader with {settings} ({e}); choose other values."
+        ) from None

@@ -347,19 +347,20 @@ def run_sweep(
             result.points.append(point)
             for rep in range(max_repeats):
                 index += 1
+                if rep:
+                    total += 1  # a repeat: one run more than planned
                 name = f"{point.label}{' (again)' if rep else ''}"
                 path = log_path(settings, stamp, f"sweep-{point.label}-{rep + 1}", "real")
-                ev, error = measure(
-                    "real",
-                    lambda dl=dl, path=path: evaluator_for(dl, "real", settings, metrics_file=path),  # type: ignore[misc]
-                    run_once,
-                    hooks,
-                    index,
-                    total + rep,
-                    loader_name,
-                )
+
+                def make(
+                    dl: Any = dl, path: Optional[str] = path, name: str = name
+                ) -> LoaderEvaluator:
+                    ev = evaluator_for(dl, "real", settings, metrics_file=path)
+                    ev.label = name  # in the live status and the run log
+                    return ev
+
+                ev, error = measure("real", make, run_once, hooks, index, total, loader_name)
                 if ev is not None:
-                    ev.label = name
                     point.evs.append(ev)
                 if error is not None:
                     point.error = error
@@ -368,6 +369,7 @@ def run_sweep(
                 noise = point.rel_ci()
                 if noise is not None and noise <= noise_rel:
                     break
+            _shutdown_workers(dl)  # persistent workers are not needed past their point
             if result.prediction is None and result.ideal is not None and point.evs:
                 try:
                     result.prediction = predict_from_runs(
@@ -383,10 +385,14 @@ def run_sweep(
                 break
     finally:
         for dl in loaders:
-            it = getattr(dl, "_iterator", None)
-            if it is not None and hasattr(it, "_shutdown_workers"):
-                it._shutdown_workers()
+            _shutdown_workers(dl)
     return result
+
+
+def _shutdown_workers(loader: Any) -> None:
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
 
 
 def _fill_predictions(result: SweepResult) -> None:

@@ -40,9 +40,10 @@ The clock is ``time.perf_counter_ns`` (``CLOCK_MONOTONIC`` on Linux, one
 system-wide clock on macOS and Windows too), so worker stamps are comparable
 with the main process's step stamps.
 
-Persistent workers keep the patch for their whole life, across epochs; a loader
-whose persistent workers were started *before* the timer cannot be instrumented
-(``available`` is False and ``reason`` says why). With ``num_workers=0`` there
+Persistent workers keep the patch for their whole life, across epochs; a later
+timer on the same loader (the next run of a cell) reads the records those workers
+still write. A loader whose persistent workers were started *before* any timer
+cannot be instrumented (``available`` is False and ``reason`` says why). With ``num_workers=0`` there
 are no workers: loading happens in the main process, inside the wait log mode
 already measures.
 """
@@ -50,6 +51,7 @@ already measures.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -60,6 +62,9 @@ __all__ = ["WorkerFetchTimer"]
 _FIELDS = 3  # worker_id, t0_ns, t1_ns
 _LOCK_TIMEOUT_S = 0.05
 _PATCHED = "_loadeval_worker_hook"
+# loader -> (hook, weak iterator) for persistent workers a timer started: a later timer on
+# the same loader (the next run of a cell) reads the same buffer those workers still fill.
+_LIVE_HOOKS: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 class _WorkerHook:
@@ -214,6 +219,13 @@ class WorkerFetchTimer:
         persistent = bool(getattr(loader, "persistent_workers", False))
         running = getattr(loader, "_iterator", None)
         if persistent and running is not None and running is not self._iterator:
+            entry = _LIVE_HOOKS.get(loader)
+            if entry is not None and entry[1]() is running:
+                # workers another timer started, still patched: read their records from now
+                self._hook = entry[0]
+                self._read = entry[0].buf[0]
+                self._iterator = running
+                return iter(loader)
             self._unavailable(
                 "persistent workers were started before the timer, without its hook; "
                 "make the timer before the loader's first iter()."
@@ -233,6 +245,10 @@ class WorkerFetchTimer:
             loader.worker_init_fn = user_init_fn
         if persistent:
             self._iterator = it
+            try:
+                _LIVE_HOOKS[loader] = (self._hook, weakref.ref(it))
+            except TypeError:  # pragma: no cover - not weak-referenceable
+                pass
         return it
 
     def collect(self) -> list[tuple[int, int, int]]:

@@ -50,6 +50,7 @@ class _Session:
         self.bokehjs_handle: Any = None
         self.n_pairs = 0
         self.last_bundle: Any = None
+        self.extra_static: list[str] = []  # panel sweeps, kept in the saved copy
         _sessions.add(self)
 
     # -- display ----------------------------------------------------------------------
@@ -112,6 +113,7 @@ class _Session:
         """``--sweep`` (or the panel's "Run sweep"): the real loop per configuration."""
         dash = self.dashboard
         sweep_dash = None
+        check_sweep(self.original, spec, self.ref.name)  # before any view is added
         if dash is not None and dash.sweep_fig is None:  # from the panel: a sweep view below
             from ..widgets import Dashboard
 
@@ -137,6 +139,11 @@ class _Session:
 
             dash.sweep_done(result)
             self._show_card(sweep_html(result), result.report(), keep=sweep_dash is not None)
+            if sweep_dash is not None and self.static_handle is not None:
+                # a later "Rerun pair" keeps this sweep in the saved notebook's copy
+                self.extra_static.append(
+                    static_card_html(self.dashboard.static_class, sweep_html(result))
+                )
         return result
 
     def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:
@@ -161,6 +168,8 @@ class _Session:
             else f"loadeval: {self.dashboard.status.value}"
         )
         bundle = static_bundle(self.dashboard.static_class, result, self.dashboard.rows, report)
+        if self.extra_static:
+            bundle = {**bundle, "text/html": bundle["text/html"] + "".join(self.extra_static)}
         self.last_bundle = bundle
         if self.static_handle is None:
             self.static_handle = display(bundle, raw=True, display_id=True)
@@ -195,7 +204,7 @@ class _Session:
         """The rerun panel's button: rebuild the loader with ``changes``, run the pair again."""
         try:
             loader = rebuild_loader(self.original, **changes) if changes else self.original
-        except LoadEvalError as e:
+        except Exception as e:  # shown in the dashboard: a button has nowhere to raise to
             self.dashboard.show_error(e)
             return
         self.settings.cache = cache
@@ -213,7 +222,7 @@ class _Session:
         """The panel's "Run sweep" button: errors are shown in the dashboard, never raised."""
         try:
             result = self.sweep(spec)
-        except LoadEvalError as e:
+        except Exception as e:  # shown in the dashboard: a button has nowhere to raise to
             self.dashboard.show_error(e)
             return
         if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
@@ -222,6 +231,30 @@ class _Session:
     def close(self) -> None:
         if self.dashboard is not None:
             self.dashboard.close()
+
+
+def static_card_html(css_class: str, card: str) -> str:
+    from ..widgets import static_card_bundle
+
+    return static_card_bundle(css_class, card, "")["text/html"]
+
+
+def check_sweep(loader: Any, spec: Any, name: str) -> None:
+    """Refuse a sweep that cannot run, in one sentence, before anything is shown or run."""
+    if not _is_dataloader(loader):
+        raise LoadEvalError(
+            f"A sweep rebuilds the DataLoader with other settings, and {name} is a "
+            f"{type(loader).__name__}; sweep a torch.utils.data.DataLoader."
+        )
+    for cfg in parse_sweep(spec):
+        rebuild_loader(loader, **cfg)  # builds only; no workers start
+
+
+def _one_shot(x: Any) -> bool:
+    try:
+        return iter(x) is x
+    except TypeError:
+        return False
 
 
 def _run_label(n: int, knobs: dict[str, Any], cache: int) -> str:
@@ -352,12 +385,17 @@ class LoadEvalMagics(Magics):
             raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
         if args.only and (args.ladder or args.sweep):
             raise UsageError("--only applies to a pair; leave it out with --ladder or --sweep.")
+        if (args.ladder or args.sweep) and _one_shot(ref.get()):
+            raise UsageError(
+                f"{args.loader} is a one-shot iterator, and {'--ladder' if args.ladder else '--sweep'} "
+                "runs the cell several times; pass a re-iterable loader such as a DataLoader."
+            )
         if args.sweep:
+            args.sweep = args.sweep.strip("'\"")
             try:
-                parse_sweep(args.sweep.strip("'\""))
+                check_sweep(ref.get(), args.sweep, args.loader)
             except LoadEvalError as e:
                 raise UsageError(str(e)) from None
-            args.sweep = args.sweep.strip("'\"")
         settings = PairSettings(
             steps=steps,
             warmup=args.warmup,

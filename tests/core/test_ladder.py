@@ -127,31 +127,86 @@ def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
     assert vars(dl) == before  # the user's DataLoader is untouched
 
 
-def test_failure_keeps_partial_rungs_and_stops():
-    class Boom(PairHooks):
-        started = []
+def test_failure_in_the_cell_keeps_partial_rungs_and_stops():
+    class Hooks(PairHooks):
+        def __init__(self):
+            self.started = []
 
         def run_started(self, which, ev, index, total):
-            self.started.append((which, index, total))
+            self.started.append(which)
 
     calls = {"n": 0}
 
     def run_once(ev):
         calls["n"] += 1
         for i, _ in enumerate(ev):
-            if calls["n"] == 2 and i == 3:
+            if calls["n"] == 3 and i == 3:
                 raise RuntimeError("cell failed")
 
-    hooks = Boom()
+    hooks = Hooks()
     dl = DataLoader(Items(100, 0.0), batch_size=4)
+    settings = PairSettings(steps=10, warmup=1, cache=2, sample_interval_s=None)
+    res = run_ladder(dl, run_once, settings, hooks=hooks)
+    assert res.failed_rung == "real" and isinstance(res.error, RuntimeError)
+    assert res.rung("real").ev.total_steps >= 3  # the partial run is kept
+    assert hooks.started == ["host", "samples", "real"]
+    assert "stopped at the real rung" in res.conclusion()
+
+
+class NeedsHandle(Dataset):
+    """Opens its 'file' in worker_init_fn, as h5py/lmdb datasets do."""
+
+    def __len__(self):
+        return 64
+
+    def open(self):
+        self.handle = list(range(64))
+
+    def __getitem__(self, i):
+        return torch.tensor([float(self.handle[i])])
+
+
+def _open_in_worker(_):
+    from torch.utils.data import get_worker_info
+
+    get_worker_info().dataset.open()
+
+
+def test_sample_rung_skipped_when_samples_cannot_be_made_in_the_main_process():
+    dl = DataLoader(NeedsHandle(), batch_size=4, num_workers=1, worker_init_fn=_open_in_worker)
     res = run_ladder(
-        dl, run_once, PairSettings(steps=10, warmup=1, cache=2, sample_interval_s=None), hooks=hooks
+        dl, loop(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
     )
-    assert res.failed_rung == "samples" and isinstance(res.error, RuntimeError)
-    assert res.rung("samples").ev.total_steps >= 3  # the partial run is kept
-    assert res.rung("real") is None  # not started after the failure
-    assert [w for w, _, _ in hooks.started] == ["host", "samples"]
-    assert "stopped at the samples rung" in res.conclusion()
+    assert res.ok, res.error
+    assert "could not be made in the main process" in res.rung("samples").skipped
+    assert res.rung("real").ev.total_steps == 8
+
+
+def test_sample_rung_failure_is_left_out_and_the_real_rung_runs():
+    class Fragile(Items):
+        def __getitem__(self, i):
+            return super().__getitem__(i)
+
+    def bad_init(_):
+        from torch.utils.data import get_worker_info
+
+        if type(get_worker_info().dataset).__name__ == "CachedSamples":
+            raise RuntimeError("not my dataset")
+
+    dl = DataLoader(Fragile(64, 0.0), batch_size=4, num_workers=1, worker_init_fn=bad_init)
+    res = run_ladder(
+        dl, loop(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+    )
+    assert res.ok, res.error
+    assert res.rung("samples").skipped.startswith("it failed (RuntimeError")
+    assert res.rung("real").ev.total_steps == 8
+
+
+def test_cached_samples_forward_attributes_to_the_dataset():
+    base = NeedsHandle()
+    cs = CachedSamples([1], 64, base=base)
+    cs.open()  # forwarded
+    assert base.handle[3] == 3
 
 
 def test_bad_rungs():

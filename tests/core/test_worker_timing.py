@@ -200,3 +200,34 @@ def test_spawn_context_pickles_the_hook(tmp_path, resource_tracker):
     assert len(timer.load_ns()) == 2
     timer.close()
     assert [p.name.split("-")[0] for p in tmp_path.iterdir()] == ["w0"]
+
+
+def test_second_timer_on_persistent_workers_keeps_timing():
+    """A cell run twice on a persistent_workers loader: the second run still gets timings
+    (its timer reads the buffer the still-running, still-patched workers fill)."""
+    import time as _t
+
+    from torch.utils.data import DataLoader, Dataset
+
+    from loadeval_nb.core._worker_timing import WorkerFetchTimer
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 24
+
+        def __getitem__(self, i):
+            _t.sleep(0.002)
+            return i
+
+    dl = DataLoader(Slow(), batch_size=4, num_workers=2, persistent_workers=True)
+    first = WorkerFetchTimer(dl)
+    assert len(list(first.iter())) == 6
+    n_first = len(first.load_ns())
+    first.close()
+    second = WorkerFetchTimer(dl)
+    assert len(list(second.iter())) == 6
+    assert second.available, second.reason
+    assert len(second.load_ns()) == 6  # only the second epoch's batches
+    assert n_first == 6
+    second.close()
+    dl._iterator._shutdown_workers()

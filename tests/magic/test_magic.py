@@ -275,3 +275,39 @@ def test_steps_auto(shell):
 def test_ladder_and_sweep_usage_errors(shell, line, match):
     with pytest.raises(UsageError, match=match):
         run(shell, line + " --quiet", LOOP)
+
+
+def test_one_shot_iterators_and_non_dataloaders_are_refused_before_anything_shows(shell):
+    shell.user_ns["gen"] = (i for i in range(100))
+    with pytest.raises(UsageError, match="one-shot iterator"):
+        run(shell, "gen --ladder --quiet", "for b in gen:\n    pass\n")
+    shell.user_ns["batches"] = [torch.zeros(2)] * 40
+    with pytest.raises(UsageError, match="sweep a torch.utils.data.DataLoader"):
+        run(shell, "batches --sweep 'num_workers=0,1'", "for b in batches:\n    pass\n")
+    # refused before the dashboard was made
+    assert _magic.last_session is None or _magic.last_session.ref.name != "batches"
+
+
+def test_panel_sweep_checks_the_spec_before_adding_a_view(shell, capsys):
+    run(shell, "train_loader --steps 14 --warmup 2 --cache 3", LOOP)
+    session = _magic.last_session
+    for bad in ("num_wrkers=0,2", "num_workers=0,2 pin_memory=True"):
+        session.panel.sweep_spec.value = bad
+        session.panel.sweep_button.click()
+    assert len(session.dashboard.panel_box.children) == 1  # no dead "Starting…" views
+    assert not session.panel.sweep_button.disabled
+
+
+def test_sweep_to_no_workers_with_a_multiprocessing_context(shell):
+    import multiprocessing as mp
+
+    shell.user_ns["train_loader"] = DataLoader(
+        TensorDataset(torch.randn(64, 4), torch.arange(64)),
+        batch_size=8,
+        num_workers=1,
+        multiprocessing_context=mp.get_context("fork"),
+    )
+    run(
+        shell, "train_loader --sweep 'num_workers=0,1' --steps 8 --warmup 1 --cache 2 --quiet", LOOP
+    )
+    assert [p.label for p in shell.user_ns["_loadeval"].points] == ["w0", "w1"]
