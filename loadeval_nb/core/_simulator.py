@@ -327,8 +327,10 @@ class Prediction:
     """Smallest ``num_workers`` at the measured prefetch factor reaching ``target`` × ideal."""
     cores: int
     cores_ok: bool
-    """``smallest_workers`` fits the cores left beside the main process."""
+    """``smallest_workers`` fits the cores left beside the main process (always true
+    without ``contention``: workers that mostly wait need not have a core each)."""
     target: float = 0.95
+    contention: bool = True
     _inputs: dict = field(default_factory=dict, repr=False, compare=False)
 
     def result(self, num_workers: int, prefetch_factor: Optional[int] = None) -> SimResult:
@@ -383,12 +385,15 @@ class Prediction:
             )
         w = self.smallest_workers
         if w is not None:
-            fit = (
-                f"{w} workers fit the {self.cores} cores"
-                if self.cores_ok
-                else f"{w} workers are more than the {_cores(usable)} left beside the main "
-                f"process: expect less"
-            )
+            if w > usable and not self.contention:
+                fit = "loading mostly waits, so workers need not have a core each"
+            elif self.cores_ok:
+                fit = f"{w} workers fit the {self.cores} cores"
+            else:
+                fit = (
+                    f"{w} workers are more than the {_cores(usable)} left beside the main "
+                    f"process: expect less"
+                )
             return f"with num_workers={w}: {_times(self.speedup(w))} ({fit})"
         curve = self.curve()
         top = max(r.steps_per_s for r in curve)
@@ -480,6 +485,7 @@ def predict(
         cores=cores,
         cores_ok=False,
         target=target,
+        contention=contention,
         _inputs=dict(
             loads=loads,
             steps=steps,
@@ -499,5 +505,7 @@ def predict(
         if r.steps_per_s >= target * pred.ideal_steps_per_s
     ]
     pred.smallest_workers = min(reach) if reach else None
-    pred.cores_ok = reach != [] and min(reach) <= usable_cores(cores, reserve_cores)
+    pred.cores_ok = reach != [] and (
+        not contention or min(reach) <= usable_cores(cores, reserve_cores)
+    )
     return pred

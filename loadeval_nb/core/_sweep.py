@@ -79,8 +79,8 @@ def parse_sweep(spec: Any) -> list[dict[str, Any]]:
         raise LoadEvalError(
             f"Cannot sweep {', '.join(unknown)}; only {', '.join(TUNABLE)} can be swept."
         )
-    for k, vals in axes.items():
-        if not vals:
+    for k, tried in axes.items():
+        if not tried:
             raise LoadEvalError(f"{k} has no values to try; list them like {k}=0,2,4.")
     keys = list(axes)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]

@@ -2,9 +2,12 @@
 
 Threads: the training loop only appends stamps (the core's C-level iterators);
 one pusher thread per run, the only code touching the Bokeh documents while a
-run goes, reads what is new every ``push_interval_s`` (0.5 s by default: 2 pushes
-a second) and streams just those rows. Series roll over at ``LIVE_ROLLOVER``
-points; when a run ends its plot is replaced by the whole run, decimated.
+run goes, reads what is new and streams just those rows. It budgets itself: it
+waits at least ``push_interval_s`` (0.5 s by default: at most 2 pushes a second)
+and, when a push costs more than that allows, longer, so that pushing uses at most
+``push_budget`` of one core (0.25 % by default; never less often than every
+``MAX_PUSH_INTERVAL_S``). Series roll over at ``LIVE_ROLLOVER`` points; when a run
+ends its plot is replaced by the whole run, decimated.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any, Optional
 
 import ipywidgets as W
@@ -58,6 +62,16 @@ VERDICT_COLORS = {
     "NOT INPUT-BOUND": "#2e7d32",
     "NOT ENOUGH DATA": "#616161",
 }
+
+MAX_PUSH_INTERVAL_S = 3.0
+"""However costly a push, the live plots move at least this often."""
+
+
+def next_push_wait(cpu_per_push_s: float, min_interval_s: float, budget: float) -> float:
+    """Seconds to wait before the next push so that pushing uses at most ``budget`` of one
+    core (a push costing ``cpu_per_push_s``), within [``min_interval_s``, MAX_PUSH_INTERVAL_S]."""
+    want = cpu_per_push_s / budget if budget > 0 else min_interval_s
+    return max(min_interval_s, min(MAX_PUSH_INTERVAL_S, want))
 
 
 def _x(v: Optional[float], digits: int = 2) -> str:
@@ -194,12 +208,21 @@ class _Pusher(threading.Thread):
         self.k_util = 0
         self.t_start = time.monotonic()
         self.failed = False
-        self.cpu_s = 0.0  # CPU time this thread spent pushing (for bench/dashboard_overhead.py)
+        self.cpu_s = 0.0  # CPU time this thread spent pushing
         self.pushes = 0
+        self.cost_s: Optional[float] = None  # smoothed CPU time of one push
+        # when each push ran (perf_counter_ns), and a switch to skip pushes: both for
+        # bench/dashboard_overhead.py, which attributes step time to pushes
+        self.spans: deque[tuple[int, int]] = deque(maxlen=4096)
+        self.paused = False
 
     def run(self) -> None:
-        while not self.stop_event.wait(self.dash.push_interval_s):
-            self.push()
+        wait = self.dash.push_interval_s
+        while not self.stop_event.wait(wait):
+            if not self.paused:
+                self.push()
+            if self.cost_s is not None:
+                wait = next_push_wait(self.cost_s, self.dash.push_interval_s, self.dash.push_budget)
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -207,7 +230,7 @@ class _Pusher(threading.Thread):
         self.push()  # whatever came after the last tick
 
     def push(self) -> None:
-        t_cpu = time.thread_time()
+        t_cpu, t0 = time.thread_time(), time.perf_counter_ns()
         doc = self.dash.live_layout.document
         try:
             # everything new goes out as one combined patch (one comm message)
@@ -221,8 +244,12 @@ class _Pusher(threading.Thread):
         finally:
             if doc is not None:
                 doc.unhold()
-            self.cpu_s += time.thread_time() - t_cpu
+            cost = time.thread_time() - t_cpu
+            self.spans.append((t0, time.perf_counter_ns()))
+            self.cpu_s += cost
             self.pushes += 1
+            # smoothed, so one slow push (a big backlog) does not stall the plots
+            self.cost_s = cost if self.cost_s is None else 0.7 * self.cost_s + 0.3 * cost
 
     def _push(self) -> None:
         steps, self.cursor = self.ev.steps_since(self.cursor)
@@ -260,6 +287,7 @@ class Dashboard(SweepHooks):
         steps_per_run: Any,
         live: bool = True,
         push_interval_s: float = 0.5,
+        push_budget: float = 0.0025,
         width: int = 900,
         runs: tuple[str, ...] = RUNS,
         sweep: bool = False,
@@ -268,6 +296,7 @@ class Dashboard(SweepHooks):
         self.steps_per_run = steps_per_run
         self.live = live
         self.push_interval_s = push_interval_s
+        self.push_budget = push_budget
         self.uid = f"loadeval-{next(_ids)}-{int(time.time() * 1000) % 100000}"
         self.static_class = f"{self.uid}-static"
         self.gpu = bool(gpu_status()["available"])

@@ -131,6 +131,17 @@ def test_predict_with_contention_sees_the_core_limit():
     assert p.line().startswith("with num_workers=3: about 3.0× faster, still short")
 
 
+def test_waiting_loads_are_not_held_to_the_core_count():
+    # loads that only wait (I/O, sleeps): 4 workers on 2 cores still reach the ideal rate
+    p = predict([L], [S], num_workers=1, cores=2, contention=False)
+    assert p.smallest_workers == 4 and p.cores_ok
+    assert "expect less" not in p.line()
+    assert p.line().endswith("(loading mostly waits, so workers need not have a core each)")
+    # the same loads on the CPU: two cores cannot get there
+    q = predict([L], [S], num_workers=1, cores=2, reserve_cores=0)
+    assert q.smallest_workers is None and not q.cores_ok
+
+
 def test_line_when_already_fast_enough():
     p = predict([0.01], [S], num_workers=2, cores=8)
     assert "already runs within 5 %" in p.line()

@@ -179,7 +179,7 @@ def test_help_documents_the_options(shell):
 def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     original = shell.user_ns["train_loader"]
     run(shell, "train_loader --steps 20 --warmup 2 --cache 3", LOOP)
-    session = next(iter(_magic._sessions))
+    session = _magic.last_session
     dash = session.dashboard
     assert "loadeval-verdict" in dash.verdict.value
     assert len(dash.rows) == 1 and session.panel is not None

@@ -19,6 +19,7 @@ from loadeval_nb.widgets import (
     static_bundle,
     verdict_html,
 )
+from loadeval_nb.widgets._dashboard import MAX_PUSH_INTERVAL_S, _Pusher, next_push_wait
 
 MS = 1_000_000
 
@@ -102,6 +103,39 @@ def test_pushes_are_throttled_and_all_steps_arrive(monkeypatch):
     assert len(calls) >= 2  # and it did stream while running
     assert dash.step_src["real"].data["step"] == list(range(200))
     assert "step 200 of 200" in dash.status.value or "starting" not in dash.status.value
+
+
+def test_push_wait_keeps_pushing_within_its_budget():
+    # cheap pushes: the minimum interval rules
+    assert next_push_wait(0.0005, 0.5, 0.0025) == 0.5
+    # 5 ms a push at a 0.25 % budget: one push every 2 s
+    assert next_push_wait(0.005, 0.5, 0.0025) == pytest.approx(2.0)
+    # however slow a push, the plots still move
+    assert next_push_wait(1.0, 0.5, 0.0025) == MAX_PUSH_INTERVAL_S
+    assert next_push_wait(0.005, 0.5, 0.0) == 0.5  # no budget: the interval alone
+
+
+def test_costly_pushes_are_spaced_out(monkeypatch):
+    dash = Dashboard(loader_name="x", steps_per_run=None, push_interval_s=0.02, push_budget=0.05)
+    ev = LoaderEvaluator(Slow(120, 0.01), sample_interval_s=None, label="real")
+
+    def burn(self):  # a push costing ~10 ms of this thread's CPU
+        t = time.thread_time()
+        while time.thread_time() - t < 0.01:
+            pass
+
+    monkeypatch.setattr(_Pusher, "_push", burn)
+    dash.run_started("real", ev, 0, 1)
+    pusher = dash._pusher
+    t = time.monotonic()
+    for _ in ev:
+        pass  # ~1.2 s
+    elapsed = time.monotonic() - t
+    dash.run_ended("real", ev, None)
+    # 10 ms a push at a 5 % budget: one push per ~0.2 s, not one per 0.02 s
+    assert 2 <= pusher.pushes <= elapsed / 0.2 + 3
+    assert pusher.cost_s == pytest.approx(0.01, rel=0.5)
+    assert len(pusher.spans) == pusher.pushes
 
 
 def test_long_runs_stay_bounded():
