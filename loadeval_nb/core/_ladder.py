@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 from ._batches import batch_nbytes
 from ._env import loader_settings, safe_len
 from ._errors import LoadEvalError
-from ._evaluator import LoaderEvaluator
+from ._evaluator import DEFAULT_CACHE_BUDGET_FRACTION, LoaderEvaluator
 from ._format import fmt_bytes, fmt_pct, fmt_seconds
 from ._loader import rebuild_loader
 from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
@@ -83,8 +83,25 @@ class CachedSamples:
         return self.samples[int(i) % len(self.samples)]
 
 
-def _sample_rung_loader(loader: Any, n_batches: int) -> tuple[Optional[Any], Optional[str], int]:
-    """(loader over cached samples, or None and why; seconds spent producing them)."""
+def _host_budget() -> tuple[int, str]:
+    import psutil
+
+    free = psutil.virtual_memory().available
+    frac = DEFAULT_CACHE_BUDGET_FRACTION
+    return int(free * frac), f"{frac:.0%} of the {fmt_bytes(free)} of host memory available"
+
+
+def _sample_rung_loader(
+    loader: Any,
+    n_batches: int,
+    progress: Callable[[str], None] = lambda text: None,
+    budget: Optional[tuple[int, str]] = None,
+) -> tuple[Optional[Any], Optional[str], int]:
+    """(loader over cached samples, or None and why; nanoseconds spent producing them).
+
+    At most ``n_batches`` batches' worth of samples (and ``MAX_CACHED_SAMPLES``), fewer
+    when they would not fit ``budget`` (bytes, and where it comes from; default: half
+    the host memory available now); ``progress`` hears how far it got about once a second."""
     try:
         from torch.utils.data import DataLoader, IterableDataset
     except ImportError:  # pragma: no cover
@@ -109,9 +126,28 @@ def _sample_rung_loader(loader: Any, n_batches: int) -> tuple[Optional[Any], Opt
         return None, "the dataset has no len() or is empty", 0
     per_batch = loader.batch_size or 1
     k = max(1, min(n, per_batch * n_batches, MAX_CACHED_SAMPLES))
+    limit, where = budget or _host_budget()
     t = time.perf_counter()
+    shown = t
+    samples: list[Any] = []
     try:
-        samples = [ds[i] for i in range(k)]
+        while len(samples) < k:
+            samples.append(ds[len(samples)])
+            if len(samples) == 1:
+                per = batch_nbytes(samples[0])
+                fits = limit // per if per else k
+                if fits < min(k, per_batch):
+                    return (
+                        None,
+                        f"one batch of samples ({fmt_bytes(per * min(k, per_batch))}) would not "
+                        f"fit the cache budget ({where})",
+                        0,
+                    )
+                k = min(k, max(fits, 1))
+            now = time.perf_counter()
+            if now - shown >= 1.0:
+                shown = now
+                progress(f"ladder: making samples for the sample rung, {len(samples)} of {k}")
     except Exception as e:  # e.g. a file handle the worker_init_fn opens, absent here
         return (
             None,
@@ -354,7 +390,10 @@ def run_ladder(
             rung = Rung(name)
             result.rungs.append(rung)
             if skipped == "pending":  # the samples rung: build its loader now
-                sample_loader, why, spent_ns = _sample_rung_loader(loader, settings.cache)
+                hooks.progress("ladder: making samples for the sample rung")
+                sample_loader, why, spent_ns = _sample_rung_loader(
+                    loader, settings.cache, hooks.progress
+                )
                 if sample_loader is None:
                     rung.skipped = why
                     continue

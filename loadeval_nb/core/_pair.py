@@ -108,6 +108,9 @@ class PairHooks:
     def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
         pass
 
+    def progress(self, text: str) -> None:
+        """Work between runs that may take a while (the ladder making its samples)."""
+
 
 def evaluator_for(
     loader: Any,

@@ -390,6 +390,9 @@ class Dashboard(SweepHooks):
             )
             self.widget.add_class("loadeval-failed")
 
+    def progress(self, text: str) -> None:
+        self.set_status(text)
+
     # -- after a pair ----------------------------------------------------------------
     def pair_done(self, result: PairResult, settings_row: dict[str, Any]) -> None:
         """Show the verdict and add a history row."""

@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core._ladder import CachedSamples, run_ladder
+from loadeval_nb.core._ladder import CachedSamples, _sample_rung_loader, run_ladder
 from loadeval_nb.core._pair import PairHooks, PairSettings
 
 
@@ -212,3 +212,47 @@ def test_cached_samples_forward_attributes_to_the_dataset():
 def test_bad_rungs():
     with pytest.raises(LoadEvalError, match="rungs"):
         run_ladder([1], loop(0), PairSettings(), rungs=("gpu",))
+
+
+class Big(Dataset):
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, i):
+        return torch.zeros(1024)  # 4 KiB
+
+
+def test_sample_rung_makes_only_what_fits_the_budget():
+    dl = DataLoader(Big(), batch_size=10)
+    seen = []
+    # 40 batches wanted (400 samples), 100 KiB of budget: 25 samples
+    sl, why, _ = _sample_rung_loader(dl, 40, seen.append, budget=(100 * 1024, "test budget"))
+    assert why is None and len(sl.dataset.samples) == 25 and len(sl.dataset) == 1000
+    # not even one batch fits: skipped, saying why
+    sl, why, _ = _sample_rung_loader(dl, 40, seen.append, budget=(20 * 1024, "test budget"))
+    assert sl is None and "would not fit the cache budget (test budget)" in why
+
+
+def test_sample_rung_reports_progress_while_making_samples():
+    class Slowish(Items):
+        pass
+
+    dl = DataLoader(Slowish(400, 0.01), batch_size=4)
+    seen = []
+    sl, why, _ = _sample_rung_loader(dl, 40, seen.append)  # 160 samples x 10 ms
+    assert why is None and len(sl.dataset.samples) == 160
+    assert seen and all("of 160" in s for s in seen)
+
+
+def test_ladder_tells_the_hooks_it_is_making_samples():
+    class Hooks(PairHooks):
+        def __init__(self):
+            self.texts = []
+
+        def progress(self, text):
+            self.texts.append(text)
+
+    hooks = Hooks()
+    dl = DataLoader(Items(64, 0), batch_size=4)
+    res = run_ladder(dl, loop(0), PairSettings(**SETTINGS), hooks=hooks)
+    assert res.ok and hooks.texts == ["ladder: making samples for the sample rung"]
