@@ -181,6 +181,17 @@ def log_path(settings: PairSettings, stamp: str, label: str, which: str) -> Opti
     return os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
 
 
+def is_one_shot(loader: Any) -> bool:
+    """A generator or other iterator, used up by one pass (``iter(x) is x``). Asked only of
+    objects with ``__next__``: ``iter()`` on a DataLoader would start its workers."""
+    if not callable(getattr(type(loader), "__next__", None)):
+        return False
+    try:
+        return iter(loader) is loader
+    except TypeError:
+        return False
+
+
 def run_pair(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
@@ -198,6 +209,12 @@ def run_pair(
     :class:`LoadEvalError` before anything runs.
     """
     settings.validate()
+    if settings.only is None and is_one_shot(loader):
+        raise LoadEvalError(
+            f"{loader_name} is a one-shot iterator (a {type(loader).__name__}): the real run "
+            "would use up the batches the replay needs; pass a re-iterable loader such as a "
+            "DataLoader, or run one side alone (only='real' or only='ideal')."
+        )
     hooks = hooks or PairHooks()
     result = PairResult(label=label, loader=loader_settings(loader))
     which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]

@@ -18,7 +18,7 @@ from IPython.display import display
 from ..core import LoadEvalError
 from ..core._ladder import RUNGS, LadderResult, run_ladder
 from ..core._loader import loader_knobs, rebuild_loader
-from ..core._pair import PairResult, PairSettings, run_pair
+from ..core._pair import PairResult, PairSettings, is_one_shot, run_pair
 from ..core._sweep import SweepResult, parse_sweep, run_sweep
 from ._cell import LoaderRef, find_loader_names, run_cell_body
 
@@ -250,13 +250,6 @@ def check_sweep(loader: Any, spec: Any, name: str) -> None:
         rebuild_loader(loader, **cfg)  # builds only; no workers start
 
 
-def _one_shot(x: Any) -> bool:
-    try:
-        return iter(x) is x
-    except TypeError:
-        return False
-
-
 def _run_label(n: int, knobs: dict[str, Any], cache: int) -> str:
     parts = [f"#{n}", f"w{knobs.get('num_workers')}"]
     if knobs.get("pin_memory"):
@@ -385,10 +378,16 @@ class LoadEvalMagics(Magics):
             raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
         if args.only and (args.ladder or args.sweep):
             raise UsageError("--only applies to a pair; leave it out with --ladder or --sweep.")
-        if (args.ladder or args.sweep) and _one_shot(ref.get()):
+        if (args.ladder or args.sweep) and is_one_shot(ref.get()):
             raise UsageError(
                 f"{args.loader} is a one-shot iterator, and {'--ladder' if args.ladder else '--sweep'} "
                 "runs the cell several times; pass a re-iterable loader such as a DataLoader."
+            )
+        if not (args.ladder or args.sweep or args.only) and is_one_shot(ref.get()):
+            raise UsageError(
+                f"{args.loader} is a one-shot iterator (a {type(ref.get()).__name__}): the real "
+                "run would use up the batches the replay needs; pass a re-iterable loader such "
+                "as a DataLoader, or run one side alone with --only real or --only ideal."
             )
         if args.sweep:
             args.sweep = args.sweep.strip("'\"")

@@ -304,3 +304,14 @@ def test_metrics_inside_the_loop_do_not_end_the_epoch():
     assert seen == 8
     m = ev.get_metrics()
     assert m["status"] == "complete" and m["total_batches"] == 8
+
+
+def test_run_pair_refuses_a_one_shot_iterator_and_starts_no_workers():
+    from loadeval_nb.core._pair import PairSettings, is_one_shot, run_pair
+
+    gen = (torch.zeros(2) for _ in range(50))
+    with pytest.raises(LoadEvalError, match="one-shot iterator"):
+        run_pair(gen, lambda ev: None, PairSettings(steps=10, warmup=2, cache=2))
+    assert is_one_shot(iter([1])) and not is_one_shot([1])
+    dl = DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=2, num_workers=2)
+    assert not is_one_shot(dl) and dl._iterator is None  # asked without iter(): no workers

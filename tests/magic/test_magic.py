@@ -288,6 +288,15 @@ def test_one_shot_iterators_and_non_dataloaders_are_refused_before_anything_show
     assert _magic.last_session is None or _magic.last_session.ref.name != "batches"
 
 
+def test_one_shot_iterator_refused_for_a_pair_but_not_for_one_side(shell):
+    shell.user_ns["gen"] = (torch.zeros(2) for _ in range(100))
+    with pytest.raises(UsageError, match="one-shot iterator.*--only real"):
+        run(shell, "gen --quiet --steps 10", "for b in gen:\n    pass\n")
+    assert next(shell.user_ns["gen"]).shape == (2,)  # untouched: nothing was drawn but this
+    run(shell, "gen --quiet --steps 10 --warmup 2 --only real", "for b in gen:\n    pass\n")
+    assert shell.user_ns["_loadeval"].real.to_run().n_steps == 10
+
+
 def test_panel_sweep_checks_the_spec_before_adding_a_view(shell, capsys):
     run(shell, "train_loader --steps 14 --warmup 2 --cache 3", LOOP)
     session = _magic.last_session
