@@ -23,6 +23,7 @@ IterableDataset, which has no per-item access to cache).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -328,68 +329,23 @@ def run_ladder(
     hooks = hooks or PairHooks()
     result = LadderResult(label=label, loader=loader_settings(loader))
     order = [r for r in RUNGS if r in rungs]
-    plan: list[tuple[str, Optional[Callable[[], LoaderEvaluator]], Optional[str]]] = []
+    torch = _torch()
+    has_cuda = torch is not None and torch.cuda.is_available()
+    total = sum(1 for r in order if r != "device" or has_cuda)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-
-    def path_for(name: str) -> Optional[str]:
-        p = log_path(settings, stamp, label or "ladder", name)
-        if p:
-            result.log_paths[name] = p
-        return p
-
     sample_loader: Any = None
-    for name in order:
-        if name == "device":
-            torch = _torch()
-            if torch is None or not torch.cuda.is_available():
-                plan.append(
-                    (
-                        name,
-                        None,
-                        "no CUDA device: nothing to cache on; the host rung is the fastest measured",
-                    )
-                )
-                continue
-            plan.append(
-                (
-                    name,
-                    lambda: evaluator_for(
-                        loader, "device", settings, mode="replay", cache_on="device",
-                        metrics_file=path_for("device"),
-                    ),
-                    None,
-                )
-            )  # fmt: skip
-        elif name == "host":
-            plan.append(
-                (
-                    name,
-                    lambda: evaluator_for(
-                        loader, "host", settings, mode="replay", cache_on="host",
-                        metrics_file=path_for("host"),
-                    ),
-                    None,
-                )
-            )  # fmt: skip
-        elif name == "samples":
-            plan.append((name, None, "pending"))
-        else:
-            plan.append(
-                (
-                    name,
-                    lambda: evaluator_for(
-                        loader, "real", settings, mode="log", metrics_file=path_for("real")
-                    ),
-                    None,
-                )
-            )
-    runnable = [p for p in plan if p[2] is None or p[2] == "pending"]
     index = 0
     try:
-        for name, make, skipped in plan:
+        for name in order:
             rung = Rung(name)
             result.rungs.append(rung)
-            if skipped == "pending":  # the samples rung: build its loader now
+            source = loader
+            if name == "device" and not has_cuda:
+                rung.skipped = (
+                    "no CUDA device: nothing to cache on; the host rung is the fastest measured"
+                )
+                continue
+            if name == "samples":
                 hooks.progress("ladder: making samples for the sample rung")
                 sample_loader, why, spent_ns = _sample_rung_loader(
                     loader, settings.cache, hooks.progress
@@ -397,26 +353,18 @@ def run_ladder(
                 if sample_loader is None:
                     rung.skipped = why
                     continue
-                first = sample_loader.dataset.samples[0]
+                samples = sample_loader.dataset.samples
                 result.notes.append(
-                    f"samples rung: {len(sample_loader.dataset.samples)} samples "
-                    f"({fmt_bytes(batch_nbytes(first) * len(sample_loader.dataset.samples))}) "
+                    f"samples rung: {len(samples)} samples "
+                    f"({fmt_bytes(batch_nbytes(samples[0]) * len(samples))}) "
                     f"produced in {fmt_seconds(spent_ns / 1e9)} before it ran."
                 )
-                sl = sample_loader
-
-                def make(sl: Any = sl) -> LoaderEvaluator:
-                    ev = evaluator_for(
-                        sl, "samples", settings, mode="log", metrics_file=path_for("samples")
-                    )
-                    ev.worker_timing = False
-                    return ev
-
-            elif skipped is not None:
-                rung.skipped = skipped
-                continue
-            assert make is not None
-            ev, error = measure(name, make, run_once, hooks, index, len(runnable), loader_name)
+                source = sample_loader
+            path = log_path(settings, stamp, label or "ladder", name)
+            if path:
+                result.log_paths[name] = path
+            make = functools.partial(_rung_evaluator, source, name, settings, path)
+            ev, error = measure(name, make, run_once, hooks, index, total, loader_name)
             index += 1
             rung.ev, rung.error = ev, error
             if name == "samples":  # its workers are not needed while the real rung runs
@@ -437,6 +385,21 @@ def run_ladder(
             _shutdown_persistent(sample_loader)
     compare_rungs(result)
     return result
+
+
+def _rung_evaluator(
+    source: Any, name: str, settings: PairSettings, metrics_file: Optional[str]
+) -> LoaderEvaluator:
+    """The wrapper for one rung: device and host replay cached batches from there; samples
+    and real log the loader they are given (samples: one built on cached samples)."""
+    if name in ("device", "host"):
+        return evaluator_for(
+            source, name, settings, mode="replay", cache_on=name, metrics_file=metrics_file
+        )
+    ev = evaluator_for(source, name, settings, mode="log", metrics_file=metrics_file)
+    if name == "samples":  # its loader is ours: the worker records would only time the cache
+        ev.worker_timing = False
+    return ev
 
 
 def _torch() -> Any:

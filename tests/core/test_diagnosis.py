@@ -6,11 +6,11 @@ import random
 import time
 
 import pytest
-import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, Run, diagnose
 from loadeval_nb.core import INPUT_BOUND, NOT_ENOUGH_DATA, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND
+from tests.workloads import SleepyItems
 
 MS = 1_000_000
 
@@ -137,18 +137,6 @@ def test_confidence_interval_is_deterministic():
 
 
 # ---- ground truth with sleeps ---------------------------------------------------------------
-
-
-class SleepyItems(Dataset):
-    def __init__(self, n, item_s):
-        self.n, self.item_s = n, item_s
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        time.sleep(self.item_s)
-        return torch.zeros(4), i
 
 
 def _pair(item_s, step_s, workers=2, batch=8, steps=60, warmup=6):

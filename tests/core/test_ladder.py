@@ -11,19 +11,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, default_colla
 from loadeval_nb import LoadEvalError
 from loadeval_nb.core._ladder import CachedSamples, _sample_rung_loader, run_ladder
 from loadeval_nb.core._pair import PairHooks, PairSettings
-
-
-class Items(Dataset):
-    def __init__(self, n, item_s):
-        self.n, self.item_s = n, item_s
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if self.item_s:
-            time.sleep(self.item_s)
-        return torch.full((3,), float(i))
+from tests.workloads import SleepyItems, sleep_steps
 
 
 class SlowCollate:
@@ -36,22 +24,14 @@ class SlowCollate:
         return default_collate(items)
 
 
-def loop(step_s):
-    def run_once(ev):
-        for _ in ev:
-            time.sleep(step_s)
-
-    return run_once
-
-
 SETTINGS = dict(steps=36, warmup=4, cache=4, sample_interval_s=None)
 
 
 @pytest.mark.slow
 def test_ladder_finds_per_sample_loading():
     # step 10 ms; collation 2 ms; 4 items x 6 ms = 24 ms of loading in the main process
-    dl = DataLoader(Items(400, 0.006), batch_size=4, collate_fn=SlowCollate(0.002))
-    res = run_ladder(dl, loop(0.010), PairSettings(**SETTINGS))
+    dl = DataLoader(SleepyItems(400, 0.006), batch_size=4, collate_fn=SlowCollate(0.002))
+    res = run_ladder(dl, sleep_steps(0.010), PairSettings(**SETTINGS))
     assert res.ok, res.error
     assert res.rung("device").skipped and "CUDA" in res.rung("device").skipped
     rows = {r["rung"]: r for r in res.table()}
@@ -68,8 +48,8 @@ def test_ladder_finds_per_sample_loading():
 @pytest.mark.slow
 def test_ladder_finds_collation():
     # collation 20 ms dominates; per-sample loading 4 x 0.5 ms
-    dl = DataLoader(Items(400, 0.0005), batch_size=4, collate_fn=SlowCollate(0.020))
-    res = run_ladder(dl, loop(0.005), PairSettings(**SETTINGS))
+    dl = DataLoader(SleepyItems(400, 0.0005), batch_size=4, collate_fn=SlowCollate(0.020))
+    res = run_ladder(dl, sleep_steps(0.005), PairSettings(**SETTINGS))
     stages = {s.name: s for s in res.stages}
     assert stages["samples"].added_s == pytest.approx(0.020, rel=0.25)
     assert res.largest.what == "workers + collation"
@@ -77,8 +57,8 @@ def test_ladder_finds_collation():
 
 def test_ladder_says_within_noise_when_loading_is_free():
     # collating 4 tiny tensors still costs 0.2-0.7 ms here: real, but under 5% of 30 ms
-    dl = DataLoader(Items(400, 0.0), batch_size=4)
-    res = run_ladder(dl, loop(0.030), PairSettings(**SETTINGS))
+    dl = DataLoader(SleepyItems(400, 0.0), batch_size=4)
+    res = run_ladder(dl, sleep_steps(0.030), PairSettings(**SETTINGS))
     assert res.ok
     assert res.largest is None
     assert "within noise" in res.conclusion()
@@ -93,7 +73,7 @@ class Stream(IterableDataset):
 def test_iterable_dataset_skips_the_sample_rung_and_says_why():
     dl = DataLoader(Stream(), batch_size=2)
     res = run_ladder(
-        dl, loop(0.001), PairSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
+        dl, sleep_steps(0.001), PairSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
     )
     samples = res.rung("samples")
     assert samples.ev is None and "IterableDataset" in samples.skipped
@@ -116,10 +96,10 @@ def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
         seen.append(len(items))
         return default_collate(items)
 
-    dl = DataLoader(Items(64, 0.0), batch_size=8, shuffle=True, collate_fn=collate)
+    dl = DataLoader(SleepyItems(64, 0.0), batch_size=8, shuffle=True, collate_fn=collate)
     before = dict(vars(dl))
     res = run_ladder(
-        dl, loop(0.0), PairSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
+        dl, sleep_steps(0.0), PairSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
         rungs=("samples",),
     )  # fmt: skip
     assert res.ok and res.rung("samples").ev.total_steps == 6
@@ -144,7 +124,7 @@ def test_failure_in_the_cell_keeps_partial_rungs_and_stops():
                 raise RuntimeError("cell failed")
 
     hooks = Hooks()
-    dl = DataLoader(Items(100, 0.0), batch_size=4)
+    dl = DataLoader(SleepyItems(100, 0.0), batch_size=4)
     settings = PairSettings(steps=10, warmup=1, cache=2, sample_interval_s=None)
     res = run_ladder(dl, run_once, settings, hooks=hooks)
     assert res.failed_rung == "real" and isinstance(res.error, RuntimeError)
@@ -175,7 +155,7 @@ def _open_in_worker(_):
 def test_sample_rung_skipped_when_samples_cannot_be_made_in_the_main_process():
     dl = DataLoader(NeedsHandle(), batch_size=4, num_workers=1, worker_init_fn=_open_in_worker)
     res = run_ladder(
-        dl, loop(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+        dl, sleep_steps(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
     )
     assert res.ok, res.error
     assert "could not be made in the main process" in res.rung("samples").skipped
@@ -183,19 +163,15 @@ def test_sample_rung_skipped_when_samples_cannot_be_made_in_the_main_process():
 
 
 def test_sample_rung_failure_is_left_out_and_the_real_rung_runs():
-    class Fragile(Items):
-        def __getitem__(self, i):
-            return super().__getitem__(i)
-
     def bad_init(_):
         from torch.utils.data import get_worker_info
 
         if type(get_worker_info().dataset).__name__ == "CachedSamples":
             raise RuntimeError("not my dataset")
 
-    dl = DataLoader(Fragile(64, 0.0), batch_size=4, num_workers=1, worker_init_fn=bad_init)
+    dl = DataLoader(SleepyItems(64, 0.0), batch_size=4, num_workers=1, worker_init_fn=bad_init)
     res = run_ladder(
-        dl, loop(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+        dl, sleep_steps(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
     )
     assert res.ok, res.error
     assert res.rung("samples").skipped.startswith("it failed (RuntimeError")
@@ -211,7 +187,7 @@ def test_cached_samples_forward_attributes_to_the_dataset():
 
 def test_bad_rungs():
     with pytest.raises(LoadEvalError, match="rungs"):
-        run_ladder([1], loop(0), PairSettings(), rungs=("gpu",))
+        run_ladder([1], sleep_steps(0), PairSettings(), rungs=("gpu",))
 
 
 class Big(Dataset):
@@ -234,10 +210,7 @@ def test_sample_rung_makes_only_what_fits_the_budget():
 
 
 def test_sample_rung_reports_progress_while_making_samples():
-    class Slowish(Items):
-        pass
-
-    dl = DataLoader(Slowish(400, 0.01), batch_size=4)
+    dl = DataLoader(SleepyItems(400, 0.01), batch_size=4)
     seen = []
     sl, why, _ = _sample_rung_loader(dl, 40, seen.append)  # 160 samples x 10 ms
     assert why is None and len(sl.dataset.samples) == 160
@@ -253,6 +226,6 @@ def test_ladder_tells_the_hooks_it_is_making_samples():
             self.texts.append(text)
 
     hooks = Hooks()
-    dl = DataLoader(Items(64, 0), batch_size=4)
-    res = run_ladder(dl, loop(0), PairSettings(**SETTINGS), hooks=hooks)
+    dl = DataLoader(SleepyItems(64, 0), batch_size=4)
+    res = run_ladder(dl, sleep_steps(0), PairSettings(**SETTINGS), hooks=hooks)
     assert res.ok and hooks.texts == ["ladder: making samples for the sample rung"]

@@ -11,26 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from loadeval_nb import LoadEvalError
 from loadeval_nb.core._pair import PairSettings
 from loadeval_nb.core._sweep import SweepHooks, config_label, parse_sweep, run_sweep
-
-
-class Items(Dataset):
-    def __init__(self, n, item_s):
-        self.n, self.item_s = n, item_s
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        time.sleep(self.item_s)
-        return torch.zeros(3)
-
-
-def loop(step_s):
-    def run_once(ev):
-        for _ in ev:
-            time.sleep(step_s)
-
-    return run_once
+from tests.workloads import SleepyItems, sleep_steps
 
 
 def test_parse_sweep_product_and_values():
@@ -62,7 +43,7 @@ def test_parse_sweep_errors(spec, msg):
 
 def test_bad_value_fails_before_anything_runs():
     ran = []
-    dl = DataLoader(Items(10, 0), batch_size=2)
+    dl = DataLoader(SleepyItems(10, 0), batch_size=2)
     with pytest.raises(LoadEvalError, match="num_workers"):
         run_sweep(dl, lambda ev: ran.append(1), "num_workers=0,-1", PairSettings())
     assert ran == []
@@ -73,7 +54,7 @@ def test_sweep_against_sleep_truth():
     # a batch takes 4 x 10 ms = 40 ms to load in one worker; the step is 16 ms
     # truth (steps/s): w0 1/(40+16), w1 1/40, w2 1/20, w4 1/16 (receiving a batch from a
     # worker costs another 1-2 ms on this machine: inside the 20 % tolerance)
-    dl = DataLoader(Items(4000, 0.010), batch_size=4)
+    dl = DataLoader(SleepyItems(4000, 0.010), batch_size=4)
     points = []
 
     class Hooks(SweepHooks):
@@ -82,7 +63,7 @@ def test_sweep_against_sleep_truth():
 
     res = run_sweep(
         dl,
-        loop(0.016),
+        sleep_steps(0.016),
         "num_workers=0,1,2,4",
         PairSettings(steps=45, warmup=8, sample_interval_s=0.05),
         hooks=Hooks(),
@@ -114,7 +95,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
     dl = DataLoader(Jitter(), batch_size=1)
     res = run_sweep(
         dl,
-        loop(0.0),
+        sleep_steps(0.0),
         "num_workers=0",
         PairSettings(steps=14, warmup=2, sample_interval_s=None),
         max_repeats=2,
@@ -132,7 +113,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
                 raise RuntimeError("boom")
 
     res = run_sweep(
-        DataLoader(Items(200, 0.0), batch_size=2),
+        DataLoader(SleepyItems(200, 0.0), batch_size=2),
         failing,
         "num_workers=0,0,0",
         PairSettings(steps=12, warmup=1, sample_interval_s=None),

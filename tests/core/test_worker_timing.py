@@ -12,22 +12,10 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 
 from loadeval_nb.core._errors import LoadEvalError
 from loadeval_nb.core._worker_timing import WorkerFetchTimer
+from tests.workloads import SleepyItems
 
 SAMPLE_S = 0.005
 BATCH = 4
-
-
-class SleepySet(Dataset):
-    def __init__(self, n: int, sleep_s: float = SAMPLE_S) -> None:
-        self.n = n
-        self.sleep_s = sleep_s
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        time.sleep(self.sleep_s)
-        return torch.tensor([i, i * i])
 
 
 class SleepyStream(IterableDataset):
@@ -55,7 +43,9 @@ class MarkerInit:
 
 def test_map_style_timings_arrive_from_every_worker(tmp_path):
     init = MarkerInit(str(tmp_path))
-    loader = DataLoader(SleepySet(40), batch_size=BATCH, num_workers=2, worker_init_fn=init)
+    loader = DataLoader(
+        SleepyItems(40, SAMPLE_S), batch_size=BATCH, num_workers=2, worker_init_fn=init
+    )
     timer = WorkerFetchTimer(loader)
     assert timer.available and timer.reason is None
     got = list(timer.iter())
@@ -77,7 +67,7 @@ def test_map_style_timings_arrive_from_every_worker(tmp_path):
 
 
 def test_batches_are_identical_to_an_uninstrumented_loader():
-    ds = SleepySet(24, sleep_s=0.0)
+    ds = SleepyItems(24, 0.0)
     plain = list(DataLoader(ds, batch_size=BATCH, num_workers=2))
     loader = DataLoader(ds, batch_size=BATCH, num_workers=2)
     timer = WorkerFetchTimer(loader)
@@ -88,7 +78,7 @@ def test_batches_are_identical_to_an_uninstrumented_loader():
 
 
 def test_partial_epoch_counts_prefetched_batches():
-    loader = DataLoader(SleepySet(80, sleep_s=0.0), batch_size=BATCH, num_workers=2)
+    loader = DataLoader(SleepyItems(80, 0.0), batch_size=BATCH, num_workers=2)
     timer = WorkerFetchTimer(loader)
     it = timer.iter()
     for _ in range(3):
@@ -113,7 +103,7 @@ def test_iterable_dataset_is_timed():
 
 def test_persistent_workers_keep_recording_across_epochs():
     loader = DataLoader(
-        SleepySet(16, sleep_s=0.0), batch_size=BATCH, num_workers=2, persistent_workers=True
+        SleepyItems(16, 0.0), batch_size=BATCH, num_workers=2, persistent_workers=True
     )
     timer = WorkerFetchTimer(loader)
     for _ in range(2):
@@ -126,7 +116,7 @@ def test_persistent_workers_keep_recording_across_epochs():
 
 def test_persistent_workers_started_before_the_timer_are_reported():
     loader = DataLoader(
-        SleepySet(8, sleep_s=0.0), batch_size=BATCH, num_workers=1, persistent_workers=True
+        SleepyItems(8, 0.0), batch_size=BATCH, num_workers=1, persistent_workers=True
     )
     list(loader)
     timer = WorkerFetchTimer(loader)
@@ -137,7 +127,7 @@ def test_persistent_workers_started_before_the_timer_are_reported():
 
 
 def test_num_workers_zero_is_a_plain_iter():
-    loader = DataLoader(SleepySet(8, sleep_s=0.0), batch_size=BATCH)
+    loader = DataLoader(SleepyItems(8, 0.0), batch_size=BATCH)
     timer = WorkerFetchTimer(loader)
     assert not timer.available
     assert timer.reason.startswith("num_workers=0")
@@ -154,7 +144,7 @@ def test_non_dataloader_iterable():
 
 
 def test_ring_overflow_is_counted_not_fatal():
-    loader = DataLoader(SleepySet(40, sleep_s=0.0), batch_size=BATCH, num_workers=2)
+    loader = DataLoader(SleepyItems(40, 0.0), batch_size=BATCH, num_workers=2)
     timer = WorkerFetchTimer(loader, capacity=4)
     assert len(list(timer.iter())) == 10
     records = timer.collect()
@@ -168,7 +158,7 @@ def test_bad_capacity():
 
 
 def test_iter_after_close_times_again():
-    loader = DataLoader(SleepySet(8, sleep_s=0.0), batch_size=BATCH, num_workers=1)
+    loader = DataLoader(SleepyItems(8, 0.0), batch_size=BATCH, num_workers=1)
     timer = WorkerFetchTimer(loader)
     list(timer.iter())
     timer.close()
@@ -189,7 +179,7 @@ def resource_tracker():
 @pytest.mark.slow
 def test_spawn_context_pickles_the_hook(tmp_path, resource_tracker):
     loader = DataLoader(
-        SleepySet(8),
+        SleepyItems(8, SAMPLE_S),
         batch_size=BATCH,
         num_workers=1,
         multiprocessing_context="spawn",
@@ -207,7 +197,7 @@ def test_second_timer_on_persistent_workers_keeps_timing():
     (its timer reads the buffer the still-running, still-patched workers fill)."""
     import time as _t
 
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     from loadeval_nb.core._worker_timing import WorkerFetchTimer
 
