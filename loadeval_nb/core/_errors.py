@@ -1,9 +1,12 @@
-"""Exceptions and warnings raised by loadeval_nb.
+"""Exceptions and warnings raised by loadeval_nb, and the argument checks that raise them.
 
 Every error message is one sentence that says what went wrong and what to do.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 __all__ = ["LoadEvalError", "CacheBudgetError", "RunLogError", "CacheMutationWarning"]
 
@@ -22,3 +25,22 @@ class RunLogError(LoadEvalError):
 
 class CacheMutationWarning(UserWarning):
     """The training loop changed cached batches in place, so replays saw modified data."""
+
+
+def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> Any:
+    """``value`` if it is an integer >= ``minimum`` (or None when allowed), else a
+    :class:`LoadEvalError` naming ``name``. A bool is not taken for an integer."""
+    if value is None and allow_none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        hint = " or None" if allow_none else ""
+        raise LoadEvalError(f"{name} must be an integer >= {minimum}{hint}, not {value!r}.")
+    return value
+
+
+def check_number(name: str, value: Any, what: str) -> Any:
+    """``value`` if it is a finite number >= 0, else a :class:`LoadEvalError` saying it must be
+    ``what`` (e.g. "a time in seconds")."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise LoadEvalError(f"{name} must be {what} >= 0, not {value!r}.")
+    return value

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from ._adaptive import AutoChunker, AutoStop
 from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
 from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings, safe_len
-from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
+from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError, check_int
 from ._format import fmt_bytes, fmt_seconds
 from ._run import Run
 from ._samplers import UtilSampler
@@ -39,14 +39,6 @@ MODES = ("log", "replay")
 CACHE_ON = ("host", "device")
 DEFAULT_CACHE_BUDGET_FRACTION = 0.5
 """Default cache budget: this fraction of the host (or GPU) memory available now."""
-
-
-def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        hint = " or None" if allow_none else ""
-        raise LoadEvalError(f"{name} must be an integer >= {minimum}{hint}, not {value!r}.")
 
 
 def mode_is_timed(ev: LoaderEvaluator) -> bool:
@@ -127,7 +119,7 @@ class LoaderEvaluator:
             raise ValueError(f"mode must be 'log' or 'replay', not {mode!r}.")
         if cache_on not in CACHE_ON:
             raise LoadEvalError(f"cache_on must be 'host' or 'device', not {cache_on!r}.")
-        _check_int("num_cached_batches", num_cached_batches, 1)
+        check_int("num_cached_batches", num_cached_batches, 1)
         if max_steps == "auto" or auto_stop is not None:
             if auto_stop is not None and not isinstance(auto_stop, AutoStop):
                 raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
@@ -135,9 +127,9 @@ class LoaderEvaluator:
             max_steps = auto_stop.max_steps
         elif isinstance(max_steps, str):
             raise LoadEvalError(f"max_steps must be an integer, None or 'auto', not {max_steps!r}.")
-        _check_int("max_steps", max_steps, 1, allow_none=True)
-        _check_int("warmup_steps", warmup_steps, 0)
-        _check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
+        check_int("max_steps", max_steps, 1, allow_none=True)
+        check_int("warmup_steps", warmup_steps, 0)
+        check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
         if sample_interval_s is not None and not (
             isinstance(sample_interval_s, (int, float)) and sample_interval_s > 0
         ):

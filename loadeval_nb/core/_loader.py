@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, check_int
 
 __all__ = ["rebuild_loader", "TUNABLE", "loader_knobs"]
 
@@ -48,13 +48,12 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
     from torch.utils.data import DataLoader, IterableDataset
 
     nw = changes.get("num_workers", loader.num_workers)
-    if isinstance(nw, bool) or not isinstance(nw, int) or nw < 0:
-        raise LoadEvalError(f"num_workers must be an integer >= 0, not {nw!r}.")
+    check_int("num_workers", nw, 0)
     pf = changes.get("prefetch_factor", loader.prefetch_factor)
     if nw > 0 and pf is None:
         pf = 2
-    if nw > 0 and (isinstance(pf, bool) or not isinstance(pf, int) or pf < 1):
-        raise LoadEvalError(f"prefetch_factor must be an integer >= 1, not {pf!r}.")
+    if nw > 0:
+        check_int("prefetch_factor", pf, 1)
     kwargs: dict[str, Any] = dict(
         num_workers=nw,
         collate_fn=loader.collate_fn,

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from ._adaptive import AutoStop
 from ._diagnosis import Diagnosis, diagnose
 from ._env import loader_settings
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, check_int
 from ._evaluator import LoaderEvaluator
 
 __all__ = ["PairSettings", "PairResult", "PairHooks", "run_pair", "measure", "evaluator_for"]
@@ -52,8 +52,7 @@ class PairSettings:
             isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1
         ):
             raise LoadEvalError(f"steps must be a positive integer or 'auto', not {self.steps!r}.")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
-            raise LoadEvalError(f"warmup must be an integer >= 0, not {self.warmup!r}.")
+        check_int("warmup", self.warmup, 0)
         if isinstance(self.steps, int) and self.warmup >= self.steps:
             raise LoadEvalError(
                 f"warmup ({self.warmup}) must be smaller than steps ({self.steps}): warm-up steps are not measured."

@@ -75,7 +75,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, check_int, check_number
 
 __all__ = ["SimResult", "Prediction", "simulate", "predict", "usable_cores"]
 
@@ -121,12 +121,6 @@ def _cpu_count() -> int:
         return len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise LoadEvalError(f"{name} must be an integer >= {low}, not {value!r}.")
-    return value
 
 
 def _check_draw(name: str, draw: Any) -> Draw:
@@ -268,43 +262,25 @@ def simulate(
     """
     load_s = _check_draw("load_s", load_s)
     step_s = _check_draw("step_s", step_s)
-    _check_int("num_workers", num_workers, 0)
+    check_int("num_workers", num_workers, 0)
     if num_workers > 0:
-        _check_int("prefetch_factor", prefetch_factor, 1)
-    _check_int("n_batches", n_batches, 2)
+        check_int("prefetch_factor", prefetch_factor, 1)
+    check_int("n_batches", n_batches, 2)
     warmup = _default_warmup(n_batches) if warmup is None else warmup
-    _check_int("warmup", warmup, 0)
+    check_int("warmup", warmup, 0)
     if warmup >= n_batches:
         raise LoadEvalError(
             f"warmup ({warmup}) must be smaller than n_batches ({n_batches}) to leave steps to measure."
         )
     if cores is not None:
-        _check_int("cores", cores, 1)
+        check_int("cores", cores, 1)
     if measured_workers is not None:
-        _check_int("measured_workers", measured_workers, 0)
-    _check_reserve(reserve_cores)
-    _check_handoff(handoff_s)
+        check_int("measured_workers", measured_workers, 0)
+    check_number("reserve_cores", reserve_cores, "a number of cores")
+    check_number("handoff_s", handoff_s, "a time in seconds")
     loads, steps = _streams(load_s, step_s, n_batches, seed)
     scale = _load_scale(num_workers, cores, measured_workers, reserve_cores)
     return _run(loads, steps, num_workers, prefetch_factor or 0, warmup, scale, handoff_s)
-
-
-def _check_reserve(reserve_cores: Any) -> None:
-    if (
-        isinstance(reserve_cores, bool)
-        or not isinstance(reserve_cores, (int, float))
-        or not 0 <= reserve_cores < math.inf
-    ):
-        raise LoadEvalError(f"reserve_cores must be a number of cores >= 0, not {reserve_cores!r}.")
-
-
-def _check_handoff(handoff_s: Any) -> None:
-    if (
-        isinstance(handoff_s, bool)
-        or not isinstance(handoff_s, (int, float))
-        or not 0 <= handoff_s < math.inf
-    ):
-        raise LoadEvalError(f"handoff_s must be a time in seconds >= 0, not {handoff_s!r}.")
 
 
 def _streams(load_s: Draw, step_s: Draw, n: int, seed: int) -> tuple[list[float], list[float]]:
@@ -347,9 +323,9 @@ class Prediction:
             if r.num_workers == num_workers and r.prefetch_factor == pf:
                 return r
         inp = self._inputs
-        _check_int("num_workers", num_workers, 0)
+        check_int("num_workers", num_workers, 0)
         if num_workers:
-            _check_int("prefetch_factor", pf, 1)
+            check_int("prefetch_factor", pf, 1)
         scale = _load_scale(
             num_workers, inp["cores"], inp["measured_workers"], inp["reserve_cores"]
         )
@@ -452,20 +428,20 @@ def predict(
     """
     load_s = _check_draw("load_s", load_s)
     step_s = _check_draw("step_s", step_s)
-    _check_int("num_workers", num_workers, 0)
-    _check_int("prefetch_factor", prefetch_factor, 1)
-    _check_int("n_batches", n_batches, 2)
-    cores = _cpu_count() if cores is None else _check_int("cores", cores, 1)
-    _check_reserve(reserve_cores)
-    _check_handoff(handoff_s)
+    check_int("num_workers", num_workers, 0)
+    check_int("prefetch_factor", prefetch_factor, 1)
+    check_int("n_batches", n_batches, 2)
+    cores = _cpu_count() if cores is None else check_int("cores", cores, 1)
+    check_number("reserve_cores", reserve_cores, "a number of cores")
+    check_number("handoff_s", handoff_s, "a time in seconds")
     if not 0 < target <= 1:
         raise LoadEvalError(f"target must be a share in (0, 1], not {target!r}.")
     ws = sorted(set(range(max(16, 2 * cores) + 1) if workers is None else workers))
     for w in ws:
-        _check_int("each of workers", w, 0)
+        check_int("each of workers", w, 0)
     pfs = sorted({1, 2, 4, prefetch_factor} if prefetch_factors is None else set(prefetch_factors))
     for pf in pfs:
-        _check_int("each of prefetch_factors", pf, 1)
+        check_int("each of prefetch_factors", pf, 1)
     if prefetch_factor not in pfs:
         pfs.append(prefetch_factor)
     warmup = _default_warmup(n_batches)

@@ -55,7 +55,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
-from ._errors import LoadEvalError
+from ._errors import check_int
 
 __all__ = ["WorkerFetchTimer"]
 
@@ -166,8 +166,7 @@ class WorkerFetchTimer:
         capacity: int = 65536,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise LoadEvalError(f"capacity must be an integer >= 1, not {capacity!r}.")
+        check_int("capacity", capacity, 1)
         self.loader = loader
         self.capacity = capacity
         self.clock = clock

@@ -184,3 +184,5 @@ def test_pair_settings_reject_bad_steps():
         PairSettings(steps="many").validate()
     with pytest.raises(LoadEvalError, match="max_steps"):
         PairSettings(steps="auto", warmup=5000).validate()
+    with pytest.raises(LoadEvalError, match="warmup must be an integer >= 0, not True"):
+        PairSettings(warmup=True).validate()

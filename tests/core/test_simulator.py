@@ -159,6 +159,10 @@ def test_line_when_already_fast_enough():
         (dict(load_s=lambda rng: -1.0, step_s=[S], num_workers=1), "must return finite"),
         (dict(load_s=[0.0], step_s=[0.0], num_workers=1), "all zero"),
         (dict(load_s=[L], step_s=[S], num_workers=1, handoff_s=-0.1), "handoff_s"),
+        (
+            dict(load_s=[L], step_s=[S], num_workers=1, reserve_cores=True),
+            "reserve_cores must be a number of cores >= 0, not True",
+        ),
     ],
 )
 def test_bad_input_says_what_to_do(kwargs, match):
