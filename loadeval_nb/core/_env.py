@@ -9,11 +9,24 @@ from typing import Any, Optional
 
 from .._version import __version__
 
-__all__ = ["environment", "loader_settings", "cuda_in_use", "cuda_synchronize", "safe_len"]
+__all__ = [
+    "environment",
+    "loader_settings",
+    "cuda_in_use",
+    "cuda_synchronize",
+    "safe_len",
+    "is_dataloader",
+]
 
 
 def _torch() -> Any:
     return sys.modules.get("torch")
+
+
+def is_dataloader(x: Any) -> bool:
+    """A ``torch.utils.data.DataLoader`` (never imports torch: without it, nothing is one)."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and isinstance(x, data.DataLoader)
 
 
 def cuda_in_use() -> bool:

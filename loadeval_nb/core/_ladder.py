@@ -33,8 +33,8 @@ from ._env import loader_settings, safe_len
 from ._errors import LoadEvalError
 from ._evaluator import DEFAULT_CACHE_BUDGET_FRACTION, LoaderEvaluator
 from ._format import fmt_bytes, fmt_pct, fmt_seconds
-from ._loader import rebuild_loader
-from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
+from ._loader import rebuild_loader, shutdown_persistent_workers
+from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure, refuse_one_shot
 from ._stats import bootstrap_ratio_ci, describe
 
 __all__ = ["RUNGS", "STAGES", "Rung", "Stage", "LadderResult", "run_ladder", "CachedSamples"]
@@ -326,6 +326,7 @@ def run_ladder(
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown or not rungs:
         raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
+    refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
     hooks = hooks or PairHooks()
     result = LadderResult(label=label, loader=loader_settings(loader))
     order = [r for r in RUNGS if r in rungs]
@@ -368,7 +369,7 @@ def run_ladder(
             index += 1
             rung.ev, rung.error = ev, error
             if name == "samples":  # its workers are not needed while the real rung runs
-                _shutdown_persistent(sample_loader)
+                shutdown_persistent_workers(sample_loader)
                 if error is not None and not isinstance(error, KeyboardInterrupt):
                     # a loader we built failed, not necessarily the user's: go on without it
                     rung.skipped = f"it failed ({type(error).__name__}: {error})"
@@ -382,7 +383,7 @@ def run_ladder(
                 break
     finally:
         if sample_loader is not None:
-            _shutdown_persistent(sample_loader)
+            shutdown_persistent_workers(sample_loader)
     compare_rungs(result)
     return result
 
@@ -408,9 +409,3 @@ def _torch() -> Any:
     except ImportError:  # pragma: no cover
         return None
     return torch
-
-
-def _shutdown_persistent(loader: Any) -> None:
-    it = getattr(loader, "_iterator", None)
-    if it is not None and hasattr(it, "_shutdown_workers"):
-        it._shutdown_workers()

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._env import is_dataloader
 from ._errors import LoadEvalError, check_int
+from ._evaluator import shutdown_source
 
-__all__ = ["rebuild_loader", "TUNABLE", "loader_knobs"]
+__all__ = ["rebuild_loader", "TUNABLE", "loader_knobs", "shutdown_persistent_workers"]
 
 TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The settings :func:`rebuild_loader` may change; everything else is carried over."""
 
 
-def _is_dataloader(x: Any) -> bool:
-    try:
-        from torch.utils.data import DataLoader
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return False
-    return isinstance(x, DataLoader)
-
-
 def loader_knobs(loader: Any) -> dict[str, Any]:
     """The current values of the tunable settings (None where the loader has none)."""
     return {k: getattr(loader, k, None) for k in TUNABLE}
+
+
+def shutdown_persistent_workers(loader: Any) -> None:
+    """Stop the workers a DataLoader with ``persistent_workers=True`` keeps between epochs
+    (one we built for a sweep point or a ladder rung is not iterated again)."""
+    it = getattr(loader, "_iterator", None)
+    if it is not None:
+        shutdown_source(it)
 
 
 def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
@@ -41,7 +43,7 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
         raise LoadEvalError(
             f"Cannot change {', '.join(unknown)}; only {', '.join(TUNABLE)} can be changed."
         )
-    if not _is_dataloader(loader):
+    if not is_dataloader(loader):
         raise LoadEvalError(
             f"Only a torch.utils.data.DataLoader can be rebuilt with other settings, not a {type(loader).__name__}."
         )

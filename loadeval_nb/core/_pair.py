@@ -191,6 +191,19 @@ def is_one_shot(loader: Any) -> bool:
         return False
 
 
+PAIR_NEEDS_TWO_PASSES = "the real run would use up the batches the replay needs"
+
+
+def refuse_one_shot(loader: Any, loader_name: str, why: str, instead: str = "") -> None:
+    """One sentence (a :class:`LoadEvalError`) for a one-shot iterator where the loop runs
+    more than once; ``why`` says why it must, ``instead`` what else the user may do."""
+    if is_one_shot(loader):
+        raise LoadEvalError(
+            f"{loader_name} is a one-shot iterator (a {type(loader).__name__}): {why}; pass a "
+            f"re-iterable loader such as a DataLoader{', or ' + instead if instead else ''}."
+        )
+
+
 def run_pair(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
@@ -208,11 +221,12 @@ def run_pair(
     :class:`LoadEvalError` before anything runs.
     """
     settings.validate()
-    if settings.only is None and is_one_shot(loader):
-        raise LoadEvalError(
-            f"{loader_name} is a one-shot iterator (a {type(loader).__name__}): the real run "
-            "would use up the batches the replay needs; pass a re-iterable loader such as a "
-            "DataLoader, or run one side alone (only='real' or only='ideal')."
+    if settings.only is None:
+        refuse_one_shot(
+            loader,
+            loader_name,
+            PAIR_NEEDS_TWO_PASSES,
+            "run one side alone (only='real' or only='ideal')",
         )
     hooks = hooks or PairHooks()
     result = PairResult(label=label, loader=loader_settings(loader))

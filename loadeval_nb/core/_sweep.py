@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._adaptive import mean_ci
-from ._env import loader_settings
+from ._env import is_dataloader, loader_settings
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
 from ._format import fmt_pct
-from ._loader import TUNABLE, loader_knobs, rebuild_loader
+from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
 from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
 from ._simulator import Prediction
 from ._stats import describe
@@ -287,6 +287,27 @@ def _pick_best(points: list[SweepPoint]) -> Optional[SweepPoint]:
     return min(near, key=cost)
 
 
+def prepare_sweep(
+    loader: Any, configs: Any, loader_name: str = "the loader"
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The configurations and a DataLoader built for each (no worker starts), or one
+    :class:`LoadEvalError` sentence: a bad value fails here, before minutes of running."""
+    if not is_dataloader(loader):
+        raise LoadEvalError(
+            f"A sweep rebuilds the DataLoader with other settings, and {loader_name} is a "
+            f"{type(loader).__name__}; sweep a torch.utils.data.DataLoader."
+        )
+    if isinstance(configs, list):
+        configs = [dict(c) for c in configs]
+        for c in configs:
+            parse_sweep({k: [v] for k, v in c.items()})  # validates keys
+    else:
+        configs = parse_sweep(configs)
+    if not configs:
+        raise LoadEvalError("The sweep has no configurations to run.")
+    return configs, [rebuild_loader(loader, **c) for c in configs]
+
+
 def run_sweep(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
@@ -306,18 +327,9 @@ def run_sweep(
     raise :class:`LoadEvalError` before anything runs.
     """
     settings.validate()
-    if isinstance(configs, list):
-        configs = [dict(c) for c in configs]
-        for c in configs:
-            parse_sweep({k: [v] for k, v in c.items()})  # validates keys
-    else:
-        configs = parse_sweep(configs)
-    if not configs:
-        raise LoadEvalError("The sweep has no configurations to run.")
+    configs, loaders = prepare_sweep(loader, configs, loader_name)
     hooks = hooks or PairHooks()
     base = loader_knobs(loader)
-    # rebuild every loader up front: a bad value fails now, before minutes of running
-    loaders = [rebuild_loader(loader, **c) for c in configs]
     result = SweepResult(label=label, loader=loader_settings(loader))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     total = 1 + len(configs)
@@ -369,7 +381,7 @@ def run_sweep(
                 noise = point.rel_ci()
                 if noise is not None and noise <= noise_rel:
                     break
-            _shutdown_workers(dl)  # persistent workers are not needed past their point
+            shutdown_persistent_workers(dl)  # persistent workers are not needed past their point
             if result.prediction is None and result.ideal is not None and point.evs:
                 try:
                     result.prediction = predict_from_runs(
@@ -385,14 +397,8 @@ def run_sweep(
                 break
     finally:
         for dl in loaders:
-            _shutdown_workers(dl)
+            shutdown_persistent_workers(dl)
     return result
-
-
-def _shutdown_workers(loader: Any) -> None:
-    it = getattr(loader, "_iterator", None)
-    if it is not None and hasattr(it, "_shutdown_workers"):
-        it._shutdown_workers()
 
 
 def _fill_predictions(result: SweepResult) -> None:

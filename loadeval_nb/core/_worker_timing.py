@@ -55,6 +55,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
+from ._env import is_dataloader
 from ._errors import check_int
 
 __all__ = ["WorkerFetchTimer"]
@@ -132,14 +133,6 @@ def _timed_fetch(original: Callable, hook: _WorkerHook, worker_id: int) -> Calla
     return fetch
 
 
-def _is_dataloader(x: Any) -> bool:
-    try:
-        from torch.utils.data import DataLoader
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return False
-    return isinstance(x, DataLoader)
-
-
 class WorkerFetchTimer:
     """Times every batch a DataLoader's worker processes produce.
 
@@ -181,7 +174,7 @@ class WorkerFetchTimer:
         self._hook: Optional[_WorkerHook] = None
         self._iterator: Any = None
         self._closed = False
-        if not _is_dataloader(loader):
+        if not is_dataloader(loader):
             self._unavailable(
                 f"{type(loader).__name__} is not a torch.utils.data.DataLoader; "
                 "only a DataLoader's worker processes can be timed."

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any
+from typing import Any, Optional
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
@@ -16,10 +16,11 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ..core import LoadEvalError
+from ..core._env import is_dataloader
 from ..core._ladder import RUNGS, LadderResult, run_ladder
-from ..core._loader import loader_knobs, rebuild_loader
-from ..core._pair import PairResult, PairSettings, is_one_shot, run_pair
-from ..core._sweep import SweepResult, parse_sweep, run_sweep
+from ..core._loader import loader_knobs, rebuild_loader, shutdown_persistent_workers
+from ..core._pair import PAIR_NEEDS_TWO_PASSES, PairResult, PairSettings, refuse_one_shot, run_pair
+from ..core._sweep import SweepResult, prepare_sweep, run_sweep
 from ._cell import LoaderRef, find_loader_names, run_cell_body
 
 __all__ = ["LoadEvalMagics", "stop_all"]
@@ -49,8 +50,9 @@ class _Session:
         self.static_handle: Any = None
         self.bokehjs_handle: Any = None
         self.n_pairs = 0
-        self.last_bundle: Any = None
-        self.extra_static: list[str] = []  # panel sweeps, kept in the saved copy
+        # the saved notebook's copy: the cell's own result, then each sweep run from the panel
+        self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
+        self.panel_cards: list[tuple[str, str]] = []
         _sessions.add(self)
 
     # -- display ----------------------------------------------------------------------
@@ -75,16 +77,12 @@ class _Session:
         with self.ref.bound(ev):
             run_cell_body(self.shell, self.cell)
 
-    def _show_card(self, card: str, report: str, keep: bool = False) -> None:
-        """Write the saved-notebook copy; ``keep``: below the pair's copy already there."""
-        from ..widgets import static_card_bundle, unload_bokehjs_output
+    def _write_static(self) -> None:
+        """Write (or rewrite) the saved-notebook copy, and drop the BokehJS output it replaces."""
+        from ..widgets import static_bundle, unload_bokehjs_output
 
-        bundle = static_card_bundle(self.dashboard.static_class, card, report)
-        if keep and self.last_bundle is not None:
-            bundle = {
-                "text/html": self.last_bundle["text/html"] + bundle["text/html"],
-                "text/plain": self.last_bundle["text/plain"] + "\n\n" + report,
-            }
+        cards = ([self.main_card] if self.main_card else []) + self.panel_cards
+        bundle = static_bundle(self.dashboard.static_class, cards)
         if self.static_handle is None:
             self.static_handle = display(bundle, raw=True, display_id=True)
         else:
@@ -106,25 +104,25 @@ class _Session:
             from ..widgets import ladder_html
 
             self.dashboard.ladder_done(result)
-            self._show_card(ladder_html(result), result.report())
+            self.main_card = (ladder_html(result), result.report())
+            self._write_static()
         return result
 
     def sweep(self, spec: Any) -> SweepResult:
         """``--sweep`` (or the panel's "Run sweep"): the real loop per configuration."""
         dash = self.dashboard
-        sweep_dash = None
-        check_sweep(self.original, spec, self.ref.name)  # before any view is added
-        if dash is not None and dash.sweep_fig is None:  # from the panel: a sweep view below
+        from_panel = dash is not None and dash.sweep_fig is None
+        if from_panel:  # a sweep view below the pair's, once the sweep is known to be good
             from ..widgets import Dashboard
 
-            sweep_dash = Dashboard(
+            prepare_sweep(self.original, spec, self.ref.name)
+            dash = Dashboard(
                 loader_name=self.ref.name,
                 steps_per_run=self.settings.steps,
                 live=dash.live,
                 sweep=True,
             )
-            dash.panel_box.children = (*dash.panel_box.children, sweep_dash.widget)
-            dash = sweep_dash
+            self.dashboard.panel_box.children = (*self.dashboard.panel_box.children, dash.widget)
         result = run_sweep(
             self.original,
             self._run_once,
@@ -138,18 +136,18 @@ class _Session:
             from ..widgets import sweep_html
 
             dash.sweep_done(result)
-            self._show_card(sweep_html(result), result.report(), keep=sweep_dash is not None)
-            if sweep_dash is not None and self.static_handle is not None:
-                # a later "Rerun pair" keeps this sweep in the saved notebook's copy
-                self.extra_static.append(
-                    static_card_html(self.dashboard.static_class, sweep_html(result))
-                )
+            card = (sweep_html(result), result.report())
+            if from_panel:
+                self.panel_cards.append(card)
+            else:
+                self.main_card = card
+            self._write_static()
         return result
 
     def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:
         if self.dashboard is None:
             return
-        from ..widgets import RerunPanel, static_bundle, unload_bokehjs_output
+        from ..widgets import RerunPanel, pair_html
 
         self.dashboard.pair_done(result, settings_row)
         if self.panel is None and result.error is None:
@@ -158,7 +156,7 @@ class _Session:
                 knobs,
                 self.settings.cache,
                 self.rerun,
-                rebuildable=_is_dataloader(self.original),
+                rebuildable=is_dataloader(self.original),
                 on_sweep=self.panel_sweep,
             )
             self.dashboard.set_panel(self.panel.widget)
@@ -167,16 +165,8 @@ class _Session:
             if result.diagnosis is not None
             else f"loadeval: {self.dashboard.status.value}"
         )
-        bundle = static_bundle(self.dashboard.static_class, result, self.dashboard.rows, report)
-        if self.extra_static:
-            bundle = {**bundle, "text/html": bundle["text/html"] + "".join(self.extra_static)}
-        self.last_bundle = bundle
-        if self.static_handle is None:
-            self.static_handle = display(bundle, raw=True, display_id=True)
-        else:
-            self.static_handle.update(bundle, raw=True)
-        unload_bokehjs_output(self.bokehjs_handle)
-        self.bokehjs_handle = None
+        self.main_card = (pair_html(result, self.dashboard.rows), report)
+        self._write_static()
 
     # -- running ----------------------------------------------------------------------
     def run(self, loader: Any, settings_row: dict[str, Any]) -> PairResult:
@@ -216,7 +206,7 @@ class _Session:
                 self.dashboard.show_error(result.error)
         finally:
             if loader is not self.original:
-                _shutdown_persistent(loader)
+                shutdown_persistent_workers(loader)
 
     def panel_sweep(self, spec: str) -> None:
         """The panel's "Run sweep" button: errors are shown in the dashboard, never raised."""
@@ -233,23 +223,6 @@ class _Session:
             self.dashboard.close()
 
 
-def static_card_html(css_class: str, card: str) -> str:
-    from ..widgets import static_card_bundle
-
-    return static_card_bundle(css_class, card, "")["text/html"]
-
-
-def check_sweep(loader: Any, spec: Any, name: str) -> None:
-    """Refuse a sweep that cannot run, in one sentence, before anything is shown or run."""
-    if not _is_dataloader(loader):
-        raise LoadEvalError(
-            f"A sweep rebuilds the DataLoader with other settings, and {name} is a "
-            f"{type(loader).__name__}; sweep a torch.utils.data.DataLoader."
-        )
-    for cfg in parse_sweep(spec):
-        rebuild_loader(loader, **cfg)  # builds only; no workers start
-
-
 def _run_label(n: int, knobs: dict[str, Any], cache: int) -> str:
     parts = [f"#{n}", f"w{knobs.get('num_workers')}"]
     if knobs.get("pin_memory"):
@@ -260,18 +233,6 @@ def _run_label(n: int, knobs: dict[str, Any], cache: int) -> str:
         parts.append("persist")
     parts.append(f"c{cache}")
     return " ".join(parts)
-
-
-def _is_dataloader(x: Any) -> bool:
-    from torch.utils.data import DataLoader
-
-    return isinstance(x, DataLoader)
-
-
-def _shutdown_persistent(loader: Any) -> None:
-    it = getattr(loader, "_iterator", None)
-    if it is not None and hasattr(it, "_shutdown_workers"):
-        it._shutdown_workers()
 
 
 @magics_class
@@ -378,21 +339,22 @@ class LoadEvalMagics(Magics):
             raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
         if args.only and (args.ladder or args.sweep):
             raise UsageError("--only applies to a pair; leave it out with --ladder or --sweep.")
-        if (args.ladder or args.sweep) and is_one_shot(ref.get()):
-            raise UsageError(
-                f"{args.loader} is a one-shot iterator, and {'--ladder' if args.ladder else '--sweep'} "
-                "runs the cell several times; pass a re-iterable loader such as a DataLoader."
-            )
-        if not (args.ladder or args.sweep or args.only) and is_one_shot(ref.get()):
-            raise UsageError(
-                f"{args.loader} is a one-shot iterator (a {type(ref.get()).__name__}): the real "
-                "run would use up the batches the replay needs; pass a re-iterable loader such "
-                "as a DataLoader, or run one side alone with --only real or --only ideal."
-            )
+        many = "--ladder" if args.ladder else "--sweep" if args.sweep else None
+        if not args.only:
+            try:
+                if many:
+                    refuse_one_shot(ref.get(), args.loader, f"{many} runs the cell several times")
+                else:
+                    refuse_one_shot(
+                        ref.get(), args.loader, PAIR_NEEDS_TWO_PASSES,
+                        "run one side alone with --only real or --only ideal",
+                    )  # fmt: skip
+            except LoadEvalError as e:
+                raise UsageError(str(e)) from None
         if args.sweep:
             args.sweep = args.sweep.strip("'\"")
             try:
-                check_sweep(ref.get(), args.sweep, args.loader)
+                prepare_sweep(ref.get(), args.sweep, args.loader)
             except LoadEvalError as e:
                 raise UsageError(str(e)) from None
         settings = PairSettings(
@@ -417,10 +379,7 @@ class LoadEvalMagics(Magics):
         if args.ladder:
             result = session.ladder()
         elif args.sweep:
-            try:
-                result = session.sweep(args.sweep)
-            except LoadEvalError as e:  # e.g. a value the DataLoader refuses
-                raise UsageError(str(e)) from None
+            result = session.sweep(args.sweep)  # checked above
         else:
             result = session.first()
         if result.error is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Optional
+from typing import Optional, Union
 
 from ..core import Run
 from ._comparison import COLORS
@@ -81,7 +81,7 @@ def steps_svg(
 
 
 def bars_svg(
-    bars: Sequence[tuple[str, Optional[float], str]],
+    bars: Sequence[tuple[str, Union[float, str, None], str]],
     title: str,
     *,
     markers: Optional[Sequence[Optional[float]]] = None,
@@ -91,11 +91,13 @@ def bars_svg(
     fmt: str = "{:.1f}",
 ) -> str:
     """Horizontal bars (label, value, colour) with optional grey markers per bar (the
-    simulator's predictions) and a dashed ceiling line (the ideal rate)."""
+    simulator's predictions) and a dashed ceiling line (the ideal rate). A value that is
+    a string (``"skipped"``, ``"failed"``) is written in grey in place of its bar."""
     left, right, top = 130, 70, 26
     height = top + len(bars) * (bar_h + 6) + 24
     pw = width - left - right
-    vals = [v for _, v, _ in bars if v is not None] + [m for m in markers or [] if m is not None]
+    vals = [v for _, v, _ in bars if isinstance(v, (int, float))]
+    vals += [m for m in markers or [] if m is not None]
     if ceiling is not None:
         vals.append(ceiling)
     x_max = _nice_max(max(vals, default=1.0) * 1.05)
@@ -110,15 +112,16 @@ def bars_svg(
         out.append(
             f'<text x="{left - 6}" y="{y + bar_h - 5}" text-anchor="end">{html.escape(label)}</text>'
         )
-        if v is None:
-            out.append(f'<text x="{left + 4}" y="{y + bar_h - 5}" fill="#999">skipped</text>')
+        if not isinstance(v, (int, float)):
+            text = html.escape(v or "n/a")
+            out.append(f'<text x="{left + 4}" y="{y + bar_h - 5}" fill="#999">{text}</text>')
         else:
             w = pw * min(v, x_max) / x_max
             out.append(
                 f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}" opacity="0.85"/>'
             )
             out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 5}">{fmt.format(v)}</text>')
-        m = (markers or [None] * len(bars))[i] if markers is not None else None
+        m = markers[i] if markers else None
         if m is not None:
             mx = left + pw * min(m, x_max) / x_max
             out.append(

@@ -7,8 +7,8 @@ from ._dashboard import (
     Dashboard,
     history_html,
     ladder_html,
+    pair_html,
     static_bundle,
-    static_card_bundle,
     sweep_html,
     verdict_html,
 )
@@ -23,7 +23,7 @@ __all__ = [
     "verdict_html",
     "history_html",
     "static_bundle",
-    "static_card_bundle",
+    "pair_html",
     "ladder_html",
     "sweep_html",
 ]

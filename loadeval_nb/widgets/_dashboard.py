@@ -50,7 +50,7 @@ __all__ = [
     "static_bundle",
     "ladder_html",
     "sweep_html",
-    "static_card_bundle",
+    "pair_html",
 ]
 
 log = logging.getLogger("loadeval_nb")
@@ -122,13 +122,11 @@ def verdict_html(d: Diagnosis) -> str:
         f"<tr><td style='padding:1px 12px 1px 0;color:#555'>{k}</td><td>{v}</td></tr>"
         for k, v in rows
     )
-    notes = "".join(f"<div style='color:#555'>note: {html.escape(n)}</div>" for n in d.notes)
-    return (
-        "<div class='loadeval-verdict' style='border:1px solid #ddd;border-radius:6px;padding:8px 12px;"
-        "margin:4px 0;font-family:sans-serif;font-size:13px'>"
+    return _card(
         f"<div style='font-size:15px;margin-bottom:4px'><span style='background:{color};color:white;"
         f"padding:2px 8px;border-radius:4px;font-weight:bold'>{html.escape(d.verdict)}</span> "
-        f"{html.escape(d.reason)}.</div><table>{body}</table>{notes}</div>"
+        f"{html.escape(d.reason)}.</div><table>{body}</table>{_notes(d.notes)}",
+        "loadeval-verdict",
     )
 
 
@@ -148,9 +146,6 @@ HISTORY_COLUMNS = (
 
 def history_html(rows: list[dict[str, Any]]) -> str:
     """The history table: settings → real step, ideal step, speedup."""
-    head = "".join(
-        f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for _, h in HISTORY_COLUMNS
-    )
 
     def cell(k: str, v: Any) -> str:
         if k.endswith("_step_s"):
@@ -159,29 +154,17 @@ def history_html(rows: list[dict[str, Any]]) -> str:
             return _x(v)
         return "–" if v is None else html.escape(str(v))
 
-    body = "".join(
-        "<tr class='loadeval-history-row'>"
-        + "".join(
-            f"<td style='padding:2px 8px'>{cell(k, r.get(k))}</td>" for k, _ in HISTORY_COLUMNS
-        )
-        + "</tr>"
-        for r in rows
-    )
-    return (
-        "<table class='loadeval-history' style='border-collapse:collapse;font-family:sans-serif;"
-        f"font-size:12px'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return _table(
+        [h for _, h in HISTORY_COLUMNS],
+        [[cell(k, r.get(k)) for k, _ in HISTORY_COLUMNS] for r in rows],
+        "loadeval-history",
+        "loadeval-history-row",
     )
 
 
-def static_bundle(
-    css_class: str, result: Optional[PairResult], rows: list[dict[str, Any]], report: str
-) -> dict[str, str]:
-    """The output kept in the saved notebook: verdict card, SVG chart, history (no scripts)."""
-    parts = [
-        f"<div class='{css_class}'>",
-        "<div style='font-family:sans-serif;font-size:12px;color:#777'>"
-        "loadeval_nb result (static copy)</div>",
-    ]
+def pair_html(result: Optional[PairResult], rows: list[dict[str, Any]]) -> str:
+    """A pair's card for the saved copy: verdict, SVG step-time chart, history (no scripts)."""
+    parts = []
     if result is not None and result.diagnosis is not None:
         parts.append(verdict_html(result.diagnosis))
     if result is not None:
@@ -192,8 +175,19 @@ def static_bundle(
         parts.append(steps_svg(runs))
     if rows:
         parts.append(history_html(rows))
-    parts.append("</div>")
-    return {"text/html": "".join(parts), "text/plain": report}
+    return "".join(parts)
+
+
+def static_bundle(css_class: str, cards: list[tuple[str, str]]) -> dict[str, str]:
+    """The output kept in the saved notebook: each (html, plain text) card in turn, under one
+    heading, in a ``css_class`` div the live page hides (it shows the widgets instead)."""
+    return {
+        "text/html": f"<div class='{css_class}'><div style='font-family:sans-serif;font-size:12px;"
+        "color:#777'>loadeval_nb result (static copy)</div>"
+        + "".join(h for h, _ in cards)
+        + "</div>",
+        "text/plain": "\n\n".join(t for _, t in cards if t),
+    }
 
 
 class _Pusher(threading.Thread):
@@ -302,7 +296,6 @@ class Dashboard(SweepHooks):
         self.gpu = bool(gpu_status()["available"])
         self.rows: list[dict[str, Any]] = []
         self._pusher: Optional[_Pusher] = None
-        self.last_push_stats: dict[str, float] = {}
         self.status = W.HTML(value=self._status_html("Starting…"))
         # Hides this dashboard's static copy while the live widget is on the page (saved
         # notebooks, where the widget cannot render, show the static copy instead).
@@ -310,7 +303,6 @@ class Dashboard(SweepHooks):
         self.verdict = W.HTML(value="")
         self.history = W.HTML(value="")
         self.errors = W.Output()
-        self.runs = runs
         self.step_fig, self.step_src = live_step_figure(width=width, names=runs)
         self.util_fig, self.util_src = live_util_figure(self.gpu, width=width, names=runs)
         self.sweep_fig: Any = None
@@ -318,10 +310,9 @@ class Dashboard(SweepHooks):
         self.hist_fig, self.hist_src = history_figure(width=min(width, 560))
         children: list[Any] = [self.style, self.status]
         self.live_view = self.hist_view = None
-        # Both live figures in one Bokeh document: a push is one PATCH-DOC message.
-        self.sweep_view: Any = None
         if sweep:
             self.sweep_fig, self.sweep_src = sweep_figure(width=min(width, 700))
+        # All live figures in one Bokeh document: a push is one PATCH-DOC message.
         figs = [self.step_fig, self.util_fig] + ([self.sweep_fig] if sweep else [])
         self.live_layout = column(*figs)
         if live:
@@ -371,14 +362,12 @@ class Dashboard(SweepHooks):
     def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
         if self._pusher is not None:
             self._pusher.stop()
-            self.last_push_stats = {"cpu_s": self._pusher.cpu_s, "pushes": self._pusher.pushes}
             self._pusher = None
         run = ev.to_run()
         # the whole run, decimated, replaces the rolled-over live series
         data = steps_data(run, max_points=LIVE_ROLLOVER)
         self.step_src[which].data = {"step": data["step"], "step_ms": data["step_ms"]}
-        if self.live_view is not None:  # re-sync so a re-render (page reload) shows the data
-            self.live_view.update_from_model(self.live_layout)
+        self._resync()
         if error is not None:
             what = (
                 "interrupted"
@@ -389,6 +378,12 @@ class Dashboard(SweepHooks):
                 f"{which} run {what} after {run.n_steps} steps (partial run kept)", "#c62828"
             )
             self.widget.add_class("loadeval-failed")
+
+    def _resync(self) -> None:
+        """Write the live figures into the widget's state after a change made outside a push,
+        so a re-render (page reload, the saved widget state) shows it too."""
+        if self.live_view is not None:
+            self.live_view.update_from_model(self.live_layout)
 
     def progress(self, text: str) -> None:
         self.set_status(text)
@@ -439,6 +434,7 @@ class Dashboard(SweepHooks):
         finally:
             if doc is not None:
                 doc.unhold()
+        self._resync()
         self.verdict.value = sweep_html(result)
 
     def sweep_done(self, result: SweepResult) -> None:
@@ -473,6 +469,14 @@ def _table(head: list[str], rows: list[list[str]], css: str, row_css: str) -> st
     )
 
 
+def _ms_or(seconds: Optional[float], text: str) -> Any:
+    return text if seconds is None else seconds * 1e3
+
+
+def _notes(notes: Any) -> str:
+    return "".join(f"<div style='color:#555'>note: {html.escape(n)}</div>" for n in notes)
+
+
 def _card(inner: str, css: str) -> str:
     return (
         f"<div class='{css}' style='border:1px solid #ddd;border-radius:6px;padding:8px 12px;"
@@ -505,12 +509,12 @@ def ladder_html(result: LadderResult) -> str:
     bars = [
         (
             r["rung"],
-            None if r["skipped"] else (r["mean_step_s"] or 0) * 1e3,
+            "skipped" if r["skipped"] else _ms_or(r["mean_step_s"], "no steps"),
             COLORS.get(r["rung"], "#333"),
         )
         for r in result.table()
     ]
-    notes = "".join(f"<div style='color:#555'>note: {html.escape(n)}</div>" for n in result.notes)
+    notes = _notes(result.notes)
     return _card(
         f"<div style='font-size:15px;margin-bottom:4px'><b>Caching ladder</b>: "
         f"{html.escape(result.conclusion())}</div>{table}"
@@ -521,8 +525,9 @@ def ladder_html(result: LadderResult) -> str:
 
 def sweep_html(result: SweepResult) -> str:
     """The sweep's card: measured vs predicted rate per configuration and the recommendation."""
+    tab = result.table()
     rows = []
-    for r in result.table():
+    for r in tab:
         if r["error"]:
             rows.append([html.escape(r["label"]), "failed", "", "", html.escape(r["error"])])
             continue
@@ -545,10 +550,9 @@ def sweep_html(result: SweepResult) -> str:
         "loadeval-sweep-row",
     )
     ideal = result.ideal_steps_per_s
-    tab = result.table()
     drift = result.load_drift_note()
-    notes = f"<div style='color:#555'>note: {html.escape(drift)}</div>" if drift else ""
-    bars = [(r["label"], r["steps_per_s"], COLORS["real"]) for r in tab]
+    notes = _notes([drift] if drift else [])
+    bars = [(r["label"], "failed" if r["error"] else r["steps_per_s"], COLORS["real"]) for r in tab]
     svg = bars_svg(
         bars,
         "Steps/s per configuration (◆ simulator, dashed: ideal loader)",
@@ -563,15 +567,6 @@ def sweep_html(result: SweepResult) -> str:
         f"{table}{svg}{notes}",
         "loadeval-verdict loadeval-sweep",
     )
-
-
-def static_card_bundle(css_class: str, card_html: str, report: str) -> dict[str, str]:
-    """The saved-notebook copy of a ladder or sweep card (no scripts)."""
-    return {
-        "text/html": f"<div class='{css_class}'><div style='font-family:sans-serif;font-size:12px;"
-        f"color:#777'>loadeval_nb result (static copy)</div>{card_html}</div>",
-        "text/plain": report,
-    }
 
 
 def run_label(settings: dict[str, Any], n: int) -> str:

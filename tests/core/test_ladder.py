@@ -229,3 +229,10 @@ def test_ladder_tells_the_hooks_it_is_making_samples():
     dl = DataLoader(SleepyItems(64, 0), batch_size=4)
     res = run_ladder(dl, sleep_steps(0), PairSettings(**SETTINGS), hooks=hooks)
     assert res.ok and hooks.texts == ["ladder: making samples for the sample rung"]
+
+
+def test_a_one_shot_iterator_is_refused_before_any_rung_runs():
+    batches = iter([torch.zeros(3)] * 40)
+    with pytest.raises(LoadEvalError, match="one-shot iterator.*once per rung"):
+        run_ladder(batches, sleep_steps(0), PairSettings(**SETTINGS))
+    assert len(list(batches)) == 40  # nothing was taken from it

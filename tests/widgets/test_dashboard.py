@@ -16,6 +16,7 @@ from loadeval_nb.widgets import (
     Dashboard,
     DisplayOnlyBokehModel,
     history_html,
+    pair_html,
     static_bundle,
     verdict_html,
 )
@@ -135,7 +136,10 @@ def test_costly_pushes_are_spaced_out(monkeypatch):
     # 10 ms a push at a 5 % budget: one push per ~0.2 s, not one per 0.02 s
     assert 2 <= pusher.pushes <= elapsed / 0.2 + 3
     assert pusher.cost_s == pytest.approx(0.01, rel=0.5)
-    assert len(pusher.spans) == pusher.pushes
+    # each span covers its push (>= the 10 ms burnt), and the spans do not overlap
+    spans = list(pusher.spans)
+    assert all(p1 - p0 >= 9_000_000 for p0, p1 in spans)
+    assert all(a1 <= b0 for (_, a1), (b0, _) in zip(spans, spans[1:]))
 
 
 def test_long_runs_stay_bounded():
@@ -188,11 +192,14 @@ def test_static_copy_has_card_chart_and_history():
     result = PairResult(
         label="#1", loader={}, real=R(real), ideal=R(ideal), diagnosis=diagnose(real, ideal)
     )
-    bundle = static_bundle("cls-1", result, [result.row()], "text report")
+    bundle = static_bundle(
+        "cls-1", [(pair_html(result, [result.row()]), "text report"), ("<p>more</p>", "more")]
+    )
     html = bundle["text/html"]
     assert html.startswith("<div class='cls-1'>") and "<svg" in html and "polyline" in html
     assert "loadeval-verdict" in html and "loadeval-history-row" in html
-    assert bundle["text/plain"] == "text report"
+    assert html.index("loadeval-history-row") < html.index("<p>more</p>")  # cards in turn
+    assert bundle["text/plain"] == "text report\n\nmore"
 
 
 def test_dashboard_marks_a_failed_run():
