@@ -9,10 +9,10 @@ wandering mean). Between ``min_steps`` steady steps and ``max_steps`` steps in a
 
 The check runs once per chunk of steps (about a tenth of the steps so far, at least
 ``check_every``), never per step: the per-step path stays C-level iterators
-(``chain.from_iterable`` over ``islice`` chunks), about 25 ns a step more than a
-fixed step count. Each check sorts the steady steps so far; a run that never
-converges makes about 40 checks over 2,000 steps, a few µs per step on average
-(0.03 % of a 10 ms step).
+(``chain.from_iterable`` over ``islice`` chunks), within ~10 ns a step of a fixed
+step count. Each check sorts the steady steps so far; a run that never converges
+makes about 40 checks over 2,000 steps, ~2 µs per step on average (0.02 % of a
+10 ms step), inside the steps they interrupt (see docs/adaptive.md).
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ class AutoChunker:
 
     ``starts`` is the epoch's list of step-start stamps (the timed iterator appends one
     before asking the source for each batch), so when a chunk runs out ``starts`` holds
-    one stamp per batch served plus the current request: every served step is complete.
+    one stamp per batch served plus the current request: every served step is complete,
+    and ``len(starts) - 1`` batches were served.
     """
 
     def __init__(
@@ -130,17 +131,14 @@ class AutoChunker:
         starts: list[int],
         auto: AutoStop,
         warmup: int,
-        served_count: Callable[[], int],
         on_stop: Optional[Callable[[int, str], None]] = None,
     ) -> None:
         self.source = source
         self.starts = starts
         self.auto = auto
         self.warmup = warmup
-        self.served_count = served_count  # batches the source actually delivered
         self.on_stop = on_stop
         self.asked = 0
-        self.reason: Optional[str] = None
 
     def chunks(self) -> Iterator[Any]:
         from itertools import chain
@@ -148,7 +146,8 @@ class AutoChunker:
         return chain.from_iterable(iter(self._next_chunk, None))
 
     def _next_chunk(self) -> Optional[Iterator[Any]]:
-        served = self.served_count()
+        s = self.starts
+        served = len(s) - 1
         if self.asked and served < self.asked:
             self._stop("loader exhausted", served)
             return None
@@ -156,8 +155,7 @@ class AutoChunker:
             self._stop("max_steps", served)
             return None
         if served and served - self.warmup >= self.auto.min_steps:
-            s = self.starts
-            steady = [s[i + 1] - s[i] for i in range(self.warmup, min(served, len(s) - 1))]
+            steady = [s[i + 1] - s[i] for i in range(self.warmup, served)]
             if self.auto.precise_enough(steady):
                 self._stop("converged", served)
                 return None
@@ -169,6 +167,5 @@ class AutoChunker:
         return islice(self.source, k)
 
     def _stop(self, reason: str, served: int) -> None:
-        self.reason = reason
         if self.on_stop is not None:
             self.on_stop(served, reason)

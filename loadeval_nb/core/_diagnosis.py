@@ -5,6 +5,7 @@ See ``docs/verdict.md`` for the method and thresholds.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
@@ -13,6 +14,8 @@ from ._errors import LoadEvalError
 from ._format import fmt_pct, fmt_seconds
 from ._run import Run, load_run
 from ._stats import bootstrap_ratio_ci, describe
+
+log = logging.getLogger("loadeval_nb")
 
 __all__ = [
     "diagnose",
@@ -208,8 +211,11 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
 
             p = predict_from_runs(r, i)
             prediction = p.line() if p is not None else None
-        except Exception as e:  # a prediction is a bonus; never lose the verdict over it
+        except LoadEvalError as e:  # inputs the simulator cannot use
             notes.append(f"no simulator prediction ({e})")
+        except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
+            log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
+            notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
     return Diagnosis(
         prediction=prediction,
         verdict=verdict,

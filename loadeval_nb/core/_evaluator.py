@@ -41,11 +41,6 @@ DEFAULT_CACHE_BUDGET_FRACTION = 0.5
 """Default cache budget: this fraction of the host (or GPU) memory available now."""
 
 
-def mode_is_timed(ev: LoaderEvaluator) -> bool:
-    """Worker timing applies to a log-mode DataLoader with worker processes."""
-    return ev.mode == "log" and getattr(ev.dataloader, "num_workers", 0) > 0
-
-
 def shutdown_source(it: Any) -> None:
     """Stop a source iterator now: DataLoader worker processes, or a generator."""
     for name in ("_shutdown_workers", "close"):
@@ -56,6 +51,19 @@ def shutdown_source(it: Any) -> None:
             except Exception:  # pragma: no cover - best effort
                 pass
             return
+
+
+def default_budget(free: int, where: str) -> tuple[int, str]:
+    """The default cache budget (bytes, and where it comes from) out of ``free`` bytes."""
+    frac = DEFAULT_CACHE_BUDGET_FRACTION
+    return int(free * frac), f"{frac:.0%} of the {fmt_bytes(free)} of {where}"
+
+
+def host_budget() -> tuple[int, str]:
+    """The default budget for what is kept in host memory (a replay cache, cached samples)."""
+    import psutil
+
+    return default_budget(psutil.virtual_memory().available, "host memory available")
 
 
 class LoaderEvaluator:
@@ -123,6 +131,11 @@ class LoaderEvaluator:
         if max_steps == "auto" or auto_stop is not None:
             if auto_stop is not None and not isinstance(auto_stop, AutoStop):
                 raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
+            if max_steps not in (None, "auto"):
+                raise LoadEvalError(
+                    f"max_steps={max_steps!r} and auto_stop both set how long a run is; pass "
+                    "one of them (AutoStop(max_steps=...) caps an adaptive run)."
+                )
             auto_stop = auto_stop or AutoStop()
             max_steps = auto_stop.max_steps
         elif isinstance(max_steps, str):
@@ -221,14 +234,8 @@ class LoaderEvaluator:
         if self.cache_on == "device":
             torch = sys.modules.get("torch")
             free, _ = torch.cuda.mem_get_info(self._target_device())  # type: ignore[union-attr]
-            where = "GPU memory free"
-        else:
-            import psutil
-
-            free = psutil.virtual_memory().available
-            where = "host memory available"
-        frac = DEFAULT_CACHE_BUDGET_FRACTION
-        return int(free * frac), f"{frac:.0%} of the {fmt_bytes(free)} of {where}"
+            return default_budget(free, "GPU memory free")
+        return host_budget()
 
     def _target_device(self) -> Any:
         torch = sys.modules.get("torch")
@@ -318,7 +325,8 @@ class LoaderEvaluator:
             self._t0 = t
         if self.mode == "log":
             try:
-                if self.worker_timing and mode_is_timed(self):
+                # (the timer itself passes a loader without worker processes straight through)
+                if self.worker_timing:
                     if self._worker_timer is None:
                         self._worker_timer = WorkerFetchTimer(self.dataloader)
                     src = self._worker_timer.iter()
@@ -328,9 +336,11 @@ class LoaderEvaluator:
                 guard.close("source-error")
                 raise
             rec.setup_ns = clock() - t
-            source: Iterator[Any] = src if self.max_steps is None else islice(src, self.max_steps)
-            if self.auto_stop is not None:
-                source = self._auto_chunker(rec, source, lambda: len(rec.ready), None)
+            source: Iterator[Any] = src
+            if self.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
+                source = self._auto_chunker(rec, source, None)
+            elif self.max_steps is not None:
+                source = islice(src, self.max_steps)
             hook = self._first_batch_hook() if self._samples_per_batch is None else None
             it = timed_log_iter(source, rec, guard, clock, hook)
         else:
@@ -338,7 +348,7 @@ class LoaderEvaluator:
             if self.auto_stop is not None:
 
                 def wrap(order: Iterator[Any]) -> Iterator[Any]:
-                    return self._auto_chunker(rec, order, lambda: len(rec.starts) - 1, guard)
+                    return self._auto_chunker(rec, order, guard)
 
             it = timed_replay_iter(self.cached_batches, len(self), rec, guard, clock, wrap)
         self._epochs.append(rec)
@@ -349,7 +359,6 @@ class LoaderEvaluator:
         self,
         rec: EpochRecord,
         source: Iterator[Any],
-        served: Callable[[], int],
         guard: Optional[EpochGuard],
     ) -> Iterator[Any]:
         assert self.auto_stop is not None
@@ -358,12 +367,9 @@ class LoaderEvaluator:
         def on_stop(n: int, reason: str) -> None:
             rec.auto_reason = reason
             if guard is not None:  # replay: the batch list outlives the stop; close now
-                rec.expected = n
                 guard.close("complete")
 
-        return AutoChunker(
-            source, rec.starts, self.auto_stop, self.warmup_steps, served, on_stop
-        ).chunks()
+        return AutoChunker(source, rec.starts, self.auto_stop, self.warmup_steps, on_stop).chunks()
 
     def _first_batch_hook(self) -> Callable[[Any], Any]:
         def hook(item: tuple[Any, Any, Any]) -> Any:

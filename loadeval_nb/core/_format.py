@@ -42,6 +42,7 @@ def fmt_pct(x: Optional[float], digits: int = 0) -> str:
     """Format a fraction (0.25) as a percentage (``"25%"``); ``None`` gives ``"n/a"``."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    if 0 < x * 100 < 0.5 * 10**-digits:  # a small share is not zero
+    text = f"{x * 100:.{digits}f}"
+    if x > 0 and float(text) == 0:  # a small share is not zero
         return f"<{10**-digits:g}%"
-    return f"{x * 100:.{digits}f}%"
+    return f"{text}%"

@@ -31,10 +31,11 @@ from typing import Any, Callable, Optional
 from ._batches import batch_nbytes
 from ._env import loader_settings, safe_len
 from ._errors import LoadEvalError
-from ._evaluator import DEFAULT_CACHE_BUDGET_FRACTION, LoaderEvaluator
+from ._evaluator import LoaderEvaluator, host_budget
 from ._format import fmt_bytes, fmt_pct, fmt_seconds
 from ._loader import rebuild_loader, shutdown_persistent_workers
 from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure, refuse_one_shot
+from ._run import Run
 from ._stats import bootstrap_ratio_ci, describe
 
 __all__ = ["RUNGS", "STAGES", "Rung", "Stage", "LadderResult", "run_ladder", "CachedSamples"]
@@ -84,14 +85,6 @@ class CachedSamples:
         return self.samples[int(i) % len(self.samples)]
 
 
-def _host_budget() -> tuple[int, str]:
-    import psutil
-
-    free = psutil.virtual_memory().available
-    frac = DEFAULT_CACHE_BUDGET_FRACTION
-    return int(free * frac), f"{frac:.0%} of the {fmt_bytes(free)} of host memory available"
-
-
 def _sample_rung_loader(
     loader: Any,
     n_batches: int,
@@ -127,7 +120,7 @@ def _sample_rung_loader(
         return None, "the dataset has no len() or is empty", 0
     per_batch = loader.batch_size or 1
     k = max(1, min(n, per_batch * n_batches, MAX_CACHED_SAMPLES))
-    limit, where = budget or _host_budget()
+    limit, where = budget or host_budget()
     t = time.perf_counter()
     shown = t
     samples: list[Any] = []
@@ -177,13 +170,22 @@ class Rung:
     def title(self) -> str:
         return RUNG_TITLES[self.name]
 
+    _run: Optional[Run] = field(default=None, repr=False, compare=False)
+
+    def run(self) -> Optional[Run]:
+        """The rung's run (made once, from a rung that has finished)."""
+        if self._run is None and self.ev is not None:
+            self._run = self.ev.to_run()
+        return self._run
+
     def steady_s(self) -> list[float]:
-        return self.ev.to_run().steady_step_s() if self.ev is not None else []
+        run = self.run()
+        return run.steady_step_s() if run is not None else []
 
     def stats(self) -> dict[str, Any]:
-        if self.ev is None:
+        run = self.run()
+        if run is None:
             return describe([])
-        run = self.ev.to_run()
         idx = run.steady_indices()
         return describe([run.step_ns[i] / 1e9 for i in idx], [run.samples[i] for i in idx])
 
@@ -397,10 +399,11 @@ def _rung_evaluator(
         return evaluator_for(
             source, name, settings, mode="replay", cache_on=name, metrics_file=metrics_file
         )
-    ev = evaluator_for(source, name, settings, mode="log", metrics_file=metrics_file)
-    if name == "samples":  # its loader is ours: the worker records would only time the cache
-        ev.worker_timing = False
-    return ev
+    # the samples rung's loader is ours: its worker records would only time the cache
+    timed = None if name == "real" else False
+    return evaluator_for(
+        source, name, settings, mode="log", metrics_file=metrics_file, worker_timing=timed
+    )
 
 
 def _torch() -> Any:

@@ -42,6 +42,11 @@ class PairSettings:
         return self.steps == "auto"
 
     def validate(self) -> None:
+        check_int("warmup", self.warmup, 0)
+        if self.auto_stop is not None and not self.auto:
+            raise LoadEvalError(
+                f"auto_stop applies to steps='auto', not steps={self.steps!r}; pass one or the other."
+            )
         if self.auto:
             auto = self.auto_stop or AutoStop()
             if self.warmup >= auto.max_steps:
@@ -52,7 +57,6 @@ class PairSettings:
             isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1
         ):
             raise LoadEvalError(f"steps must be a positive integer or 'auto', not {self.steps!r}.")
-        check_int("warmup", self.warmup, 0)
         if isinstance(self.steps, int) and self.warmup >= self.steps:
             raise LoadEvalError(
                 f"warmup ({self.warmup}) must be smaller than steps ({self.steps}): warm-up steps are not measured."
@@ -119,9 +123,14 @@ def evaluator_for(
     mode: Optional[str] = None,
     cache_on: Optional[str] = None,
     metrics_file: Optional[str] = None,
+    label: Optional[str] = None,
+    worker_timing: Optional[bool] = None,
 ) -> LoaderEvaluator:
-    """The wrapper one run of a pair, ladder or sweep uses, from the shared settings."""
+    """The wrapper one run of a pair, ladder or sweep uses, from the shared settings
+    (``label`` defaults to ``which``; ``worker_timing`` to the settings' in log mode)."""
     mode = mode or ("log" if which == "real" else "replay")
+    if worker_timing is None:
+        worker_timing = settings.worker_timing and mode == "log"
     return LoaderEvaluator(
         loader,
         mode=mode,
@@ -131,9 +140,9 @@ def evaluator_for(
         warmup_steps=settings.warmup,
         cache_on=cache_on or settings.cache_on,
         sample_interval_s=settings.sample_interval_s,
-        label=which,
+        label=label or which,
         auto_stop=settings.auto_stop,
-        worker_timing=settings.worker_timing and mode == "log",
+        worker_timing=worker_timing,
     )
 
 

@@ -12,6 +12,7 @@ fastest measured, or the cheapest one within 3 % of it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -364,13 +365,10 @@ def run_sweep(
                 name = f"{point.label}{' (again)' if rep else ''}"
                 path = log_path(settings, stamp, f"sweep-{point.label}-{rep + 1}", "real")
 
-                def make(
-                    dl: Any = dl, path: Optional[str] = path, name: str = name
-                ) -> LoaderEvaluator:
-                    ev = evaluator_for(dl, "real", settings, metrics_file=path)
-                    ev.label = name  # in the live status and the run log
-                    return ev
-
+                # labelled by its configuration in the live status and the run log
+                make = functools.partial(
+                    evaluator_for, dl, "real", settings, metrics_file=path, label=name
+                )
                 ev, error = measure("real", make, run_once, hooks, index, total, loader_name)
                 if ev is not None:
                     point.evs.append(ev)

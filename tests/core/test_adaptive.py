@@ -186,3 +186,14 @@ def test_pair_settings_reject_bad_steps():
         PairSettings(steps="auto", warmup=5000).validate()
     with pytest.raises(LoadEvalError, match="warmup must be an integer >= 0, not True"):
         PairSettings(warmup=True).validate()
+    with pytest.raises(LoadEvalError, match="warmup must be an integer"):
+        PairSettings(steps="auto", warmup="5").validate()  # not a TypeError from a comparison
+
+
+def test_a_step_count_and_an_auto_stop_are_not_taken_together():
+    with pytest.raises(LoadEvalError, match="pass one of them"):
+        LoaderEvaluator([1, 2], max_steps=50, auto_stop=AutoStop(max_steps=1000))
+    with pytest.raises(LoadEvalError, match="auto_stop applies to steps='auto'"):
+        PairSettings(steps=50, auto_stop=AutoStop(max_steps=5000)).validate()
+    ev = LoaderEvaluator([1, 2], auto_stop=AutoStop(max_steps=1000))  # max_steps left out
+    assert ev.max_steps == 1000
