@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from itertools import islice
 from typing import Any, Callable, Optional
 
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, check_int
 
 __all__ = ["AutoStop", "median_ci", "mean_ci", "AutoChunker"]
 
@@ -48,7 +48,9 @@ def median_ci(xs: Sequence[float], level: float = 0.95) -> tuple[float, float, f
     if n == 0:
         raise LoadEvalError("median_ci needs at least one value.")
     med = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-    z = _Z.get(level, 1.96)
+    if level not in _Z:
+        raise LoadEvalError(f"level must be one of {', '.join(map(str, _Z))}, not {level!r}.")
+    z = _Z[level]
     half = z * math.sqrt(n) / 2
     lo_rank = max(1, int(math.floor(n / 2 - half)))
     hi_rank = min(n, int(math.ceil(n / 2 + half)) + 1)
@@ -94,9 +96,7 @@ class AutoStop:
                 f"AutoStop rel must be between 0 and 1, like 0.05, not {self.rel!r}."
             )
         for name in ("min_steps", "max_steps", "check_every"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise LoadEvalError(f"AutoStop {name} must be a positive integer, not {v!r}.")
+            check_int(f"AutoStop {name}", getattr(self, name), 1)
         if self.min_steps > self.max_steps:
             raise LoadEvalError(
                 f"AutoStop min_steps ({self.min_steps}) must not exceed max_steps ({self.max_steps})."

@@ -12,8 +12,8 @@ from typing import Any, Optional, Union
 
 from ._errors import LoadEvalError
 from ._format import fmt_pct, fmt_seconds
-from ._run import Run, load_run
-from ._stats import bootstrap_ratio_ci, describe
+from ._run import Run, describe_steady, load_run
+from ._stats import bootstrap_ratio_ci
 
 log = logging.getLogger("loadeval_nb")
 
@@ -159,9 +159,7 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     r = as_run(real, "real")
     i = as_run(ideal, "ideal")
     rs, is_ = r.steady_step_s(), i.steady_step_s()
-    r_idx, i_idx = r.steady_indices(), i.steady_indices()
-    rd = describe(rs, [r.samples[k] for k in r_idx])
-    idd = describe(is_, [i.samples[k] for k in i_idx])
+    rd, idd = describe_steady([r]), describe_steady([i])
     speedup = headroom = None
     ci: tuple[Optional[float], Optional[float]] = (None, None)
     if rd["mean_s"] and idd["mean_s"]:

@@ -35,8 +35,8 @@ from ._evaluator import LoaderEvaluator, host_budget
 from ._format import fmt_bytes, fmt_pct, fmt_seconds
 from ._loader import rebuild_loader, shutdown_persistent_workers
 from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure, refuse_one_shot
-from ._run import Run
-from ._stats import bootstrap_ratio_ci, describe
+from ._run import Run, describe_steady
+from ._stats import bootstrap_ratio_ci
 
 __all__ = ["RUNGS", "STAGES", "Rung", "Stage", "LadderResult", "run_ladder", "CachedSamples"]
 
@@ -184,10 +184,7 @@ class Rung:
 
     def stats(self) -> dict[str, Any]:
         run = self.run()
-        if run is None:
-            return describe([])
-        idx = run.steady_indices()
-        return describe([run.step_ns[i] / 1e9 for i in idx], [run.samples[i] for i in idx])
+        return describe_steady([run] if run is not None else [])
 
 
 @dataclass

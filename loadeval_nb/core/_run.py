@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -132,8 +133,7 @@ class Run:
     def summary(self) -> dict[str, Any]:
         """Statistics over the steady steps (seconds) plus counts."""
         idx = self.steady_indices()
-        steps = [self.step_ns[i] / 1e9 for i in idx]
-        d = describe(steps, [self.samples[i] for i in idx])
+        d = describe_steady([self])
         wait_share = None
         if self.wait_ns is not None and d["total_s"]:
             wait_share = sum(self.wait_ns[i] for i in idx) / 1e9 / d["total_s"]
@@ -254,6 +254,18 @@ class Run:
             raise RunLogError(
                 f"{source} is a damaged run log ({e}); record the run again."
             ) from None
+
+
+def describe_steady(runs: Iterable[Run]) -> dict[str, Any]:
+    """:func:`describe` over the steady steps of ``runs``, pooled (step times in seconds,
+    with their sample counts for the throughput)."""
+    steps: list[float] = []
+    samples: list[Optional[int]] = []
+    for run in runs:
+        idx = run.steady_indices()
+        steps += [run.step_ns[i] / 1e9 for i in idx]
+        samples += [run.samples[i] for i in idx]
+    return describe(steps, samples)
 
 
 def load_run(path: PathLike) -> Run:

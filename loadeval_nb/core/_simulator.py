@@ -108,7 +108,8 @@ class SimResult:
     """The contention factor applied to every load time (1.0 without ``cores``)."""
     n_steps: int
     wait_s: list[float] = field(default_factory=list, repr=False, compare=False)
-    """Every simulated step's wait, in order (the steps after warmup)."""
+    """Every simulated step's wait, in order (the steps after warmup); kept by
+    :func:`simulate`, left empty in a :class:`Prediction`'s results."""
 
 
 def usable_cores(cores: int, reserve_cores: float = 1.0) -> float:
@@ -177,6 +178,7 @@ def _run(
     warmup: int,
     scale: float,
     handoff: float = 0.0,
+    keep_waits: bool = True,
 ) -> SimResult:
     n = len(loads)
     W = num_workers
@@ -228,7 +230,7 @@ def _run(
         mean_wait_s=sum(win_waits) / m,
         load_scale=scale,
         n_steps=m,
-        wait_s=list(win_waits),
+        wait_s=win_waits if keep_waits else [],
     )
 
 
@@ -314,24 +316,16 @@ class Prediction:
 
         ``prefetch_factor`` defaults to the measured one.
         """
-        pf = self.baseline.prefetch_factor if prefetch_factor is None else prefetch_factor
+        pf = self._inputs["prefetch_factor"] if prefetch_factor is None else prefetch_factor
         if num_workers == 0:
             pf = None
-        elif pf is None:
-            pf = self._inputs.get("prefetch_factor", 2)
         for r in self.results:
             if r.num_workers == num_workers and r.prefetch_factor == pf:
                 return r
-        inp = self._inputs
         check_int("num_workers", num_workers, 0)
         if num_workers:
             check_int("prefetch_factor", pf, 1)
-        scale = _load_scale(
-            num_workers, inp["cores"], inp["measured_workers"], inp["reserve_cores"]
-        )
-        r = _run(
-            inp["loads"], inp["steps"], num_workers, pf or 0, inp["warmup"], scale, inp["handoff_s"]
-        )
+        r = _sim(self._inputs, num_workers, pf or 0)
         self.results.append(r)
         return r
 
@@ -340,20 +334,16 @@ class Prediction:
         return self.result(num_workers, prefetch_factor).steps_per_s / self.baseline.steps_per_s
 
     def curve(self, prefetch_factor: Optional[int] = None) -> list[SimResult]:
-        """Results at one prefetch factor (default: the measured one) by ``num_workers``,
-        with ``num_workers=0`` first."""
-        pf = self.baseline.prefetch_factor if prefetch_factor is None else prefetch_factor
-        if pf is None:
-            pf = self._inputs.get("prefetch_factor", 2)
-        rows = [r for r in self.results if r.num_workers == 0 or r.prefetch_factor == pf]
-        return sorted(rows, key=lambda r: r.num_workers)
+        """Results at one prefetch factor (default: the measured one) for every simulated
+        ``num_workers``, ``num_workers=0`` first (another prefetch factor is simulated now)."""
+        return [self.result(w, prefetch_factor) for w in self._inputs["workers"]]
 
     def line(self) -> str:
         """One sentence: what changing ``num_workers`` would buy."""
         b = self.baseline
         ideal = self.ideal_steps_per_s
         pct = round((1 - self.target) * 100)
-        usable = usable_cores(self.cores, self._inputs.get("reserve_cores", 1.0))
+        usable = usable_cores(self.cores, self._inputs["reserve_cores"])
         if b.steps_per_s >= self.target * ideal:
             return (
                 f"num_workers={b.num_workers} already runs within {pct} % of the speed of a loader "
@@ -408,7 +398,6 @@ def predict(
     reserve_cores: float = 1.0,
     handoff_s: float = 0.0,
     workers: Optional[Iterable[int]] = None,
-    prefetch_factors: Optional[Iterable[int]] = None,
     n_batches: int = 4000,
     seed: int = 0,
     target: float = 0.95,
@@ -420,8 +409,9 @@ def predict(
     may run on; with ``contention`` the load times are scaled as in the module
     docstring (turn it off for loads that do not use a CPU), the main process keeping
     ``reserve_cores`` busy; ``handoff_s`` is the per-batch cost of taking a batch
-    from a worker (see the module docstring). ``workers`` defaults to
-    ``0 .. max(16, 2 × cores)``, ``prefetch_factors`` to 1, 2, 4 and the measured one.
+    from a worker (see the module docstring). ``workers`` (default
+    ``0 .. max(16, 2 × cores)``) are simulated at the measured prefetch factor; other
+    settings when asked for (:meth:`Prediction.result`, :meth:`Prediction.curve`).
     ``target`` is the share of the loader-free rate ``smallest_workers`` must reach.
 
     Raises :class:`LoadEvalError` on bad input, as :func:`simulate`.
@@ -437,51 +427,56 @@ def predict(
     if not 0 < target <= 1:
         raise LoadEvalError(f"target must be a share in (0, 1], not {target!r}.")
     ws = sorted(set(range(max(16, 2 * cores) + 1) if workers is None else workers))
+    if not ws:
+        raise LoadEvalError("workers is empty; pass the num_workers values to simulate.")
     for w in ws:
         check_int("each of workers", w, 0)
-    pfs = sorted({1, 2, 4, prefetch_factor} if prefetch_factors is None else set(prefetch_factors))
-    for pf in pfs:
-        check_int("each of prefetch_factors", pf, 1)
-    if prefetch_factor not in pfs:
-        pfs.append(prefetch_factor)
-    warmup = _default_warmup(n_batches)
     loads, steps = _streams(load_s, step_s, n_batches, seed)
-    sim_cores = cores if contention else None
-    measured = num_workers if contention else None
-    results: list[SimResult] = []
-    for w in ws:
-        for pf in pfs if w else [0]:
-            scale = _load_scale(w, sim_cores, measured, reserve_cores)
-            results.append(_run(loads, steps, w, pf, warmup, scale, handoff_s))
-    pred = Prediction(
-        baseline=results[0],  # replaced below
-        ideal_steps_per_s=0.0,
+    inputs = dict(
+        loads=loads,
+        steps=steps,
+        warmup=_default_warmup(n_batches),
+        cores=cores if contention else None,
+        measured_workers=num_workers if contention else None,
+        reserve_cores=reserve_cores,
+        handoff_s=handoff_s,
+        prefetch_factor=prefetch_factor,
+        workers=ws,
+    )
+    results = [_sim(inputs, w, prefetch_factor) for w in ws]
+    baseline = next((r for r in results if r.num_workers == num_workers), None)
+    if baseline is None:
+        baseline = _sim(inputs, num_workers, prefetch_factor)
+        results.append(baseline)
+    if baseline.compute_s <= 0:
+        raise LoadEvalError(
+            "step_s is all zero, so a loader-free loop would be infinitely fast; pass measured "
+            "step times in seconds."
+        )
+    ideal = 1.0 / baseline.compute_s
+    reach = [r.num_workers for r in results if r.steps_per_s >= target * ideal]
+    smallest = min(reach) if reach else None
+    return Prediction(
+        baseline=baseline,
+        ideal_steps_per_s=ideal,
         results=results,
-        smallest_workers=None,
+        smallest_workers=smallest,
         cores=cores,
-        cores_ok=False,
+        cores_ok=smallest is not None
+        and (not contention or smallest <= usable_cores(cores, reserve_cores)),
         target=target,
         contention=contention,
-        _inputs=dict(
-            loads=loads,
-            steps=steps,
-            warmup=warmup,
-            cores=sim_cores,
-            measured_workers=measured,
-            reserve_cores=reserve_cores,
-            handoff_s=handoff_s,
-            prefetch_factor=prefetch_factor,
-        ),
+        _inputs=inputs,
     )
-    pred.baseline = pred.result(num_workers, prefetch_factor)
-    pred.ideal_steps_per_s = 1.0 / pred.baseline.compute_s
-    reach = [
-        r.num_workers
-        for r in pred.curve(prefetch_factor)
-        if r.steps_per_s >= target * pred.ideal_steps_per_s
-    ]
-    pred.smallest_workers = min(reach) if reach else None
-    pred.cores_ok = reach != [] and (
-        not contention or min(reach) <= usable_cores(cores, reserve_cores)
+
+
+def _sim(inputs: dict[str, Any], num_workers: int, prefetch_factor: int) -> SimResult:
+    """One setting, from the inputs a :class:`Prediction` keeps (without the waits)."""
+    scale = _load_scale(
+        num_workers, inputs["cores"], inputs["measured_workers"], inputs["reserve_cores"]
     )
-    return pred
+    pf = prefetch_factor if num_workers else 0
+    return _run(
+        inputs["loads"], inputs["steps"], num_workers, pf, inputs["warmup"], scale,
+        inputs["handoff_s"], keep_waits=False,
+    )  # fmt: skip

@@ -5,8 +5,8 @@ values (6 configurations). Each configuration's loader is rebuilt from the user'
 (same dataset, sampler, collate_fn, ...; the user's object is untouched) and run
 in log mode; a configuration whose mean step is not known to ±5 % (batch-means
 interval) is run again, up to ``max_repeats`` times, its steps pooled. Beside each
-measured point the simulator's prediction (fed from the first configuration with
-worker timings and the ideal run) is kept, and a setting is recommended: the
+measured point the simulator's prediction (fed from the first configuration's
+first run, its worker timings or its waits, and the ideal run) is kept, and a setting is recommended: the
 fastest measured, or the cheapest one within 3 % of it.
 """
 
@@ -25,6 +25,7 @@ from ._evaluator import LoaderEvaluator
 from ._format import fmt_pct
 from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
 from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
+from ._run import Run, describe_steady
 from ._simulator import Prediction
 from ._stats import describe
 from ._whatif import predict_from_runs
@@ -112,18 +113,19 @@ class SweepPoint:
     predicted_steps_per_s: Optional[float] = None
     error: Optional[BaseException] = None
 
+    _runs: list[Run] = field(default_factory=list, repr=False, compare=False)
+
+    def runs(self) -> list[Run]:
+        """The runs of this configuration (each made once: a run in ``evs`` has finished)."""
+        while len(self._runs) < len(self.evs):
+            self._runs.append(self.evs[len(self._runs)].to_run())
+        return self._runs
+
     def steady_s(self) -> list[float]:
-        return [x for ev in self.evs for x in ev.to_run().steady_step_s()]
+        return [x for run in self.runs() for x in run.steady_step_s()]
 
     def stats(self) -> dict[str, Any]:
-        samples: list[Optional[int]] = []
-        steps: list[float] = []
-        for ev in self.evs:
-            run = ev.to_run()
-            idx = run.steady_indices()
-            steps += [run.step_ns[i] / 1e9 for i in idx]
-            samples += [run.samples[i] for i in idx]
-        return describe(steps, samples)
+        return describe_steady(self.runs())
 
     @property
     def steps_per_s(self) -> Optional[float]:
@@ -205,7 +207,7 @@ class SweepResult:
         rate = b.steps_per_s or 0.0
         ideal = self.ideal_steps_per_s
         # compare with the loader's own setting when the sweep measured it
-        current = {k: self.loader.get(k) for k in ("num_workers", "pin_memory")}
+        current = {k: self.loader.get(k) for k in ("num_workers", "pin_memory", "prefetch_factor")}
         ref = next(
             (
                 p
@@ -330,7 +332,6 @@ def run_sweep(
     settings.validate()
     configs, loaders = prepare_sweep(loader, configs, loader_name)
     hooks = hooks or PairHooks()
-    base = loader_knobs(loader)
     result = SweepResult(label=label, loader=loader_settings(loader))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     total = 1 + len(configs)
@@ -356,7 +357,7 @@ def run_sweep(
             name0 = config_label(cfg)
             seen[name0] = seen.get(name0, 0) + 1
             name1 = name0 if seen[name0] == 1 else f"{name0} #{seen[name0]}"
-            point = SweepPoint(cfg, name1, {**base, **cfg, **loader_knobs(dl)})
+            point = SweepPoint(cfg, name1, loader_knobs(dl))
             result.points.append(point)
             for rep in range(max_repeats):
                 index += 1
@@ -382,9 +383,7 @@ def run_sweep(
             shutdown_persistent_workers(dl)  # persistent workers are not needed past their point
             if result.prediction is None and result.ideal is not None and point.evs:
                 try:
-                    result.prediction = predict_from_runs(
-                        point.evs[0].to_run(), result.ideal.to_run()
-                    )
+                    result.prediction = predict_from_runs(point.runs()[0], result.ideal.to_run())
                 except LoadEvalError:
                     result.prediction = None
             _fill_predictions(result)

@@ -260,8 +260,9 @@ class WorkerFetchTimer:
             j = 1 + (k % cap) * _FIELDS
             raw.extend(buf[j : j + _FIELDS])
         n2 = buf[0]
-        # slots below n2 - cap may have been overwritten while we copied them
-        safe = max(start, n2 - cap)
+        # slots of records up to n2 - cap may have been overwritten while we copied them
+        # (record n2 - cap too: a worker may be writing record n2 into its slot right now)
+        safe = max(start, n2 - cap + 1)
         skip = safe - start
         self.lost += safe - self._read
         for k in range(skip, n1 - start):
@@ -275,11 +276,12 @@ class WorkerFetchTimer:
         return [t1 - t0 for _, t0, t1 in self.collect()]
 
     def close(self) -> None:
-        """Collect what is left and let go of the shared buffer.
+        """Collect what is left and stop reading the shared buffer.
 
-        Persistent workers keep their patch (and write into a buffer nobody reads)
-        until the loader shuts them down; a later :meth:`iter` on such a loader is
-        then reported unavailable. Calling ``close()`` again does nothing.
+        Persistent workers keep their patch and go on filling the buffer until the
+        loader shuts them down (the buffer lives as long as they do); a later
+        :meth:`iter` on that loader, by this timer or another, reads it again from
+        that point on. Calling ``close()`` again does nothing.
         """
         if self._closed:
             return

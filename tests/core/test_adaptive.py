@@ -64,6 +64,11 @@ def test_autostop_rejects_bad_settings(kw, msg):
         AutoStop(**kw)
 
 
+def test_median_ci_refuses_a_level_it_has_no_quantile_for():
+    with pytest.raises(LoadEvalError, match="level must be one of"):
+        median_ci([1.0, 2.0, 3.0], level=0.8)
+
+
 class Jittery(Dataset):
     """Per-item sleep with a known spread: rel_sd of the per-batch time."""
 

@@ -175,6 +175,17 @@ def test_predict_rejects_bad_input():
         predict([L], [S], num_workers=2, prefetch_factor=0)
     with pytest.raises(LoadEvalError, match="workers"):
         predict([L], [S], num_workers=2, workers=[-1, 2])
+    with pytest.raises(LoadEvalError, match="workers is empty"):
+        predict([L], [S], num_workers=2, workers=[])
+    with pytest.raises(LoadEvalError, match="step_s is all zero"):  # not a ZeroDivisionError
+        predict([L], [0.0], num_workers=2)
+
+
+def test_other_prefetch_factors_are_simulated_when_asked():
+    p = predict([L], [S], num_workers=2, cores=4)
+    assert {r.prefetch_factor for r in p.results} == {None, 2}  # only the measured one
+    assert [r.prefetch_factor for r in p.curve(4)[1:]] == [4] * 16
+    assert p.result(3, 4).steps_per_s >= p.result(3, 2).steps_per_s
 
 
 # -- the model against a real DataLoader ----------------------------------------

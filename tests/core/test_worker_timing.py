@@ -148,7 +148,9 @@ def test_ring_overflow_is_counted_not_fatal():
     timer = WorkerFetchTimer(loader, capacity=4)
     assert len(list(timer.iter())) == 10
     records = timer.collect()
-    assert len(records) == 4 and timer.lost == 6
+    # 10 records in a ring of 4: the oldest slot left (record 6) is not trusted either,
+    # since a worker could be writing record 10 into it while it is read
+    assert len(records) == 3 and timer.lost == 7
     timer.close()
 
 
