@@ -141,11 +141,13 @@ def test_magic_ladder_on_cuda():
     ip = InteractiveShell.instance(config=cfg)
     ip.run_line_magic("load_ext", "loadeval_nb")
     ip.user_ns["dl"] = loader()
-    ip.run_cell_magic(
-        "loadeval",
-        "dl --ladder --steps 12 --warmup 2 --cache 3 --quiet",
-        "for x, y in dl:\n    x = x.cuda(non_blocking=True)\n    (x * 2).sum().item()\n",
-    )
+    try:
+        ip.run_cell_magic(
+            "loadeval",
+            "dl --ladder --steps 12 --warmup 2 --cache 3 --quiet",
+            "for x, y in dl:\n    x = x.cuda(non_blocking=True)\n    (x * 2).sum().item()\n",
+        )
+    finally:
+        _magic.stop_all()
     res = ip.user_ns["_loadeval"]
     assert [r.name for r in res.rungs if r.ev is not None] == ["device", "host", "samples", "real"]
-    _magic.stop_all()
