@@ -76,7 +76,7 @@ KERNEL_CODE = textwrap.dedent(
         ev = LoaderEvaluator(list(range(PAIRS * 2 * BLOCK + BLOCK)), sample_interval_s=0.1,
                              label="real")
         dash.run_started("real", ev, 0, 1)
-        pusher = dash._pusher
+        pusher = dash.pusher
         it = iter(ev)
         for _ in range(BLOCK):  # warm-up, pushing
             next(it); fn(n)

@@ -2,10 +2,10 @@
 
 Core (no Jupyter needed)::
 
-    from loadeval_nb import LoaderEvaluator, diagnose, plot_comparison
+    from loadeval_nb import LoaderEvaluator, diagnose, run_pair, RunSettings
 
 Plotting (``plot_comparison``, ``save_report``) is imported on first use, so
-``import loadeval_nb`` does not load Bokeh.
+``import loadeval_nb`` does not load Bokeh. In a notebook: ``%load_ext loadeval_nb``.
 """
 
 from __future__ import annotations
@@ -14,15 +14,43 @@ from typing import Any
 
 from ._version import __version__
 from .core import (
+    INPUT_BOUND,
+    NOT_ENOUGH_DATA,
+    NOT_INPUT_BOUND,
+    PARTLY_INPUT_BOUND,
+    AutoStop,
     CacheBudgetError,
     CacheMutationWarning,
     Diagnosis,
+    LadderResult,
     LoaderEvaluator,
     LoadEvalError,
+    OptionError,
+    PairResult,
+    Prediction,
+    Report,
     Run,
+    RunHooks,
     RunLogError,
+    RunSettings,
+    SimResult,
+    SweepHooks,
+    SweepPlan,
+    SweepResult,
+    UtilSampler,
+    WorkerFetchTimer,
     diagnose,
+    gpu_status,
     load_run,
+    parse_sweep,
+    predict,
+    predict_from_runs,
+    prepare_sweep,
+    rebuild_loader,
+    run_ladder,
+    run_pair,
+    run_sweep,
+    simulate,
 )
 
 __all__ = [
@@ -32,9 +60,37 @@ __all__ = [
     "load_run",
     "diagnose",
     "Diagnosis",
+    "Report",
+    "INPUT_BOUND",
+    "PARTLY_INPUT_BOUND",
+    "NOT_INPUT_BOUND",
+    "NOT_ENOUGH_DATA",
+    "RunSettings",
+    "RunHooks",
+    "run_pair",
+    "PairResult",
+    "run_ladder",
+    "LadderResult",
+    "run_sweep",
+    "SweepResult",
+    "SweepHooks",
+    "SweepPlan",
+    "parse_sweep",
+    "prepare_sweep",
+    "AutoStop",
+    "simulate",
+    "SimResult",
+    "predict",
+    "Prediction",
+    "predict_from_runs",
+    "WorkerFetchTimer",
+    "UtilSampler",
+    "gpu_status",
+    "rebuild_loader",
     "plot_comparison",
     "save_report",
     "LoadEvalError",
+    "OptionError",
     "CacheBudgetError",
     "RunLogError",
     "CacheMutationWarning",
@@ -63,4 +119,6 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'loadeval_nb' has no attribute {name!r}")
+    from .core import deprecated_name  # PairSettings, PairHooks: one more release
+
+    return deprecated_name(__name__, name)

@@ -1,12 +1,20 @@
 """loadeval_nb.core: measurement without Jupyter.
 
 The DataLoader wrapper (log and replay), utilisation samplers, run logs,
-statistics and the diagnosis. Imports nothing from IPython, ipywidgets or
-Bokeh, so it works in plain scripts, under torchrun and in tests.
+statistics, the diagnosis, and what runs on top of them: the real + ideal pair,
+the caching ladder, the settings sweep, the adaptive stop and the worker/queue
+simulator. Imports nothing from IPython, ipywidgets or Bokeh, so it works in plain
+scripts, under torchrun and in tests.
+
+This ``__init__`` is the layer's one seam: the upper layers (viz, widgets, magic),
+the docs, notebooks and benches import from here, never from a ``_module``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from ._adaptive import AutoStop, mean_ci, median_ci
 from ._diagnosis import (
     INPUT_BOUND,
     NOT_ENOUGH_DATA,
@@ -16,16 +24,43 @@ from ._diagnosis import (
     as_run,
     diagnose,
 )
-from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError, RunLogError
+from ._env import is_dataloader
+from ._errors import (
+    CacheBudgetError,
+    CacheMutationWarning,
+    LoadEvalError,
+    OptionError,
+    RunLogError,
+)
 from ._evaluator import LoaderEvaluator
-from ._run import SCHEMA_VERSION, Run, load_run
+from ._format import fmt_bytes, fmt_pct, fmt_seconds
+from ._ladder import RUNGS, STAGES, LadderResult, Rung, Stage, run_ladder
+from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
+from ._pair import PairResult, deprecated_name, run_pair
+from ._predict import Prediction, predict
+from ._report import Fact, Report
+from ._run import Run
+from ._runlog import SCHEMA_VERSION, load_run
+from ._runner import PAIR_NEEDS_TWO_PASSES, refuse_one_shot
 from ._samplers import UtilSampler, gpu_status
+from ._samples import CachedSamples
+from ._settings import RunHooks, RunSettings
+from ._simulator import SimResult, simulate, usable_cores
+from ._sweep import SweepHooks, SweepPoint, SweepResult, run_sweep
+from ._sweep_spec import SweepPlan, config_label, parse_sweep, prepare_sweep
+from ._whatif import predict_from_runs
+from ._worker_timing import WorkerFetchTimer
 
 __all__ = [
+    # the wrapper and its records
     "LoaderEvaluator",
     "Run",
     "load_run",
     "SCHEMA_VERSION",
+    "UtilSampler",
+    "gpu_status",
+    "WorkerFetchTimer",
+    # the verdict
     "diagnose",
     "Diagnosis",
     "as_run",
@@ -33,10 +68,58 @@ __all__ = [
     "PARTLY_INPUT_BOUND",
     "NOT_INPUT_BOUND",
     "NOT_ENOUGH_DATA",
-    "UtilSampler",
-    "gpu_status",
+    "Report",
+    "Fact",
+    # running the user's loop: pair, ladder, sweep
+    "RunSettings",
+    "RunHooks",
+    "run_pair",
+    "PairResult",
+    "run_ladder",
+    "LadderResult",
+    "Rung",
+    "Stage",
+    "RUNGS",
+    "STAGES",
+    "CachedSamples",
+    "run_sweep",
+    "SweepResult",
+    "SweepPoint",
+    "SweepHooks",
+    "SweepPlan",
+    "parse_sweep",
+    "prepare_sweep",
+    "config_label",
+    "refuse_one_shot",
+    "PAIR_NEEDS_TWO_PASSES",
+    # adaptive stop and the simulator
+    "AutoStop",
+    "median_ci",
+    "mean_ci",
+    "simulate",
+    "SimResult",
+    "predict",
+    "Prediction",
+    "predict_from_runs",
+    "usable_cores",
+    # loaders
+    "rebuild_loader",
+    "loader_knobs",
+    "TUNABLE",
+    "shutdown_persistent_workers",
+    "is_dataloader",
+    # errors and formatting
     "LoadEvalError",
+    "OptionError",
     "CacheBudgetError",
     "RunLogError",
     "CacheMutationWarning",
+    "fmt_seconds",
+    "fmt_bytes",
+    "fmt_pct",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PairSettings / PairHooks: importable for one more release, with a DeprecationWarning
+    return deprecated_name(__name__, name)

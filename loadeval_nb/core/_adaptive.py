@@ -25,8 +25,6 @@ from typing import Any, Callable, Optional
 
 from ._errors import LoadEvalError, check_int
 
-__all__ = ["AutoStop", "median_ci", "mean_ci", "AutoChunker"]
-
 _Z = {0.90: 1.6449, 0.95: 1.96, 0.99: 2.5758}
 # two-sided Student t quantiles (level 0.95) for small numbers of batch means
 _T95 = {

@@ -1,4 +1,4 @@
-"""Walking batch structures: size in bytes, leading dimension, device moves, versions.
+"""Walking batch structures: size in bytes, leading dimension, device moves, pinning.
 
 A batch is whatever a loader yields: a tensor, a NumPy array, or tuples, lists
 and dicts of them (nested), plus plain Python values. torch is never imported
@@ -10,16 +10,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
-
-__all__ = [
-    "iter_leaves",
-    "batch_nbytes",
-    "leading_dim",
-    "map_tensors",
-    "tensor_versions",
-    "is_tensor",
-    "batch_is_pinned",
-]
 
 
 def is_tensor(x: Any) -> bool:
@@ -88,11 +78,6 @@ def map_tensors(batch: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(batch, (tuple, list)):
         return type(batch)(map_tensors(v, fn) for v in batch)
     return batch
-
-
-def tensor_versions(batch: Any) -> list[int]:
-    """The in-place version counters of a batch's tensors (they grow on ``x.add_()`` & co)."""
-    return [int(leaf._version) for leaf in iter_leaves(batch) if is_tensor(leaf)]
 
 
 def batch_is_pinned(batch: Any) -> Optional[bool]:

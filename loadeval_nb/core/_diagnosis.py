@@ -12,23 +12,13 @@ from typing import Any, Optional, Union
 
 from ._errors import LoadEvalError
 from ._format import fmt_pct, fmt_seconds
-from ._run import Run, describe_steady, load_run
+from ._report import Fact, Report
+from ._run import Run, describe_steady
+from ._runlog import load_run
 from ._stats import bootstrap_ratio_ci
 
 log = logging.getLogger("loadeval_nb")
 
-__all__ = [
-    "diagnose",
-    "Diagnosis",
-    "as_run",
-    "INPUT_BOUND",
-    "PARTLY_INPUT_BOUND",
-    "NOT_INPUT_BOUND",
-    "NOT_ENOUGH_DATA",
-    "MIN_STEADY_STEPS",
-    "INPUT_BOUND_HEADROOM",
-    "PARTLY_HEADROOM",
-]
 
 INPUT_BOUND = "INPUT-BOUND"
 PARTLY_INPUT_BOUND = "PARTLY INPUT-BOUND"
@@ -104,8 +94,17 @@ class Diagnosis:
         d["speedup_ci"] = list(self.speedup_ci)
         return d
 
+    def facts(self) -> Report:
+        """The diagnosis's facts, once: :meth:`report` and the notebook's verdict card
+        render this."""
+        return diagnosis_facts(self)
+
+    def report(self) -> str:
+        """The plain-text report (``str(diagnosis)``)."""
+        return diagnosis_facts(self).text()
+
     def __str__(self) -> str:
-        return format_report(self)
+        return self.report()
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
         p.text(str(self))
@@ -254,46 +253,67 @@ def _rate(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:,.0f} samples/s"
 
 
-def _gpu(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:.0f}%"
+def _times(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.2f}×"
 
 
-def format_report(d: Diagnosis) -> str:
-    """The short readable report behind ``str(diagnosis)``."""
-    lines = [f"Verdict: {d.verdict} - {d.reason}."]
-    lines.append(
-        f"  real step   {fmt_seconds(d.real_step_s):>9} mean (median {fmt_seconds(d.real_median_s)}, "
-        f"p90 {fmt_seconds(d.real_p90_s)})  {_rate(d.real_samples_per_s)}  [{d.real_steady_steps} steps]"
+def _step_fact(d: Diagnosis, which: str) -> Fact:
+    mean, median, p90 = (getattr(d, f"{which}_{k}") for k in ("step_s", "median_s", "p90_s"))
+    rate, n = getattr(d, f"{which}_samples_per_s"), getattr(d, f"{which}_steady_steps")
+    return Fact(
+        f"{which}_step",
+        f"{which} step",
+        f"{fmt_seconds(mean)} mean (median {fmt_seconds(median)}, p90 {fmt_seconds(p90)}), "
+        f"{_rate(rate)}, {n} steady steps",
     )
-    lines.append(
-        f"  ideal step  {fmt_seconds(d.ideal_step_s):>9} mean (median {fmt_seconds(d.ideal_median_s)}, "
-        f"p90 {fmt_seconds(d.ideal_p90_s)})  {_rate(d.ideal_samples_per_s)}  [{d.ideal_steady_steps} steps]"
-    )
+
+
+def diagnosis_facts(d: Diagnosis) -> Report:
+    """See :meth:`Diagnosis.facts`."""
+    facts = [_step_fact(d, "real"), _step_fact(d, "ideal")]
     if d.speedup is not None:
         lo, hi = d.speedup_ci
-        ci = f" (95% CI {lo:.2f}-{hi:.2f}x)" if lo is not None and hi is not None else ""
-        lines.append(
-            f"  an ideal loader would be {d.speedup:.2f}x as fast{ci}; headroom {fmt_pct(d.headroom, 1)}"
+        ci = f" (95% CI {lo:.2f}–{hi:.2f}×)" if lo is not None and hi is not None else ""
+        facts.append(
+            Fact(
+                "speedup",
+                "speedup with an ideal loader",
+                f"{_times(d.speedup)}{ci}; headroom {fmt_pct(d.headroom, 1)}",
+            )
         )
     if d.wait_share is not None:
-        lines.append(
-            f"  where the time goes: waiting for data {fmt_seconds(d.real_wait_s)} per step "
-            f"({fmt_pct(d.wait_share)}), the rest {fmt_seconds(d.real_other_s)} "
-            f"(ideal step {fmt_seconds(d.ideal_step_s)})"
+        facts.append(
+            Fact(
+                "wait",
+                "waiting for data",
+                f"{fmt_seconds(d.real_wait_s)} per step ({fmt_pct(d.wait_share)} of the time), "
+                f"the rest {fmt_seconds(d.real_other_s)} (ideal step {fmt_seconds(d.ideal_step_s)})",
+            )
         )
     if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
-        lines.append(
-            f"  time saved per epoch of {d.steps_per_epoch} steps: "
-            f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}"
+        facts.append(
+            Fact(
+                "saved",
+                f"time saved per epoch of {d.steps_per_epoch} steps",
+                f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}",
+            )
         )
     if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None:
-        lines.append("  GPU utilisation: n/a (no NVIDIA GPU readings)")
+        gpu = "n/a (no NVIDIA GPU readings)"
     else:
-        lines.append(
-            f"  GPU utilisation: real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
-        )
+        gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
+    facts.append(Fact("gpu", "GPU utilisation", gpu))
     if d.prediction:
-        lines.append(f"  simulator: {d.prediction}")
-    for n in d.notes:
-        lines.append(f"  note: {n}")
-    return "\n".join(lines)
+        facts.append(Fact("prediction", "simulator", d.prediction))
+    return Report(
+        kind="verdict",
+        title="Verdict",
+        badge=d.verdict,
+        headline=f"{d.reason}.",
+        facts=tuple(facts),
+        notes=tuple(d.notes),
+    )
+
+
+def _gpu(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.0f}%"

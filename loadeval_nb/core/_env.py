@@ -9,15 +9,6 @@ from typing import Any, Optional
 
 from .._version import __version__
 
-__all__ = [
-    "environment",
-    "loader_settings",
-    "cuda_in_use",
-    "cuda_synchronize",
-    "safe_len",
-    "is_dataloader",
-]
-
 
 def _torch() -> Any:
     return sys.modules.get("torch")

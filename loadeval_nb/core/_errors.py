@@ -8,11 +8,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["LoadEvalError", "CacheBudgetError", "RunLogError", "CacheMutationWarning"]
-
 
 class LoadEvalError(ValueError):
     """Bad input to loadeval_nb; the message says what to do instead."""
+
+
+class OptionError(LoadEvalError):
+    """A bad value for one named option.
+
+    The message starts with the option's name as the API spells it (``steps must
+    be ...``); a front end that spells it otherwise (``--steps``) asks for
+    :meth:`renamed` instead of rewriting the text.
+    """
+
+    def __init__(self, option: str, rest: str) -> None:
+        self.option = option
+        self.rest = rest
+        super().__init__(option + rest)
+
+    def renamed(self, name: str) -> str:
+        """The same sentence with the option called ``name``."""
+        return name + self.rest
 
 
 class CacheBudgetError(LoadEvalError):
@@ -28,19 +44,27 @@ class CacheMutationWarning(UserWarning):
 
 
 def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> Any:
-    """``value`` if it is an integer >= ``minimum`` (or None when allowed), else a
-    :class:`LoadEvalError` naming ``name``. A bool is not taken for an integer."""
+    """``value`` if it is an integer >= ``minimum`` (or None when allowed), else an
+    :class:`OptionError` naming ``name``. A bool is not taken for an integer."""
     if value is None and allow_none:
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         hint = " or None" if allow_none else ""
-        raise LoadEvalError(f"{name} must be an integer >= {minimum}{hint}, not {value!r}.")
+        raise OptionError(name, f" must be an integer >= {minimum}{hint}, not {value!r}.")
     return value
 
 
 def check_number(name: str, value: Any, what: str) -> Any:
-    """``value`` if it is a finite number >= 0, else a :class:`LoadEvalError` saying it must be
+    """``value`` if it is a finite number >= 0, else an :class:`OptionError` saying it must be
     ``what`` (e.g. "a time in seconds")."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise LoadEvalError(f"{name} must be {what} >= 0, not {value!r}.")
+        raise OptionError(name, f" must be {what} >= 0, not {value!r}.")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """``value`` if it is one of ``choices``, else an :class:`OptionError` listing them."""
+    if value not in choices:
+        listed = " or ".join(repr(c) for c in choices)
+        raise OptionError(name, f" must be {listed}, not {value!r}.")
     return value

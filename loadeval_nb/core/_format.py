@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-__all__ = ["fmt_seconds", "fmt_bytes", "fmt_pct"]
-
 
 def fmt_seconds(s: Optional[float]) -> str:
     """Format a duration given in seconds: ``"20.3 ms"``, ``"4.1 s"``, ``"n/a"``."""

@@ -29,16 +29,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._batches import batch_nbytes
-from ._env import loader_settings, safe_len
+from ._env import loader_settings
 from ._errors import LoadEvalError
-from ._evaluator import LoaderEvaluator, host_budget
+from ._evaluator import LoaderEvaluator
 from ._format import fmt_bytes, fmt_pct, fmt_seconds
-from ._loader import rebuild_loader, shutdown_persistent_workers
-from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure, refuse_one_shot
+from ._loader import shutdown_persistent_workers
+from ._report import Report
 from ._run import Run, describe_steady
+from ._runner import evaluator_for, log_path, measure, refuse_one_shot
+from ._samples import sample_rung_loader
+from ._settings import RunHooks, RunSettings
 from ._stats import bootstrap_ratio_ci
-
-__all__ = ["RUNGS", "STAGES", "Rung", "Stage", "LadderResult", "run_ladder", "CachedSamples"]
 
 RUNGS = ("device", "host", "samples", "real")
 RUNG_TITLES = {
@@ -56,105 +57,6 @@ STAGES = {
 MIN_STAGE_SHARE = 0.05
 """A stage smaller than this share of the real step counts as negligible even when
 significant (the same 5 % as the PARTLY INPUT-BOUND threshold of the verdict)."""
-MAX_CACHED_SAMPLES = 4096
-
-
-class CachedSamples:
-    """A map-style dataset that serves ``samples[i % len(samples)]`` for any index below
-    ``length``: the loader's sampler, batching, workers and collation still run, the
-    per-sample loading and transforms do not."""
-
-    def __init__(self, samples: list[Any], length: int, base: Any = None) -> None:
-        if not samples:
-            raise LoadEvalError("CachedSamples needs at least one sample.")
-        self.samples = samples
-        self.length = length
-        self.base = base
-
-    def __getattr__(self, name: str) -> Any:
-        # a worker_init_fn that reaches into its dataset (get_worker_info().dataset.open())
-        # still finds the original's attributes
-        if name.startswith("__") or "base" not in self.__dict__ or self.base is None:
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, i: int) -> Any:
-        return self.samples[int(i) % len(self.samples)]
-
-
-def _sample_rung_loader(
-    loader: Any,
-    n_batches: int,
-    progress: Callable[[str], None] = lambda text: None,
-    budget: Optional[tuple[int, str]] = None,
-) -> tuple[Optional[Any], Optional[str], int]:
-    """(loader over cached samples, or None and why; nanoseconds spent producing them).
-
-    At most ``n_batches`` batches' worth of samples (and ``MAX_CACHED_SAMPLES``), fewer
-    when they would not fit ``budget`` (bytes, and where it comes from; default: half
-    the host memory available now); ``progress`` hears how far it got about once a second."""
-    try:
-        from torch.utils.data import DataLoader, IterableDataset
-    except ImportError:  # pragma: no cover
-        return None, "torch is not importable", 0
-    if not isinstance(loader, DataLoader):
-        return (
-            None,
-            f"a {type(loader).__name__} is not a DataLoader, so it cannot be rebuilt over cached samples",
-            0,
-        )
-    ds = loader.dataset
-    if isinstance(ds, IterableDataset):
-        return (
-            None,
-            "an IterableDataset has no per-item access, so its samples cannot be served from a "
-            "cache; the sample rung is skipped (the host rung to the real rung then holds "
-            "workers, collation, loading and transforms together)",
-            0,
-        )
-    n = safe_len(ds)
-    if not n:
-        return None, "the dataset has no len() or is empty", 0
-    per_batch = loader.batch_size or 1
-    k = max(1, min(n, per_batch * n_batches, MAX_CACHED_SAMPLES))
-    limit, where = budget or host_budget()
-    t = time.perf_counter()
-    shown = t
-    samples: list[Any] = []
-    try:
-        while len(samples) < k:
-            samples.append(ds[len(samples)])
-            if len(samples) == 1:
-                per = batch_nbytes(samples[0])
-                fits = limit // per if per else k
-                if fits < min(k, per_batch):
-                    return (
-                        None,
-                        f"one batch of samples ({fmt_bytes(per * min(k, per_batch))}) would not "
-                        f"fit the cache budget ({where})",
-                        0,
-                    )
-                k = min(k, max(fits, 1))
-            now = time.perf_counter()
-            if now - shown >= 1.0:
-                shown = now
-                progress(f"ladder: making samples for the sample rung, {len(samples)} of {k}")
-    except Exception as e:  # e.g. a file handle the worker_init_fn opens, absent here
-        return (
-            None,
-            f"its samples could not be made in the main process ({type(e).__name__}: {e}), "
-            "where the worker_init_fn does not run",
-            0,
-        )
-    spent = time.perf_counter() - t
-    try:
-        rebuilt = rebuild_loader(loader, dataset=CachedSamples(samples, n, base=ds))
-    except LoadEvalError as e:
-        return None, str(e).rstrip("."), 0
-    return rebuilt, None, int(spent * 1e9)
 
 
 @dataclass
@@ -257,23 +159,32 @@ class LadderResult:
         share = f" ({fmt_pct(s.share_of_real)} of the real step)" if s.share_of_real else ""
         return f"Largest stage: {s.what}, +{fmt_seconds(s.added_s)} per step{share}."
 
-    def report(self) -> str:
-        lines = [f"Caching ladder{' ' + self.label if self.label else ''} (mean step, samples/s):"]
-        for row in self.table():
-            if row["skipped"]:
-                lines.append(f"  {row['rung']:<8} skipped: {row['skipped']}")
+    def facts(self) -> Report:
+        """The ladder's facts, once: :meth:`report` and the notebook's card render this."""
+        rows = []
+        for r in self.table():
+            if r["skipped"]:
+                rows.append((r["rung"], r["title"], "skipped", "", r["skipped"]))
                 continue
-            rate = f"{row['samples_per_s']:,.0f} samples/s" if row["samples_per_s"] else ""
             add = ""
-            if row["added_s"] is not None:
-                noise = "" if row["significant"] else ", within noise or under 5%"
-                add = f"  (+{fmt_seconds(row['added_s'])}: {row['adds']}{noise})"
-            lines.append(
-                f"  {row['rung']:<8} {fmt_seconds(row['mean_step_s']):>10}  {rate:>18}{add}"
-            )
-        lines.append(self.conclusion())
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+            if r["added_s"] is not None:
+                add = f"+{fmt_seconds(r['added_s'])} {r['adds'] or ''}"
+                if not r["significant"]:
+                    add += " (within noise or under 5%)"
+            rate = f"{r['samples_per_s']:,.0f}/s" if r["samples_per_s"] else "n/a"
+            rows.append((r["rung"], r["title"], fmt_seconds(r["mean_step_s"]), rate, add))
+        return Report(
+            kind="ladder",
+            title=f"Caching ladder{' ' + self.label if self.label else ''}",
+            headline=self.conclusion(),
+            columns=("rung", "the loop gets", "mean step", "samples/s", "adds over the rung above"),
+            rows=tuple(rows),
+            notes=tuple(self.notes),
+        )
+
+    def report(self) -> str:
+        """The plain-text report (``str(result)``)."""
+        return self.facts().text()
 
     def __str__(self) -> str:
         return self.report()
@@ -311,9 +222,9 @@ def compare_rungs(result: LadderResult) -> None:
 def run_ladder(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
-    settings: PairSettings,
+    settings: RunSettings,
     *,
-    hooks: Optional[PairHooks] = None,
+    hooks: Optional[RunHooks] = None,
     label: str = "",
     loader_name: str = "the loader",
     rungs: tuple[str, ...] = RUNGS,
@@ -321,12 +232,11 @@ def run_ladder(
     """Run ``run_once`` once per rung (device, host, samples, real) and say which stage of
     the input pipeline costs the most. Like :func:`run_pair`, never raises for a failure
     inside a run: the error is kept in the result with the partial run."""
-    settings.validate()
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown or not rungs:
         raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
     refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
-    hooks = hooks or PairHooks()
+    hooks = hooks or RunHooks()
     result = LadderResult(label=label, loader=loader_settings(loader))
     order = [r for r in RUNGS if r in rungs]
     torch = _torch()
@@ -347,7 +257,7 @@ def run_ladder(
                 continue
             if name == "samples":
                 hooks.progress("ladder: making samples for the sample rung")
-                sample_loader, why, spent_ns = _sample_rung_loader(
+                sample_loader, why, spent_ns = sample_rung_loader(
                     loader, settings.cache, hooks.progress
                 )
                 if sample_loader is None:
@@ -388,7 +298,7 @@ def run_ladder(
 
 
 def _rung_evaluator(
-    source: Any, name: str, settings: PairSettings, metrics_file: Optional[str]
+    source: Any, name: str, settings: RunSettings, metrics_file: Optional[str]
 ) -> LoaderEvaluator:
     """The wrapper for one rung: device and host replay cached batches from there; samples
     and real log the loader they are given (samples: one built on cached samples)."""

@@ -6,12 +6,21 @@ from typing import Any
 
 from ._env import is_dataloader
 from ._errors import LoadEvalError, check_int
-from ._evaluator import shutdown_source
-
-__all__ = ["rebuild_loader", "TUNABLE", "loader_knobs", "shutdown_persistent_workers"]
 
 TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The settings :func:`rebuild_loader` may change; everything else is carried over."""
+
+
+def shutdown_source(it: Any) -> None:
+    """Stop a source iterator now: DataLoader worker processes, or a generator."""
+    for name in ("_shutdown_workers", "close"):
+        fn = getattr(it, name, None)
+        if callable(fn):
+            try:
+                fn()
+            except Exception:  # pragma: no cover - best effort
+                pass
+            return
 
 
 def loader_knobs(loader: Any) -> dict[str, Any]:

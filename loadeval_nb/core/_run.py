@@ -1,47 +1,20 @@
-"""Run logs: one JSON document per run, versioned, never pickled.
+"""One measured run: raw per-step arrays plus context, and the statistics derived from them.
 
-Layout (``schema_version`` 1)::
-
-    {
-      "kind": "loadeval_nb.run", "schema_version": 1,
-      "mode": "log" | "replay", "label": str | null, "status": str, "created_unix": float,
-      "environment": {...},             # versions, devices (see _env.environment)
-      "loader": {...},                  # batch_size, num_workers, pin_memory, ...
-      "settings": {...},                # warmup_steps, max_steps, cache_on, cache_bytes, ...
-      "steps": {                        # one entry per step, all runs' epochs in order
-        "start_ns": [...],              # since the run began (same clock as "util")
-        "wait_ns": [...] | null,        # time inside next() (null: replay, not measured)
-        "step_ns": [...],               # next() to next(): the whole step
-        "samples": [...],               # samples in the batch (null entries if unknown)
-        "epoch": [...], "complete": [...]
-      },
-      "epochs": [{"status", "steps", "setup_ns", "sync_ns"}, ...],
-      "util": {"interval_s", "t_ns", "gpu": {...}, "cpu": {...}} | null,
-      "worker_load_ns": [...] | null,   # per-batch time inside worker processes (optional)
-      "summary": {...}                  # derived; recomputed on load, kept for readers
-    }
-
-The schema version is separate from the package version: it changes only when
-the layout does. A reader refuses a newer version with a message saying to
-upgrade, and refuses any JSON that is not a loadeval_nb run log.
+A :class:`Run` is built from an evaluator's epoch stamps by :func:`build_run` and
+written and read as a run log by :mod:`._runlog`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ._errors import RunLogError
+from ._samplers import gpu_mean_per_tick
 from ._stats import describe
-
-__all__ = ["Run", "load_run", "SCHEMA_VERSION", "RUN_KIND"]
-
-SCHEMA_VERSION = 1
-RUN_KIND = "loadeval_nb.run"
+from ._timing import EpochRecord, epoch_steps
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -130,6 +103,13 @@ class Run:
         vals = [v for v in (cpu.get(which) or []) if v is not None]
         return sum(vals) / len(vals) if vals else None
 
+    def gpu_util_per_tick(self) -> Optional[list[Optional[float]]]:
+        """Mean GPU utilisation over the visible GPUs at each sampler tick (None: no GPU
+        readings; a None entry: no GPU answered at that tick)."""
+        gpu = (self.util or {}).get("gpu") or {}
+        series = gpu.get("util_pct")
+        return gpu_mean_per_tick(series) if series else None
+
     def summary(self) -> dict[str, Any]:
         """Statistics over the steady steps (seconds) plus counts."""
         idx = self.steady_indices()
@@ -150,110 +130,27 @@ class Run:
             "mean_workers_cpu_pct": self.mean_cpu_pct("workers_pct"),
         }
 
-    # -- JSON --------------------------------------------------------------------
+    # -- JSON (see ._runlog) -----------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": RUN_KIND,
-            "schema_version": SCHEMA_VERSION,
-            "mode": self.mode,
-            "label": self.label,
-            "status": self.status,
-            "created_unix": self.created_unix,
-            "environment": self.environment,
-            "loader": self.loader,
-            "settings": {**self.settings, "warmup_steps": self.warmup_steps},
-            "steps": {
-                "start_ns": self.start_ns,
-                "wait_ns": self.wait_ns,
-                "step_ns": self.step_ns,
-                "samples": self.samples,
-                "epoch": self.epoch,
-                "complete": self.complete,
-            },
-            "epochs": self.epochs,
-            "util": self.util,
-            "worker_load_ns": self.worker_load_ns,
-            "summary": self.summary(),
-        }
+        """The run log document (JSON-ready)."""
+        from ._runlog import run_to_dict
+
+        return run_to_dict(self)
 
     def save(self, path: PathLike) -> str:
-        """Write the run as JSON (atomically: a crash never leaves half a file). Returns the path."""
-        path = os.fspath(path)
-        d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, separators=(",", ":"), allow_nan=False)
-        os.replace(tmp, path)
-        return path
+        """Write the run log as JSON (atomically: a crash never leaves half a file).
+        Returns the path."""
+        from ._runlog import save_run
+
+        return save_run(self, path)
 
     @classmethod
     def from_dict(cls, doc: Any, source: str = "the run log") -> Run:
-        """Build a Run from a parsed document, refusing foreign or newer ones."""
-        if not isinstance(doc, dict) or doc.get("kind") != RUN_KIND:
-            raise RunLogError(
-                f'{source} is not a loadeval_nb run log (it has no "kind": "{RUN_KIND}"); '
-                "pass a file written by LoaderEvaluator(metrics_file=...) or save_metrics()."
-            )
-        version = doc.get("schema_version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise RunLogError(
-                f"{source} has no integer schema_version; write it again with save_metrics()."
-            )
-        if version > SCHEMA_VERSION:
-            raise RunLogError(
-                f"{source} uses run-log schema {version}, newer than the {SCHEMA_VERSION} this "
-                "loadeval_nb reads; upgrade with `pip install -U loadeval-nb`."
-            )
-        try:
-            steps = doc["steps"]
-            step_ns = [int(x) for x in steps["step_ns"]]
-            n = len(step_ns)
-            start_ns = [int(x) for x in steps["start_ns"]]
-            wait = steps.get("wait_ns")
-            wait_ns = [int(x) for x in wait] if wait is not None else None
-            samples = [None if x is None else int(x) for x in steps.get("samples") or [None] * n]
-            epoch = [int(x) for x in steps.get("epoch") or [0] * n]
-            complete = [bool(x) for x in steps.get("complete") or [True] * n]
-            for name, arr in (
-                ("start_ns", start_ns),
-                ("samples", samples),
-                ("epoch", epoch),
-                ("complete", complete),
-                ("wait_ns", wait_ns),
-            ):
-                if arr is not None and len(arr) != n:
-                    raise ValueError(
-                        f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}"
-                    )
-            settings = dict(doc.get("settings") or {})
-            return cls(
-                mode=str(doc["mode"]),
-                start_ns=start_ns,
-                step_ns=step_ns,
-                wait_ns=wait_ns,
-                samples=samples,
-                epoch=epoch,
-                complete=complete,
-                warmup_steps=int(settings.get("warmup_steps", 0)),
-                label=doc.get("label"),
-                status=str(doc.get("status", "complete")),
-                created_unix=float(doc.get("created_unix", 0.0)),
-                environment=dict(doc.get("environment") or {}),
-                loader=dict(doc.get("loader") or {}),
-                settings=settings,
-                epochs=list(doc.get("epochs") or []),
-                util=doc.get("util"),
-                worker_load_ns=(
-                    [int(x) for x in doc["worker_load_ns"]]
-                    if doc.get("worker_load_ns") is not None
-                    else None
-                ),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise RunLogError(
-                f"{source} is a damaged run log ({e}); record the run again."
-            ) from None
+        """Build a Run from a parsed run log, refusing foreign or newer ones
+        (:class:`RunLogError`)."""
+        from ._runlog import run_from_dict
+
+        return run_from_dict(doc, source)
 
 
 def describe_steady(runs: Iterable[Run]) -> dict[str, Any]:
@@ -268,27 +165,96 @@ def describe_steady(runs: Iterable[Run]) -> dict[str, Any]:
     return describe(steps, samples)
 
 
-def load_run(path: PathLike) -> Run:
-    """Read a run log written by :meth:`Run.save` / ``LoaderEvaluator.save_metrics``.
+def build_run(
+    epochs: Sequence[EpochRecord],
+    *,
+    mode: str,
+    measure_wait: bool,
+    t0_ns: int,
+    now_ns: int,
+    warmup_steps: int,
+    label: str,
+    loader: dict[str, Any],
+    settings: dict[str, Any],
+    environment: dict[str, Any],
+    samples_per_batch: Optional[int],
+    short_last_batch: bool,
+    auto_stop: bool,
+    util: Optional[dict[str, Any]] = None,
+    worker_load_ns: Optional[list[int]] = None,
+) -> Run:
+    """A :class:`Run` from an evaluator's epoch stamps (an epoch still running is read as a
+    snapshot at ``now_ns``). Step starts are made relative to ``t0_ns``."""
+    start: list[int] = []
+    wait: Optional[list[int]] = [] if measure_wait else None
+    step: list[int] = []
+    epoch: list[int] = []
+    complete: list[bool] = []
+    summaries = []
+    for e, rec in enumerate(epochs):
+        s = epoch_steps(rec, measure_wait=measure_wait, now=now_ns)
+        start += [x - t0_ns for x in s.start_ns]
+        step += s.step_ns
+        if wait is not None and s.wait_ns is not None:
+            wait += s.wait_ns
+        epoch += [e] * len(s.step_ns)
+        complete += s.complete
+        summaries.append(
+            {
+                "status": rec.status,
+                "steps": len(s.step_ns),
+                "setup_ns": rec.setup_ns,
+                "sync_ns": rec.sync_ns,
+                **({"auto_stop": rec.auto_reason} if auto_stop else {}),
+            }
+        )
+    statuses = [e["status"] for e in summaries]
+    status = next((s for s in ("running", "source-error", "stopped") if s in statuses), "complete")
+    if not summaries:
+        status = "not-started"
+    return Run(
+        mode=mode,
+        start_ns=start,
+        step_ns=step,
+        wait_ns=wait,
+        samples=_samples(epoch, loader, samples_per_batch, short_last_batch),
+        epoch=epoch,
+        complete=complete,
+        warmup_steps=warmup_steps,
+        label=label,
+        status=status,
+        environment=environment,
+        loader=dict(loader),
+        settings=settings,
+        epochs=summaries,
+        util=util,
+        worker_load_ns=worker_load_ns,
+    )
 
-    Raises :class:`RunLogError` (a ``ValueError``) with one sentence for a missing,
-    corrupt, foreign or too-new file.
-    """
-    p = os.fspath(path)
-    try:
-        with open(p, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise RunLogError(f"No run log at {p!r}; check the path or record the run first.") from None
-    except IsADirectoryError:
-        raise RunLogError(f"{p!r} is a directory; pass the path of a .json run log.") from None
-    except UnicodeDecodeError:
-        raise RunLogError(
-            f"{p!r} is not a text file; pass a .json run log written by loadeval_nb."
-        ) from None
-    except json.JSONDecodeError as e:
-        raise RunLogError(
-            f"{p!r} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
-            "it may be truncated: record the run again."
-        ) from None
-    return Run.from_dict(doc, source=repr(p))
+
+def _samples(
+    epoch: list[int], info: dict[str, Any], per: Optional[int], short_last_batch: bool
+) -> list[Optional[int]]:
+    """Samples per step: the first batch's leading dimension (else ``batch_size``), with
+    the short last batch of a full DataLoader epoch (``len(dataset) % batch_size``)."""
+    bs, n_ds, n_len = info.get("batch_size"), info.get("dataset_len"), info.get("len")
+    if per is None:
+        per = bs if isinstance(bs, int) else None
+    out: list[Optional[int]] = [per] * len(epoch)
+    if (
+        short_last_batch
+        and isinstance(bs, int)
+        and isinstance(n_ds, int)
+        and isinstance(n_len, int)
+        and not info.get("drop_last")
+        and n_ds % bs
+    ):
+        # the last step of every epoch that ran to the loader's end is short
+        counts: dict[int, int] = {}
+        for e in epoch:
+            counts[e] = counts.get(e, 0) + 1
+        for i in range(len(epoch)):
+            last_of_epoch = i + 1 == len(epoch) or epoch[i + 1] != epoch[i]
+            if last_of_epoch and counts[epoch[i]] == n_len:
+                out[i] = n_ds % bs
+    return out

@@ -16,9 +16,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
-
-__all__ = ["UtilSampler", "gpu_status", "next_deadline"]
 
 log = logging.getLogger("loadeval_nb")
 
@@ -103,13 +102,21 @@ def next_deadline(previous: int, interval: int, now: int) -> int:
     return nxt
 
 
+def gpu_mean_per_tick(per_device: Sequence[Sequence[Optional[float]]]) -> list[Optional[float]]:
+    """Per sampler tick, the mean utilisation over the GPUs that answered (None where none did)."""
+    out: list[Optional[float]] = []
+    for vals in zip(*per_device):
+        got = [v for v in vals if v is not None]
+        out.append(sum(got) / len(got) if got else None)
+    return out
+
+
 class _CpuReader:
     """CPU % (100 = one core) of this process and of its child processes (loader workers)."""
 
     def __init__(self, clock: Callable[[], int]) -> None:
         import psutil
 
-        self._psutil = psutil
         self._clock = clock
         self._me = psutil.Process()
         self._children: dict[int, Any] = {}
@@ -297,16 +304,8 @@ class UtilSampler:
             n = len(self.t_ns)
             out: dict[str, list[Any]] = {"t_ns": self.t_ns[k:n]}
             if self.gpu_util_pct is not None:
-                per_tick = zip(*(dev[k:n] for dev in self.gpu_util_pct))
-                out["gpu_pct"] = [
-                    (
-                        sum(v for v in vals if v is not None)
-                        / max(1, sum(v is not None for v in vals))
-                    )
-                    if any(v is not None for v in vals)
-                    else nan
-                    for vals in per_tick
-                ]
+                per_tick = gpu_mean_per_tick([dev[k:n] for dev in self.gpu_util_pct])
+                out["gpu_pct"] = [nan if v is None else v for v in per_tick]
             for key, series in (
                 ("process_cpu_pct", self.process_cpu_pct),
                 ("workers_cpu_pct", self.workers_cpu_pct),

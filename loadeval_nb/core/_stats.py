@@ -8,8 +8,6 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["describe", "block_length", "bootstrap_ratio_ci"]
-
 
 def describe(step_s: Sequence[float], samples: Optional[Sequence[Optional[int]]] = None) -> dict:
     """Mean, median, p90, min, max (seconds) and throughput of a set of steps.

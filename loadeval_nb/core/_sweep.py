@@ -13,93 +13,27 @@ fastest measured, or the cheapest one within 3 % of it.
 from __future__ import annotations
 
 import functools
-import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._adaptive import mean_ci
-from ._env import is_dataloader, loader_settings
+from ._env import loader_settings
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
 from ._format import fmt_pct
-from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
-from ._pair import PairHooks, PairSettings, evaluator_for, log_path, measure
+from ._loader import loader_knobs, shutdown_persistent_workers
+from ._predict import Prediction
+from ._report import Fact, Report
 from ._run import Run, describe_steady
-from ._simulator import Prediction
+from ._runner import evaluator_for, log_path, measure
+from ._settings import RunHooks, RunSettings
 from ._stats import describe
+from ._sweep_spec import SweepPlan, config_label, prepare_sweep
 from ._whatif import predict_from_runs
-
-__all__ = ["parse_sweep", "SweepPoint", "SweepResult", "SweepHooks", "run_sweep", "config_label"]
 
 NEAR_BEST = 0.03
 """A configuration within this share of the fastest counts as just as good (cheaper wins)."""
-
-
-def _value(key: str, text: str) -> Any:
-    t = text.strip()
-    if t in ("True", "true"):
-        return True
-    if t in ("False", "false"):
-        return False
-    if t in ("None", "none"):
-        return None
-    try:
-        return int(t)
-    except ValueError:
-        raise LoadEvalError(
-            f"{key}={t!r} is not a value a DataLoader takes; use integers, True/False or None."
-        ) from None
-
-
-def parse_sweep(spec: Any) -> list[dict[str, Any]]:
-    """``"num_workers=0,2,4; pin_memory=False,True"`` (or a dict of lists) → configurations."""
-    if isinstance(spec, dict):
-        axes = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in spec.items()}
-    elif isinstance(spec, str):
-        axes = {}
-        for part in spec.replace("\n", ";").split(";"):
-            if not part.strip():
-                continue
-            if "=" not in part:
-                raise LoadEvalError(
-                    f"Sweep part {part.strip()!r} has no '='; write it like \"num_workers=0,2,4; pin_memory=False,True\"."
-                )
-            k, vals = part.split("=", 1)
-            k = k.strip()
-            axes[k] = [_value(k, v) for v in vals.split(",") if v.strip()]
-    else:
-        raise LoadEvalError(
-            f'A sweep is a string like "num_workers=0,2,4; pin_memory=False,True", not a {type(spec).__name__}.'
-        )
-    if not axes:
-        raise LoadEvalError(
-            'The sweep is empty; give settings to try, like "num_workers=0,2,4; pin_memory=False,True".'
-        )
-    unknown = sorted(set(axes) - set(TUNABLE))
-    if unknown:
-        raise LoadEvalError(
-            f"Cannot sweep {', '.join(unknown)}; only {', '.join(TUNABLE)} can be swept."
-        )
-    for k, tried in axes.items():
-        if not tried:
-            raise LoadEvalError(f"{k} has no values to try; list them like {k}=0,2,4.")
-    keys = list(axes)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
-
-
-def config_label(config: dict[str, Any]) -> str:
-    """Short name of a configuration: ``w4 pin pf4``."""
-    parts = []
-    if "num_workers" in config:
-        parts.append(f"w{config['num_workers']}")
-    if "pin_memory" in config:
-        parts.append("pin" if config["pin_memory"] else "nopin")
-    if config.get("prefetch_factor") is not None:
-        parts.append(f"pf{config['prefetch_factor']}")
-    if "persistent_workers" in config:
-        parts.append("persist" if config["persistent_workers"] else "")
-    return " ".join(p for p in parts if p) or "as is"
 
 
 @dataclass
@@ -149,7 +83,7 @@ class SweepPoint:
         return xs[len(xs) // 2] / 1e9 if xs else None
 
 
-class SweepHooks(PairHooks):
+class SweepHooks(RunHooks):
     """Pair hooks plus a call after each configuration (the dashboard's chart)."""
 
     def point_done(self, point: SweepPoint, result: SweepResult) -> None:
@@ -225,28 +159,41 @@ class SweepResult:
         settings = ", ".join(f"{k}={v}" for k, v in b.config.items())
         return f"Recommended: {settings} ({rate:,.1f} steps/s{vs_first}{of_ideal})."
 
-    def report(self) -> str:
-        ideal = self.ideal_steps_per_s
-        lines = [
-            "Sweep (steps/s measured; simulator prediction in brackets; ideal ceiling "
-            f"{'n/a' if ideal is None else f'{ideal:,.1f}'} steps/s):"
-        ]
-        for row in self.table():
-            if row["error"]:
-                lines.append(f"  {row['label']:<16} failed: {row['error']}")
+    def facts(self) -> Report:
+        """The sweep's facts, once: :meth:`report` and the notebook's card render this."""
+        rows = []
+        for r in self.table():
+            if r["error"]:
+                rows.append((r["label"], "failed", "", "", r["error"]))
                 continue
-            pred = row["predicted_steps_per_s"]
-            pred_s = f" [{pred:,.1f}]" if pred else ""
-            rep = f" ×{row['repeats']} runs" if row["repeats"] > 1 else ""
-            rate = row["steps_per_s"]
-            lines.append(
-                f"  {row['label']:<16} {'n/a' if rate is None else f'{rate:,.1f}':>9}{pred_s}{rep}"
+            rate, pred = r["steps_per_s"], r["predicted_steps_per_s"]
+            noise = f" ±{r['rel_ci']:.0%}" if r["rel_ci"] is not None else ""
+            rows.append(
+                (
+                    r["label"],
+                    "n/a" if rate is None else f"{rate:,.1f}{noise}",
+                    "n/a" if pred is None else f"{pred:,.1f}",
+                    fmt_pct(r["of_ideal"]) if r["of_ideal"] is not None else "n/a",
+                    f"{r['repeats']} run{'s' if r['repeats'] > 1 else ''}",
+                )
             )
-        lines.append(self.recommendation())
-        note = self.load_drift_note()
-        if note:
-            lines.append(f"  note: {note}")
-        return "\n".join(lines)
+        ideal = self.ideal_steps_per_s
+        drift = self.load_drift_note()
+        return Report(
+            kind="sweep",
+            title=f"Sweep{' ' + self.label if self.label else ''}",
+            headline=self.recommendation(),
+            facts=(
+                Fact("ideal", "ideal loader", "n/a" if ideal is None else f"{ideal:,.1f} steps/s"),
+            ),
+            columns=("configuration", "steps/s measured", "simulator", "of ideal", "runs"),
+            rows=tuple(rows),
+            notes=(drift,) if drift else (),
+        )
+
+    def report(self) -> str:
+        """The plain-text report (``str(result)``)."""
+        return self.facts().text()
 
     def load_drift_note(self) -> Optional[str]:
         """Say so when a batch took markedly longer to make with more workers running: the
@@ -290,34 +237,13 @@ def _pick_best(points: list[SweepPoint]) -> Optional[SweepPoint]:
     return min(near, key=cost)
 
 
-def prepare_sweep(
-    loader: Any, configs: Any, loader_name: str = "the loader"
-) -> tuple[list[dict[str, Any]], list[Any]]:
-    """The configurations and a DataLoader built for each (no worker starts), or one
-    :class:`LoadEvalError` sentence: a bad value fails here, before minutes of running."""
-    if not is_dataloader(loader):
-        raise LoadEvalError(
-            f"A sweep rebuilds the DataLoader with other settings, and {loader_name} is a "
-            f"{type(loader).__name__}; sweep a torch.utils.data.DataLoader."
-        )
-    if isinstance(configs, list):
-        configs = [dict(c) for c in configs]
-        for c in configs:
-            parse_sweep({k: [v] for k, v in c.items()})  # validates keys
-    else:
-        configs = parse_sweep(configs)
-    if not configs:
-        raise LoadEvalError("The sweep has no configurations to run.")
-    return configs, [rebuild_loader(loader, **c) for c in configs]
-
-
 def run_sweep(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
     configs: Any,
-    settings: PairSettings,
+    settings: RunSettings,
     *,
-    hooks: Optional[PairHooks] = None,
+    hooks: Optional[RunHooks] = None,
     label: str = "",
     loader_name: str = "the loader",
     max_repeats: int = 2,
@@ -325,13 +251,16 @@ def run_sweep(
 ) -> SweepResult:
     """Run the ideal once, then the real loop once per configuration (twice when noisy).
 
-    ``configs`` is a sweep string, a dict of lists, or a list of dicts. Never raises for
+    ``configs`` is a sweep string, a dict of lists, a list of dicts, or a :class:`SweepPlan`
+    from :func:`prepare_sweep` (``loader`` must then be the one it was made from). Never raises for
     a failure inside a run (kept in the result, the sweep stops there); bad configs
     raise :class:`LoadEvalError` before anything runs.
     """
-    settings.validate()
-    configs, loaders = prepare_sweep(loader, configs, loader_name)
-    hooks = hooks or PairHooks()
+    plan = (
+        configs if isinstance(configs, SweepPlan) else prepare_sweep(loader, configs, loader_name)
+    )
+    configs, loaders = plan.configs, plan.loaders
+    hooks = hooks or RunHooks()
     result = SweepResult(label=label, loader=loader_settings(loader))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     total = 1 + len(configs)

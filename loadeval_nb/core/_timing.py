@@ -28,15 +28,6 @@ from itertools import chain, islice
 from operator import itemgetter
 from typing import Any, Callable, Optional
 
-__all__ = [
-    "Clock",
-    "EpochRecord",
-    "EpochGuard",
-    "timed_log_iter",
-    "timed_replay_iter",
-    "epoch_steps",
-]
-
 Clock = Callable[[], int]
 """A monotonic clock returning integer nanoseconds (default ``time.perf_counter_ns``)."""
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ._predict import Prediction, predict
 from ._run import Run
-from ._simulator import Prediction, predict
-
-__all__ = ["load_times_s", "load_cpu_share", "handoff_s", "predict_from_runs", "MIN_LOAD_SAMPLES"]
 
 MIN_LOAD_SAMPLES = 8
 """Fewer measured batch productions than this: no prediction."""

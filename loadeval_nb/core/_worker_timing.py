@@ -58,8 +58,6 @@ from typing import Any, Callable, Optional
 from ._env import is_dataloader
 from ._errors import check_int
 
-__all__ = ["WorkerFetchTimer"]
-
 _FIELDS = 3  # worker_id, t0_ns, t1_ns
 _LOCK_TIMEOUT_S = 0.05
 _PATCHED = "_loadeval_worker_hook"

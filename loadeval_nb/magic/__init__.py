@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from ._magic import LoadEvalMagics, stop_all
+from ._magic import LoadEvalMagics, latest_session, stop_all
+from ._session import Session
 
-__all__ = ["LoadEvalMagics", "stop_all"]
+__all__ = ["LoadEvalMagics", "stop_all", "latest_session", "Session"]

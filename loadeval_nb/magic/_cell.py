@@ -11,8 +11,6 @@ from typing import Any, Optional
 
 from IPython.core.error import UsageError
 
-__all__ = ["run_cell_body", "LoaderRef", "find_loader_names"]
-
 _ABSENT = object()
 
 

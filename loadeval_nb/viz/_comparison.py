@@ -9,25 +9,11 @@ from typing import Any, Optional
 from bokeh.embed import file_html
 from bokeh.layouts import column, row
 from bokeh.models import BoxAnnotation, ColumnDataSource, Div, HoverTool
-from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
 from ..core import Diagnosis, LoadEvalError, Run, as_run, diagnose
 from ._data import hist_data, steps_data, util_data
-
-__all__ = ["plot_comparison", "save_report", "COLORS"]
-
-COLORS = {
-    "real": "#d62728",
-    "ideal": "#1f77b4",
-    # caching ladder rungs
-    "device": "#2ca02c",
-    "host": "#1f77b4",
-    "samples": "#ff7f0e",
-    # sweep chart
-    "predicted": "#7f7f7f",
-}
-_TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+from ._style import COLORS, UTIL_SERIES, base_figure
 
 
 def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
@@ -40,19 +26,8 @@ def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
     return r, i
 
 
-def _figure(title: str, x_label: str, y_label: str, width: int, height: int = 280) -> Any:
-    return figure(
-        title=title,
-        x_axis_label=x_label,
-        y_axis_label=y_label,
-        width=width,
-        height=height,
-        tools=_TOOLS,
-    )
-
-
-def _step_figure(runs: dict[str, Run], width: int) -> Any:
-    p = _figure("Step time per step", "step", "step time (ms)", width)
+def _stepbase_figure(runs: dict[str, Run], width: int) -> Any:
+    p = base_figure("Step time per step", "step", "step time (ms)", width)
     warm = max((r.warmup_steps for r in runs.values()), default=0)
     if warm:
         p.add_layout(BoxAnnotation(right=warm - 0.5, fill_alpha=0.08, fill_color="gray"))
@@ -66,8 +41,8 @@ def _step_figure(runs: dict[str, Run], width: int) -> Any:
     return p
 
 
-def _hist_figure(runs: dict[str, Run], width: int) -> Any:
-    p = _figure("Step-time distribution (steady steps)", "step time (ms)", "steps", width)
+def _histbase_figure(runs: dict[str, Run], width: int) -> Any:
+    p = base_figure("Step-time distribution (steady steps)", "step time (ms)", "steps", width)
     for (name, _), data in zip(runs.items(), hist_data(list(runs.values()))):
         src = ColumnDataSource(data, name=f"hist_{name}")
         p.quad(
@@ -85,28 +60,23 @@ def _hist_figure(runs: dict[str, Run], width: int) -> Any:
     return p
 
 
-def _util_figure(runs: dict[str, Run], width: int) -> Any:
+def _utilbase_figure(runs: dict[str, Run], width: int) -> Any:
     has_gpu = any(util_data(r)["gpu_pct"] is not None for r in runs.values())
     title = (
         "Utilisation over time" if has_gpu else "CPU utilisation over time (no NVIDIA GPU readings)"
     )
-    p = _figure(title, "time since run start (s)", "utilisation (%; 100 = one CPU core)", width)
+    p = base_figure(title, "time since run start (s)", "utilisation (%; 100 = one CPU core)", width)
     drew = False
     for name, run in runs.items():
         u = util_data(run)
         if not u["t_s"]:
             continue
         data = {"t_s": u["t_s"]}
-        series = [
-            ("gpu_pct", "GPU", "solid", 2.5),
-            ("process_cpu_pct", "CPU (process)", "dashed", 1.5),
-            ("workers_cpu_pct", "CPU (workers)", "dotted", 1.5),
-        ]
-        for key, _, _, _ in series:
+        for key, _, _, _ in UTIL_SERIES:
             if u[key] is not None:
                 data[key] = u[key]
         src = ColumnDataSource(data, name=f"util_{name}")
-        for key, label, dash, width_px in series:
+        for key, label, dash, width_px in UTIL_SERIES:
             if key in data:
                 p.line(
                     "t_s",
@@ -154,8 +124,8 @@ def plot_comparison(
     half = width // 2
     return column(
         _verdict_div(diag, width),
-        _step_figure(runs, width),
-        row(_hist_figure(runs, half), _util_figure(runs, half)),
+        _stepbase_figure(runs, width),
+        row(_histbase_figure(runs, half), _utilbase_figure(runs, half)),
         name="loadeval_comparison",
     )
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import Run
 
-__all__ = ["decimate", "steps_data", "hist_data", "util_data"]
+nan = float("nan")
 
 
 def decimate(
@@ -76,19 +76,14 @@ def util_data(run: Run) -> dict[str, Any]:
     util = run.util or {}
     t = [v / 1e9 for v in util.get("t_ns") or []]
     gpu = util.get("gpu") or {}
-    per_dev = gpu.get("util_pct")
-    gpu_pct: Optional[list[float]] = None
-    if per_dev:
-        gpu_pct = []
-        for k in range(len(t)):
-            vals = [dev[k] for dev in per_dev if k < len(dev) and dev[k] is not None]
-            gpu_pct.append(sum(vals) / len(vals) if vals else float("nan"))
+    per_tick = run.gpu_util_per_tick()
+    gpu_pct = None if per_tick is None else [nan if v is None else v for v in per_tick]
     cpu = util.get("cpu") or {}
 
     def clean(xs: Optional[list[Optional[float]]]) -> Optional[list[float]]:
         if xs is None:
             return None
-        return [float("nan") if v is None else float(v) for v in xs]
+        return [nan if v is None else float(v) for v in xs]
 
     return {
         "t_s": t,

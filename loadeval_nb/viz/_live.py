@@ -11,17 +11,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.plotting import figure
 
-from ._comparison import COLORS, _figure
-
-__all__ = [
-    "LIVE_ROLLOVER",
-    "live_step_figure",
-    "live_util_figure",
-    "history_figure",
-    "sweep_figure",
-    "sweep_data",
-    "RUNS",
-]
+from ._style import COLORS, UTIL_SERIES, base_figure
 
 RUNS = ("real", "ideal")
 LIVE_ROLLOVER = 5000
@@ -33,7 +23,7 @@ def live_step_figure(
 ) -> tuple[Any, dict[str, Any]]:
     """Step time (ms) per step, one line per run (real and ideal; or the ladder's rungs)
     overlaid. Returns (figure, sources by run)."""
-    p = _figure("Step time per step", "step", "step time (ms)", width, height)
+    p = base_figure("Step time per step", "step", "step time (ms)", width, height)
     sources = {}
     for name in names:
         src = ColumnDataSource({"step": [], "step_ms": []}, name=f"live_steps_{name}")
@@ -52,7 +42,7 @@ def live_util_figure(
     """Utilisation over time since each run's start: GPU % (solid; when ``gpu``), CPU of the
     process (dashed) and of the loader workers (dotted). Returns (figure, sources by run)."""
     title = "GPU and CPU utilisation" if gpu else "CPU utilisation (no NVIDIA GPU readings)"
-    p = _figure(title, "time since run start (s)", "% (CPU: 100 = one core)", width, height)
+    p = base_figure(title, "time since run start (s)", "% (CPU: 100 = one core)", width, height)
     sources = {}
     items = []
     for name in names:
@@ -61,20 +51,11 @@ def live_util_figure(
             cols["gpu_pct"] = []
         src = ColumnDataSource(cols, name=f"live_util_{name}")
         sources[name] = src
-        series = [
-            ("process_cpu_pct", "CPU (process)", "dashed"),
-            ("workers_cpu_pct", "CPU (workers)", "dotted"),
-        ]
-        if gpu:
-            series.insert(0, ("gpu_pct", "GPU", "solid"))
-        for key, label, dash in series:
+        for key, label, dash, line_width in UTIL_SERIES:
+            if key not in cols:
+                continue
             r = p.line(
-                "t_s",
-                key,
-                source=src,
-                color=COLORS[name],
-                line_dash=dash,
-                line_width=2.5 if key == "gpu_pct" else 1.5,
+                "t_s", key, source=src, color=COLORS[name], line_dash=dash, line_width=line_width
             )
             items.append(LegendItem(label=f"{name} {label}", renderers=[r]))
     p.add_layout(Legend(items=items, click_policy="hide", label_text_font_size="8pt"), "right")

@@ -13,10 +13,8 @@ from collections.abc import Sequence
 from typing import Optional, Union
 
 from ..core import Run
-from ._comparison import COLORS
 from ._data import decimate
-
-__all__ = ["steps_svg", "bars_svg"]
+from ._style import COLORS
 
 
 def _nice_max(v: float) -> float:

@@ -1,25 +1,32 @@
-"""loadeval_nb.widgets: ipywidgets + jupyter_bokeh dashboards (live plots, rerun panel)."""
+"""loadeval_nb.widgets: ipywidgets + jupyter_bokeh dashboards (live plots, rerun panel),
+and the HTML cards they show (this ``__init__`` is the layer's one seam)."""
 
 from __future__ import annotations
 
 from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output
-from ._dashboard import (
-    Dashboard,
+from ._cards import (
     history_html,
     ladder_html,
     pair_html,
+    report_html,
     static_bundle,
     sweep_html,
     verdict_html,
 )
+from ._dashboard import Dashboard
 from ._panel import RerunPanel
+from ._pusher import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
 
 __all__ = [
     "Dashboard",
     "RerunPanel",
+    "Pusher",
+    "next_push_wait",
+    "MAX_PUSH_INTERVAL_S",
     "DisplayOnlyBokehModel",
     "load_bokehjs",
     "unload_bokehjs_output",
+    "report_html",
     "verdict_html",
     "history_html",
     "static_bundle",

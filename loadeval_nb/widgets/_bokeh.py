@@ -21,8 +21,6 @@ from typing import Any, Optional
 
 from jupyter_bokeh import BokehModel
 
-__all__ = ["DisplayOnlyBokehModel", "load_bokehjs", "unload_bokehjs_output"]
-
 
 class DisplayOnlyBokehModel(BokehModel):
     """A ``BokehModel`` that never applies state sent back by the browser.

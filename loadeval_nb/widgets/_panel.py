@@ -6,8 +6,6 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
-__all__ = ["RerunPanel"]
-
 
 class RerunPanel:
     """Controls and a "Rerun pair" button.

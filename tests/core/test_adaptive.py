@@ -10,8 +10,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
-from loadeval_nb.core._adaptive import AutoStop, mean_ci, median_ci
-from loadeval_nb.core._pair import PairSettings, run_pair
+from loadeval_nb.core import AutoStop, mean_ci, median_ci
+from loadeval_nb.core import RunSettings, run_pair
 
 
 def test_median_ci_brackets_the_median_and_shrinks_with_n():
@@ -173,7 +173,7 @@ def test_pair_with_auto_steps_reports_steps_used():
         for _ in ev:
             time.sleep(0.001)
 
-    res = run_pair(dl, run_once, PairSettings(steps="auto", warmup=3, sample_interval_s=None))
+    res = run_pair(dl, run_once, RunSettings(steps="auto", warmup=3, sample_interval_s=None))
     assert res.ok and res.diagnosis is not None
     for ev in (res.real, res.ideal):
         run = ev.to_run()
@@ -186,19 +186,19 @@ def test_pair_with_auto_steps_reports_steps_used():
 
 def test_pair_settings_reject_bad_steps():
     with pytest.raises(LoadEvalError, match="'auto'"):
-        PairSettings(steps="many").validate()
+        RunSettings(steps="many").validate()
     with pytest.raises(LoadEvalError, match="max_steps"):
-        PairSettings(steps="auto", warmup=5000).validate()
+        RunSettings(steps="auto", warmup=5000).validate()
     with pytest.raises(LoadEvalError, match="warmup must be an integer >= 0, not True"):
-        PairSettings(warmup=True).validate()
+        RunSettings(warmup=True).validate()
     with pytest.raises(LoadEvalError, match="warmup must be an integer"):
-        PairSettings(steps="auto", warmup="5").validate()  # not a TypeError from a comparison
+        RunSettings(steps="auto", warmup="5").validate()  # not a TypeError from a comparison
 
 
 def test_a_step_count_and_an_auto_stop_are_not_taken_together():
     with pytest.raises(LoadEvalError, match="pass one of them"):
         LoaderEvaluator([1, 2], max_steps=50, auto_stop=AutoStop(max_steps=1000))
     with pytest.raises(LoadEvalError, match="auto_stop applies to steps='auto'"):
-        PairSettings(steps=50, auto_stop=AutoStop(max_steps=5000)).validate()
+        RunSettings(steps=50, auto_stop=AutoStop(max_steps=5000)).validate()
     ev = LoaderEvaluator([1, 2], auto_stop=AutoStop(max_steps=1000))  # max_steps left out
     assert ev.max_steps == 1000

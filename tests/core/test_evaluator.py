@@ -244,7 +244,8 @@ def test_save_metrics_is_json(tmp_path):
     list(ev)
     p = ev.save_metrics(str(tmp_path / "m.json"))
     doc = json.loads(open(p).read())
-    assert doc["schema_version"] == 1 and doc["loader"]["batch_size"] == 8
+    assert doc["schema_version"] == 2 and doc["loader"]["batch_size"] == 8
+    assert doc["total_batches"] == len(doc["steps"]["step_ns"]) == len(doc["batch_times"])
     assert doc["loader"]["num_workers"] == 0 and "pin_memory" in doc["loader"]
     assert "prefetch_factor" in doc["loader"] and "persistent_workers" in doc["loader"]
     assert doc["environment"]["torch_version"] == torch.__version__
@@ -307,11 +308,12 @@ def test_metrics_inside_the_loop_do_not_end_the_epoch():
 
 
 def test_run_pair_refuses_a_one_shot_iterator_and_starts_no_workers():
-    from loadeval_nb.core._pair import PairSettings, is_one_shot, run_pair
+    from loadeval_nb.core import RunSettings, run_pair
+    from loadeval_nb.core._runner import is_one_shot
 
     gen = (torch.zeros(2) for _ in range(50))
     with pytest.raises(LoadEvalError, match="one-shot iterator"):
-        run_pair(gen, lambda ev: None, PairSettings(steps=10, warmup=2, cache=2))
+        run_pair(gen, lambda ev: None, RunSettings(steps=10, warmup=2, cache=2))
     assert is_one_shot(iter([1])) and not is_one_shot([1])
     dl = DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=2, num_workers=2)
     assert not is_one_shot(dl) and dl._iterator is None  # asked without iter(): no workers

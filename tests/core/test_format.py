@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadeval_nb.core._format import fmt_pct
+from loadeval_nb.core import fmt_pct
 
 
 @pytest.mark.parametrize(

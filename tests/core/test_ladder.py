@@ -9,8 +9,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core._ladder import CachedSamples, _sample_rung_loader, run_ladder
-from loadeval_nb.core._pair import PairHooks, PairSettings
+from loadeval_nb.core import CachedSamples, run_ladder
+from loadeval_nb.core._samples import sample_rung_loader
+from loadeval_nb.core import RunHooks, RunSettings
 from tests.workloads import SleepyItems, sleep_steps
 
 
@@ -31,7 +32,7 @@ SETTINGS = dict(steps=36, warmup=4, cache=4, sample_interval_s=None)
 def test_ladder_finds_per_sample_loading():
     # step 10 ms; collation 2 ms; 4 items x 6 ms = 24 ms of loading in the main process
     dl = DataLoader(SleepyItems(400, 0.006), batch_size=4, collate_fn=SlowCollate(0.002))
-    res = run_ladder(dl, sleep_steps(0.010), PairSettings(**SETTINGS))
+    res = run_ladder(dl, sleep_steps(0.010), RunSettings(**SETTINGS))
     assert res.ok, res.error
     assert res.rung("device").skipped and "CUDA" in res.rung("device").skipped
     rows = {r["rung"]: r for r in res.table()}
@@ -49,7 +50,7 @@ def test_ladder_finds_per_sample_loading():
 def test_ladder_finds_collation():
     # collation 20 ms dominates; per-sample loading 4 x 0.5 ms
     dl = DataLoader(SleepyItems(400, 0.0005), batch_size=4, collate_fn=SlowCollate(0.020))
-    res = run_ladder(dl, sleep_steps(0.005), PairSettings(**SETTINGS))
+    res = run_ladder(dl, sleep_steps(0.005), RunSettings(**SETTINGS))
     stages = {s.name: s for s in res.stages}
     assert stages["samples"].added_s == pytest.approx(0.020, rel=0.25)
     assert res.largest.what == "workers + collation"
@@ -58,7 +59,7 @@ def test_ladder_finds_collation():
 def test_ladder_says_within_noise_when_loading_is_free():
     # collating 4 tiny tensors still costs 0.2-0.7 ms here: real, but under 5% of 30 ms
     dl = DataLoader(SleepyItems(400, 0.0), batch_size=4)
-    res = run_ladder(dl, sleep_steps(0.030), PairSettings(**SETTINGS))
+    res = run_ladder(dl, sleep_steps(0.030), RunSettings(**SETTINGS))
     assert res.ok
     assert res.largest is None
     assert "within noise" in res.conclusion()
@@ -73,7 +74,7 @@ class Stream(IterableDataset):
 def test_iterable_dataset_skips_the_sample_rung_and_says_why():
     dl = DataLoader(Stream(), batch_size=2)
     res = run_ladder(
-        dl, sleep_steps(0.001), PairSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
+        dl, sleep_steps(0.001), RunSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
     )
     samples = res.rung("samples")
     assert samples.ev is None and "IterableDataset" in samples.skipped
@@ -99,7 +100,7 @@ def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
     dl = DataLoader(SleepyItems(64, 0.0), batch_size=8, shuffle=True, collate_fn=collate)
     before = dict(vars(dl))
     res = run_ladder(
-        dl, sleep_steps(0.0), PairSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
+        dl, sleep_steps(0.0), RunSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
         rungs=("samples",),
     )  # fmt: skip
     assert res.ok and res.rung("samples").ev.total_steps == 6
@@ -108,7 +109,7 @@ def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
 
 
 def test_failure_in_the_cell_keeps_partial_rungs_and_stops():
-    class Hooks(PairHooks):
+    class Hooks(RunHooks):
         def __init__(self):
             self.started = []
 
@@ -125,7 +126,7 @@ def test_failure_in_the_cell_keeps_partial_rungs_and_stops():
 
     hooks = Hooks()
     dl = DataLoader(SleepyItems(100, 0.0), batch_size=4)
-    settings = PairSettings(steps=10, warmup=1, cache=2, sample_interval_s=None)
+    settings = RunSettings(steps=10, warmup=1, cache=2, sample_interval_s=None)
     res = run_ladder(dl, run_once, settings, hooks=hooks)
     assert res.failed_rung == "real" and isinstance(res.error, RuntimeError)
     assert res.rung("real").ev.total_steps >= 3  # the partial run is kept
@@ -155,7 +156,7 @@ def _open_in_worker(_):
 def test_sample_rung_skipped_when_samples_cannot_be_made_in_the_main_process():
     dl = DataLoader(NeedsHandle(), batch_size=4, num_workers=1, worker_init_fn=_open_in_worker)
     res = run_ladder(
-        dl, sleep_steps(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+        dl, sleep_steps(0.0), RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
     )
     assert res.ok, res.error
     assert "could not be made in the main process" in res.rung("samples").skipped
@@ -171,7 +172,7 @@ def test_sample_rung_failure_is_left_out_and_the_real_rung_runs():
 
     dl = DataLoader(SleepyItems(64, 0.0), batch_size=4, num_workers=1, worker_init_fn=bad_init)
     res = run_ladder(
-        dl, sleep_steps(0.0), PairSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+        dl, sleep_steps(0.0), RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
     )
     assert res.ok, res.error
     assert res.rung("samples").skipped.startswith("it failed (RuntimeError")
@@ -187,7 +188,7 @@ def test_cached_samples_forward_attributes_to_the_dataset():
 
 def test_bad_rungs():
     with pytest.raises(LoadEvalError, match="rungs"):
-        run_ladder([1], sleep_steps(0), PairSettings(), rungs=("gpu",))
+        run_ladder([1], sleep_steps(0), RunSettings(), rungs=("gpu",))
 
 
 class Big(Dataset):
@@ -202,23 +203,23 @@ def test_sample_rung_makes_only_what_fits_the_budget():
     dl = DataLoader(Big(), batch_size=10)
     seen = []
     # 40 batches wanted (400 samples), 100 KiB of budget: 25 samples
-    sl, why, _ = _sample_rung_loader(dl, 40, seen.append, budget=(100 * 1024, "test budget"))
+    sl, why, _ = sample_rung_loader(dl, 40, seen.append, budget=(100 * 1024, "test budget"))
     assert why is None and len(sl.dataset.samples) == 25 and len(sl.dataset) == 1000
     # not even one batch fits: skipped, saying why
-    sl, why, _ = _sample_rung_loader(dl, 40, seen.append, budget=(20 * 1024, "test budget"))
+    sl, why, _ = sample_rung_loader(dl, 40, seen.append, budget=(20 * 1024, "test budget"))
     assert sl is None and "would not fit the cache budget (test budget)" in why
 
 
 def test_sample_rung_reports_progress_while_making_samples():
     dl = DataLoader(SleepyItems(400, 0.01), batch_size=4)
     seen = []
-    sl, why, _ = _sample_rung_loader(dl, 40, seen.append)  # 160 samples x 10 ms
+    sl, why, _ = sample_rung_loader(dl, 40, seen.append)  # 160 samples x 10 ms
     assert why is None and len(sl.dataset.samples) == 160
     assert seen and all("of 160" in s for s in seen)
 
 
 def test_ladder_tells_the_hooks_it_is_making_samples():
-    class Hooks(PairHooks):
+    class Hooks(RunHooks):
         def __init__(self):
             self.texts = []
 
@@ -227,12 +228,12 @@ def test_ladder_tells_the_hooks_it_is_making_samples():
 
     hooks = Hooks()
     dl = DataLoader(SleepyItems(64, 0), batch_size=4)
-    res = run_ladder(dl, sleep_steps(0), PairSettings(**SETTINGS), hooks=hooks)
+    res = run_ladder(dl, sleep_steps(0), RunSettings(**SETTINGS), hooks=hooks)
     assert res.ok and hooks.texts == ["ladder: making samples for the sample rung"]
 
 
 def test_a_one_shot_iterator_is_refused_before_any_rung_runs():
     batches = iter([torch.zeros(3)] * 40)
     with pytest.raises(LoadEvalError, match="one-shot iterator.*once per rung"):
-        run_ladder(batches, sleep_steps(0), PairSettings(**SETTINGS))
+        run_ladder(batches, sleep_steps(0), RunSettings(**SETTINGS))
     assert len(list(batches)) == 40  # nothing was taken from it

@@ -8,9 +8,9 @@ import time
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
-from loadeval_nb.core._errors import LoadEvalError
-from loadeval_nb.core._simulator import predict, simulate, usable_cores
-from loadeval_nb.core._worker_timing import WorkerFetchTimer
+from loadeval_nb.core import LoadEvalError
+from loadeval_nb.core import predict, simulate, usable_cores
+from loadeval_nb.core import WorkerFetchTimer
 
 L, S = 0.100, 0.030  # load per batch, compute per step (seconds)
 

@@ -9,8 +9,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core._pair import PairSettings
-from loadeval_nb.core._sweep import SweepHooks, config_label, parse_sweep, run_sweep
+from loadeval_nb.core import RunSettings
+from loadeval_nb.core import SweepHooks, config_label, parse_sweep, run_sweep
 from tests.workloads import SleepyItems, sleep_steps
 
 
@@ -45,7 +45,7 @@ def test_bad_value_fails_before_anything_runs():
     ran = []
     dl = DataLoader(SleepyItems(10, 0), batch_size=2)
     with pytest.raises(LoadEvalError, match="num_workers"):
-        run_sweep(dl, lambda ev: ran.append(1), "num_workers=0,-1", PairSettings())
+        run_sweep(dl, lambda ev: ran.append(1), "num_workers=0,-1", RunSettings())
     assert ran == []
 
 
@@ -65,7 +65,7 @@ def test_sweep_against_sleep_truth():
         dl,
         sleep_steps(0.016),
         "num_workers=0,1,2,4",
-        PairSettings(steps=45, warmup=8, sample_interval_s=0.05),
+        RunSettings(steps=45, warmup=8, sample_interval_s=0.05),
         hooks=Hooks(),
     )
     assert res.ok, res.error
@@ -97,7 +97,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
         dl,
         sleep_steps(0.0),
         "num_workers=0",
-        PairSettings(steps=14, warmup=2, sample_interval_s=None),
+        RunSettings(steps=14, warmup=2, sample_interval_s=None),
         max_repeats=2,
         noise_rel=0.001,
     )
@@ -116,7 +116,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
         DataLoader(SleepyItems(200, 0.0), batch_size=2),
         failing,
         "num_workers=0,0,0",
-        PairSettings(steps=12, warmup=1, sample_interval_s=None),
+        RunSettings(steps=12, warmup=1, sample_interval_s=None),
         max_repeats=1,
     )
     assert isinstance(res.error, RuntimeError) and res.failed_run == "w0 #2"
@@ -127,7 +127,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
 
 def test_load_drift_note_when_batches_get_slower_with_more_workers(monkeypatch):
     from loadeval_nb import LoaderEvaluator
-    from loadeval_nb.core._sweep import SweepPoint, SweepResult
+    from loadeval_nb.core import SweepPoint, SweepResult
 
     def point(label, load_ms):
         ev = LoaderEvaluator(list(range(20)), sample_interval_s=None)

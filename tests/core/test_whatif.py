@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core._pair import PairSettings, run_pair
-from loadeval_nb.core._whatif import handoff_s, load_times_s, predict_from_runs
+from loadeval_nb.core import RunSettings, run_pair
+from loadeval_nb.core import predict_from_runs
+from loadeval_nb.core._whatif import handoff_s, load_times_s
 from tests.workloads import SleepyItems, sleep_steps
 
 
@@ -16,7 +17,7 @@ def test_input_bound_one_worker_predicts_more_workers():
     # one worker, 4 x 15 ms = 60 ms per batch, 10 ms step: every batch is waited for;
     # sleeping loads do not use the cores, so ~6 workers would reach the ideal
     dl = DataLoader(SleepyItems(4000, 0.015), batch_size=4, num_workers=1)
-    res = run_pair(dl, sleep_steps(0.010), PairSettings(steps=40, warmup=4, sample_interval_s=0.05))
+    res = run_pair(dl, sleep_steps(0.010), RunSettings(steps=40, warmup=4, sample_interval_s=0.05))
     real, ideal = res.real.to_run(), res.ideal.to_run()
     loads = load_times_s(real)
     assert loads and sorted(loads)[len(loads) // 2] == pytest.approx(0.060, rel=0.15)
@@ -33,6 +34,6 @@ def test_no_prediction_without_worker_timings():
     res = run_pair(
         [torch.zeros(2)] * 50,
         sleep_steps(0.0),
-        PairSettings(steps=30, warmup=2, sample_interval_s=None),
+        RunSettings(steps=30, warmup=2, sample_interval_s=None),
     )
     assert res.diagnosis.prediction is None

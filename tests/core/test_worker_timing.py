@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from loadeval_nb.core._errors import LoadEvalError
-from loadeval_nb.core._worker_timing import WorkerFetchTimer
+from loadeval_nb.core import LoadEvalError
+from loadeval_nb.core import WorkerFetchTimer
 from tests.workloads import SleepyItems
 
 SAMPLE_S = 0.005
@@ -201,7 +201,7 @@ def test_second_timer_on_persistent_workers_keeps_timing():
 
     from torch.utils.data import DataLoader
 
-    from loadeval_nb.core._worker_timing import WorkerFetchTimer
+    from loadeval_nb.core import WorkerFetchTimer
 
     class Slow(Dataset):
         def __len__(self):

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from traitlets.config import Config
 
 from loadeval_nb import load_run
-from loadeval_nb.magic import _magic
+from loadeval_nb import magic
 
 QUIET = "--steps 24 --warmup 2 --cache 3 --quiet"
 
@@ -30,8 +30,7 @@ def shell():
         TensorDataset(torch.randn(256, 4), torch.arange(256)), batch_size=8
     )
     yield ip
-    for s in list(_magic._sessions):
-        s.close()
+    magic.stop_all()
     ip.user_ns.clear()
     ip.user_ns.update(ns_before)
 
@@ -180,7 +179,7 @@ def test_help_documents_the_options(shell):
 def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     original = shell.user_ns["train_loader"]
     run(shell, "train_loader --steps 20 --warmup 2 --cache 3", LOOP)
-    session = _magic.last_session
+    session = magic.latest_session()
     dash = session.dashboard
     assert "loadeval-verdict" in dash.verdict.value
     assert len(dash.rows) == 1 and session.panel is not None
@@ -210,7 +209,7 @@ def test_ladder_from_the_magic(shell):
     assert [r.name for r in res.rungs] == ["device", "host", "samples", "real"]
     assert res.rung("device").skipped and res.rung("real").ev.total_steps == 16
     assert shell.user_ns["train_loader"] is original
-    session = _magic.last_session
+    session = magic.latest_session()
     dash = session.dashboard
     assert "loadeval-ladder" in dash.verdict.value
     assert dash.verdict.value.count("loadeval-ladder-row") == 4
@@ -231,7 +230,7 @@ def test_sweep_from_the_magic(shell):
     assert [p.label for p in res.points] == ["w0", "w1"]
     assert res.ideal is not None and res.best is not None
     assert original.num_workers == 0 and shell.user_ns["train_loader"] is original
-    dash = _magic.last_session.dashboard
+    dash = magic.latest_session().dashboard
     assert dash.sweep_fig is not None
     assert list(dash.sweep_fig.x_range.factors) == ["w0", "w1"]
     assert len(dash.sweep_src["measured"].data["rate"]) == 2
@@ -243,7 +242,7 @@ def test_sweep_from_the_magic(shell):
 def test_sweep_from_the_panel(shell, capsys):
     shell.display_pub = CapturingDisplayPublisher()
     run(shell, "train_loader --steps 14 --warmup 2 --cache 3", LOOP)
-    session = _magic.last_session
+    session = magic.latest_session()
     session.panel.sweep_spec.value = "num_workers=0,1"
     session.panel.sweep_button.click()
     res = shell.user_ns["_loadeval"]
@@ -303,7 +302,7 @@ def test_one_shot_iterators_and_non_dataloaders_are_refused_before_anything_show
     with pytest.raises(UsageError, match="sweep a torch.utils.data.DataLoader"):
         run(shell, "batches --sweep 'num_workers=0,1'", "for b in batches:\n    pass\n")
     # refused before the dashboard was made
-    assert _magic.last_session is None or _magic.last_session.ref.name != "batches"
+    assert magic.latest_session() is None or magic.latest_session().ref.name != "batches"
 
 
 def test_one_shot_iterator_refused_for_a_pair_but_not_for_one_side(shell):
@@ -317,7 +316,7 @@ def test_one_shot_iterator_refused_for_a_pair_but_not_for_one_side(shell):
 
 def test_panel_sweep_checks_the_spec_before_adding_a_view(shell, capsys):
     run(shell, "train_loader --steps 14 --warmup 2 --cache 3", LOOP)
-    session = _magic.last_session
+    session = magic.latest_session()
     for bad in ("num_wrkers=0,2", "num_workers=0,2 pin_memory=True"):
         session.panel.sweep_spec.value = bad
         session.panel.sweep_button.click()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadeval_nb.viz._svg import bars_svg
+from loadeval_nb.viz import bars_svg
 
 
 def test_bars_write_the_reason_where_a_value_is_missing():

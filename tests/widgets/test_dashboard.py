@@ -10,8 +10,8 @@ from bokeh.plotting import figure
 from jupyter_bokeh import BokehModel
 
 from loadeval_nb import LoaderEvaluator, Run, diagnose
-from loadeval_nb.core._pair import PairResult
-from loadeval_nb.viz._live import LIVE_ROLLOVER
+from loadeval_nb.core import PairResult
+from loadeval_nb.viz import LIVE_ROLLOVER
 from loadeval_nb.widgets import (
     Dashboard,
     DisplayOnlyBokehModel,
@@ -20,7 +20,7 @@ from loadeval_nb.widgets import (
     static_bundle,
     verdict_html,
 )
-from loadeval_nb.widgets._dashboard import MAX_PUSH_INTERVAL_S, _Pusher, next_push_wait
+from loadeval_nb.widgets import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
 
 MS = 1_000_000
 
@@ -125,7 +125,7 @@ def test_costly_pushes_are_spaced_out(monkeypatch):
         while time.thread_time() - t < 0.01:
             pass
 
-    monkeypatch.setattr(_Pusher, "_push", burn)
+    monkeypatch.setattr(Pusher, "_push", burn)
     dash.run_started("real", ev, 0, 1)
     pusher = dash._pusher
     t = time.monotonic()

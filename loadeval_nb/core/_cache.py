@@ -1,0 +1,151 @@
+"""The replay cache: a few batches pulled from the source once, kept to be served again.
+
+Filling it checks the budget from the first batch (before the rest are pulled),
+moves batches to the GPU for ``cache_on="device"``, and shuts the source's workers
+down so their teardown is not charged to the replay. Afterwards it can tell whether
+the training loop changed the cached tensors in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from itertools import islice
+from typing import Any, Callable, Optional
+
+from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
+from ._env import cuda_synchronize
+from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
+from ._format import fmt_bytes
+from ._loader import shutdown_source
+
+log = logging.getLogger("loadeval_nb")
+
+DEFAULT_CACHE_BUDGET_FRACTION = 0.5
+"""Default cache budget: this fraction of the host (or GPU) memory available now."""
+
+
+def default_budget(free: int, where: str) -> tuple[int, str]:
+    """The default cache budget (bytes, and where it comes from) out of ``free`` bytes."""
+    frac = DEFAULT_CACHE_BUDGET_FRACTION
+    return int(free * frac), f"{frac:.0%} of the {fmt_bytes(free)} of {where}"
+
+
+def host_budget() -> tuple[int, str]:
+    """The default budget for what is kept in host memory (a replay cache, cached samples)."""
+    import psutil
+
+    return default_budget(psutil.virtual_memory().available, "host memory available")
+
+
+def target_device(device: Any) -> Any:
+    """The CUDA device batches are cached on (``device``, or the current one)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        raise LoadEvalError(
+            "cache_on='device' needs a CUDA device, and none is available; use cache_on='host'."
+        )
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+class ReplayCache:
+    """Up to ``size`` batches of ``source``, on the host as produced or on a CUDA device."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        cache_on: str = "host",
+        budget_bytes: Optional[int] = None,
+        device: Any = None,
+    ) -> None:
+        self.size = size
+        self.cache_on = cache_on
+        self.budget_bytes = budget_bytes
+        self.device = device
+        self.batches: list[Any] = []
+        self.ready = False
+        self.nbytes: Optional[int] = None
+        self.samples_per_batch: Optional[int] = None
+        self._tensors: list[Any] = []
+        self._versions: list[int] = []
+        self._mutation_warned = False
+
+    def _budget(self) -> tuple[int, str]:
+        if self.budget_bytes is not None:
+            return self.budget_bytes, "cache_budget_bytes"
+        if self.cache_on == "device":
+            torch = sys.modules["torch"]
+            free, _ = torch.cuda.mem_get_info(target_device(self.device))
+            return default_budget(free, "GPU memory free")
+        return host_budget()
+
+    def _check_budget(self, first: Any) -> None:
+        per = batch_nbytes(first)
+        need = per * self.size
+        budget, why = self._budget()
+        if need > budget:
+            fits = budget // per if per else 0
+            raise CacheBudgetError(
+                f"Caching {self.size} batches of {fmt_bytes(per)} needs about "
+                f"{fmt_bytes(need)}, over the budget of {fmt_bytes(budget)} ({why}); pass "
+                f"num_cached_batches={max(fits, 1)} or less, or raise cache_budget_bytes."
+            )
+
+    def fill(self, source: Any) -> None:
+        """Pull up to ``size`` batches from ``source``, then stop its workers.
+
+        Raises :class:`CacheBudgetError` when they would not fit, :class:`LoadEvalError`
+        when the source yields nothing.
+        """
+        to_device: Optional[Callable[[Any], Any]] = None
+        if self.cache_on == "device":
+            dev = target_device(self.device)
+            to_device = lambda b: map_tensors(b, lambda t: t.to(dev))  # noqa: E731
+        it = iter(source)
+        try:
+            cache: list[Any] = []
+            for k, batch in enumerate(islice(it, self.size)):
+                if k == 0:
+                    self._check_budget(batch)
+                    self.samples_per_batch = leading_dim(batch)
+                cache.append(to_device(batch) if to_device else batch)
+        finally:
+            # Stop the source's workers now, so their teardown is not charged to the replay.
+            if not getattr(source, "persistent_workers", False):
+                shutdown_source(it)
+            del it
+        if not cache:
+            raise LoadEvalError(
+                f"The {type(source).__name__} produced no batches, so there is nothing to "
+                "replay; check that its dataset is not empty (and drop_last with a small dataset)."
+            )
+        if to_device is not None:
+            cuda_synchronize()
+        if len(cache) < self.size:
+            log.info(
+                "loadeval_nb: the loader had only %d batches; caching all of them.", len(cache)
+            )
+        self.batches = cache
+        self.nbytes = sum(batch_nbytes(b) for b in cache)
+        self._tensors = [leaf for b in cache for leaf in iter_leaves(b) if is_tensor(leaf)]
+        self._versions = [t._version for t in self._tensors]
+        self.ready = True
+
+    def check_mutation(self) -> None:
+        """Warn once if the loop changed cached tensors in place since they were cached."""
+        if self._mutation_warned or not self._versions:
+            return
+        now = [t._version for t in self._tensors]  # grows with every in-place op
+        if now != self._versions:
+            self._mutation_warned = True
+            warnings.warn(
+                "The training loop modified cached batches in place (e.g. images.sub_(mean)), so "
+                "replayed batches were altered; copy them first (x = x.to(device) on another device, "
+                "or x = x.clone()) or use out-of-place ops.",
+                CacheMutationWarning,
+                stacklevel=4,
+            )

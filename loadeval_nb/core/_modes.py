@@ -1,0 +1,175 @@
+"""The two iteration strategies of :class:`~loadeval_nb.LoaderEvaluator`, one class per mode
+(as torch's DataLoader has one iterator class per mode).
+
+* :class:`LogMode` iterates the real loader, stamping before and after every ``next()``.
+* :class:`ReplayMode` fills a :class:`~._cache.ReplayCache` at construction and serves it,
+  stamping once per step.
+
+Each answers the same questions for the evaluator: how an epoch's iterator is built,
+how an epoch that ended early is classified, and what is left to do when it closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ._adaptive import AutoChunker
+from ._batches import leading_dim
+from ._cache import ReplayCache
+from ._env import safe_len
+from ._errors import LoadEvalError
+from ._loader import shutdown_source
+from ._timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
+from ._worker_timing import WorkerFetchTimer
+
+if TYPE_CHECKING:
+    from ._evaluator import LoaderEvaluator
+
+
+def _auto_chunks(
+    ev: LoaderEvaluator, rec: EpochRecord, source: Iterator[Any], guard: Optional[EpochGuard]
+) -> Iterator[Any]:
+    """``source`` fed in chunks, stopping once the :class:`AutoStop` is satisfied."""
+    assert ev.auto_stop is not None
+
+    # no reference back to the chunker (a cycle would keep the guard alive after a break)
+    def on_stop(n: int, reason: str) -> None:
+        rec.auto_reason = reason
+        if guard is not None:  # replay: the batch list outlives the stop; close now
+            guard.close("complete")
+
+    return AutoChunker(source, rec.starts, ev.auto_stop, ev.warmup_steps, on_stop).chunks()
+
+
+class LogMode:
+    """Iterate the real loader and time every step: the wait inside ``next()`` and the step."""
+
+    name = "log"
+    label = "real"
+    measure_wait = True
+    """Each step records its wait for data (``ready`` stamps)."""
+    short_last_batch = True
+    """A full pass over the loader may end with a short batch."""
+
+    def __init__(self, ev: LoaderEvaluator) -> None:
+        self.ev = ev
+        self.timer: Optional[WorkerFetchTimer] = None
+        self._samples: Optional[int] = None
+
+    def samples_per_batch(self) -> Optional[int]:
+        return self._samples
+
+    def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
+        """The timed iterator of one pass, and the source iterator it drives."""
+        ev = self.ev
+        clock = ev.clock
+        t = clock()
+        # (the timer itself passes a loader without worker processes straight through)
+        if ev.worker_timing:
+            if self.timer is None:
+                self.timer = WorkerFetchTimer(ev.dataloader)
+            src = self.timer.iter()
+        else:
+            src = iter(ev.dataloader)
+        rec.setup_ns = clock() - t
+        source: Iterator[Any] = src
+        if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
+            source = _auto_chunks(ev, rec, source, None)
+        elif ev.max_steps is not None:
+            source = islice(src, ev.max_steps)
+        hook = self._first_batch_hook() if self._samples is None else None
+        return timed_log_iter(source, rec, guard, clock, hook), src
+
+    def _first_batch_hook(self) -> Callable[[Any], Any]:
+        def hook(item: tuple[Any, Any, Any]) -> Any:
+            batch = item[1]
+            try:
+                self._samples = leading_dim(batch)
+            except Exception:
+                pass
+            return batch
+
+        return hook
+
+    def settle_status(self, rec: EpochRecord, status: str) -> str:
+        if status != "complete" and len(rec.starts) == len(rec.ready) + 1:
+            return "source-error"  # next() itself raised
+        return status
+
+    def close_epoch(self, rec: EpochRecord, src: Any) -> None:
+        # A loader left mid-epoch (break, error, max_steps) still has workers: stop them.
+        # An exhausted DataLoader iterator has already stopped its own.
+        ev = self.ev
+        left_early = rec.status != "complete" or ev.max_steps is not None
+        if (
+            src is not None
+            and left_early
+            and not getattr(ev.dataloader, "persistent_workers", False)
+        ):
+            shutdown_source(src)
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        t = self.timer
+        if t is None or not t.available:
+            return None
+        return t.load_ns()
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.close()
+
+
+class ReplayMode:
+    """Serve a cache of batches for a whole epoch (``len(loader)`` or ``max_steps`` steps)."""
+
+    name = "replay"
+    label = "ideal"
+    measure_wait = False
+    short_last_batch = False
+
+    def __init__(self, ev: LoaderEvaluator) -> None:
+        self.ev = ev
+        if ev.max_steps is None and safe_len(ev.dataloader) is None:
+            raise LoadEvalError(
+                f"Replay needs to know how many steps make an epoch, but this "
+                f"{type(ev.dataloader).__name__} has no len(); pass max_steps=N."
+            )
+        self.cache = ReplayCache(
+            ev.num_cached_batches,
+            cache_on=ev.cache_on,
+            budget_bytes=ev.cache_budget_bytes,
+            device=ev.device,
+        )
+        self.cache.fill(ev.dataloader)
+
+    def samples_per_batch(self) -> Optional[int]:
+        return self.cache.samples_per_batch
+
+    def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
+        ev = self.ev
+        wrap = None
+        if ev.auto_stop is not None:
+
+            def wrap(order: Iterator[Any]) -> Iterator[Any]:
+                return _auto_chunks(ev, rec, order, guard)
+
+        return timed_replay_iter(self.cache.batches, len(ev), rec, guard, ev.clock, wrap), None
+
+    def settle_status(self, rec: EpochRecord, status: str) -> str:
+        if status != "complete" and len(rec.starts) == (rec.expected or 0) + 1:
+            return "complete"  # every batch served: the closing stamp was taken
+        return status
+
+    def close_epoch(self, rec: EpochRecord, src: Any) -> None:
+        self.cache.check_mutation()
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+MODES = {"log": LogMode, "replay": ReplayMode}

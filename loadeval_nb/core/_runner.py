@@ -1,0 +1,108 @@
+"""One measured run of the user's loop, as the pair, the ladder and the sweep all do it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+from ._errors import LoadEvalError
+from ._evaluator import LoaderEvaluator
+from ._settings import RunHooks, RunSettings
+
+
+def evaluator_for(
+    loader: Any,
+    which: str,
+    settings: RunSettings,
+    *,
+    mode: Optional[str] = None,
+    cache_on: Optional[str] = None,
+    metrics_file: Optional[str] = None,
+    label: Optional[str] = None,
+    worker_timing: Optional[bool] = None,
+) -> LoaderEvaluator:
+    """The wrapper one run of a pair, ladder or sweep uses, from the shared settings
+    (``label`` defaults to ``which``; ``worker_timing`` to the settings' in log mode)."""
+    mode = mode or ("log" if which == "real" else "replay")
+    if worker_timing is None:
+        worker_timing = settings.worker_timing and mode == "log"
+    return LoaderEvaluator(
+        loader,
+        mode=mode,
+        num_cached_batches=settings.cache,
+        metrics_file=metrics_file,
+        max_steps=settings.steps,
+        warmup_steps=settings.warmup,
+        cache_on=cache_on or settings.cache_on,
+        sample_interval_s=settings.sample_interval_s,
+        label=label or which,
+        auto_stop=settings.auto_stop,
+        worker_timing=worker_timing,
+    )
+
+
+def measure(
+    which: str,
+    make: Callable[[], LoaderEvaluator],
+    run_once: Callable[[LoaderEvaluator], None],
+    hooks: RunHooks,
+    index: int,
+    total: int,
+    loader_name: str,
+) -> tuple[Optional[LoaderEvaluator], Optional[BaseException]]:
+    """One run: build the wrapper, tell the hooks, run the user's loop, clean up.
+
+    Never raises: a failure (KeyboardInterrupt included) comes back as the error,
+    with the partial run kept in the wrapper.
+    """
+    ev: Optional[LoaderEvaluator] = None
+    error: Optional[BaseException] = None
+    try:
+        ev = make()
+        hooks.run_started(which, ev, index, total)
+        run_once(ev)
+        if ev.total_steps == 0:
+            raise LoadEvalError(
+                f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
+            )
+    except BaseException as e:  # KeyboardInterrupt included: clean up, keep, report
+        error = e
+    finally:
+        if ev is not None:
+            ev.close()
+    if ev is not None:
+        hooks.run_ended(which, ev, error)
+    return ev, error
+
+
+def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optional[str]:
+    """Where a run's JSON log goes under ``log_dir`` (None without one)."""
+    if not settings.log_dir:
+        return None
+    os.makedirs(settings.log_dir, exist_ok=True)
+    name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}.json"
+    return os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
+
+
+def is_one_shot(loader: Any) -> bool:
+    """A generator or other iterator, used up by one pass (``iter(x) is x``). Asked only of
+    objects with ``__next__``: ``iter()`` on a DataLoader would start its workers."""
+    if not callable(getattr(type(loader), "__next__", None)):
+        return False
+    try:
+        return iter(loader) is loader
+    except TypeError:
+        return False
+
+
+PAIR_NEEDS_TWO_PASSES = "the real run would use up the batches the replay needs"
+
+
+def refuse_one_shot(loader: Any, loader_name: str, why: str, instead: str = "") -> None:
+    """One sentence (a :class:`LoadEvalError`) for a one-shot iterator where the loop runs
+    more than once; ``why`` says why it must, ``instead`` what else the user may do."""
+    if is_one_shot(loader):
+        raise LoadEvalError(
+            f"{loader_name} is a one-shot iterator (a {type(loader).__name__}): {why}; pass a "
+            f"re-iterable loader such as a DataLoader{', or ' + instead if instead else ''}."
+        )

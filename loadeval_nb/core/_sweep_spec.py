@@ -1,0 +1,107 @@
+"""What a sweep tries: ``"num_workers=0,2,4; pin_memory=False,True"`` parsed into
+configurations, their short names, and the loaders built for them before anything runs."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from ._env import is_dataloader
+from ._errors import LoadEvalError
+from ._loader import TUNABLE, rebuild_loader
+
+
+def _value(key: str, text: str) -> Any:
+    t = text.strip()
+    if t in ("True", "true"):
+        return True
+    if t in ("False", "false"):
+        return False
+    if t in ("None", "none"):
+        return None
+    try:
+        return int(t)
+    except ValueError:
+        raise LoadEvalError(
+            f"{key}={t!r} is not a value a DataLoader takes; use integers, True/False or None."
+        ) from None
+
+
+def parse_sweep(spec: Any) -> list[dict[str, Any]]:
+    """``"num_workers=0,2,4; pin_memory=False,True"`` (or a dict of lists) → configurations."""
+    if isinstance(spec, dict):
+        axes = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in spec.items()}
+    elif isinstance(spec, str):
+        axes = {}
+        for part in spec.replace("\n", ";").split(";"):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise LoadEvalError(
+                    f"Sweep part {part.strip()!r} has no '='; write it like \"num_workers=0,2,4; pin_memory=False,True\"."
+                )
+            k, vals = part.split("=", 1)
+            k = k.strip()
+            axes[k] = [_value(k, v) for v in vals.split(",") if v.strip()]
+    else:
+        raise LoadEvalError(
+            f'A sweep is a string like "num_workers=0,2,4; pin_memory=False,True", not a {type(spec).__name__}.'
+        )
+    if not axes:
+        raise LoadEvalError(
+            'The sweep is empty; give settings to try, like "num_workers=0,2,4; pin_memory=False,True".'
+        )
+    unknown = sorted(set(axes) - set(TUNABLE))
+    if unknown:
+        raise LoadEvalError(
+            f"Cannot sweep {', '.join(unknown)}; only {', '.join(TUNABLE)} can be swept."
+        )
+    for k, tried in axes.items():
+        if not tried:
+            raise LoadEvalError(f"{k} has no values to try; list them like {k}=0,2,4.")
+    keys = list(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def config_label(config: dict[str, Any]) -> str:
+    """Short name of a configuration: ``w4 pin pf4``."""
+    parts = []
+    if "num_workers" in config:
+        parts.append(f"w{config['num_workers']}")
+    if "pin_memory" in config:
+        parts.append("pin" if config["pin_memory"] else "nopin")
+    if config.get("prefetch_factor") is not None:
+        parts.append(f"pf{config['prefetch_factor']}")
+    if "persistent_workers" in config:
+        parts.append("persist" if config["persistent_workers"] else "")
+    return " ".join(p for p in parts if p) or "as is"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A checked sweep: its configurations and a DataLoader built for each (no worker
+    started yet). :func:`run_sweep` takes it in place of a spec, so a front end that
+    checked the spec early does not check and build it again."""
+
+    configs: list[dict[str, Any]]
+    loaders: list[Any]
+
+
+def prepare_sweep(loader: Any, configs: Any, loader_name: str = "the loader") -> SweepPlan:
+    """The configurations and a DataLoader built for each (no worker starts), or one
+    :class:`LoadEvalError` sentence: a bad value fails here, before minutes of running."""
+    if not is_dataloader(loader):
+        raise LoadEvalError(
+            f"A sweep rebuilds the DataLoader with other settings, and {loader_name} is a "
+            f"{type(loader).__name__}; sweep a torch.utils.data.DataLoader."
+        )
+    if isinstance(configs, list):
+        configs = [dict(c) for c in configs]
+        for c in configs:
+            parse_sweep({k: [v] for k, v in c.items()})  # validates keys
+    else:
+        configs = parse_sweep(configs)
+    if not configs:
+        raise LoadEvalError("The sweep has no configurations to run.")
+    return SweepPlan(configs, [rebuild_loader(loader, **c) for c in configs])

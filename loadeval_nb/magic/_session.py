@@ -1,0 +1,233 @@
+"""One ``%%loadeval`` cell: its code, its loader, its dashboard, its results and its reruns.
+
+The session orchestrates: it runs the core's pair, ladder or sweep with the cell as
+the loop and the widgets as the hooks, and never changes the settings it was given
+(a rerun derives new ones with ``dataclasses.replace``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import replace
+from typing import Any, Optional
+
+from IPython.display import display
+
+from ..core import (
+    RUNGS,
+    LadderResult,
+    PairResult,
+    RunSettings,
+    SweepPlan,
+    SweepResult,
+    config_label,
+    is_dataloader,
+    loader_knobs,
+    prepare_sweep,
+    rebuild_loader,
+    run_ladder,
+    run_pair,
+    run_sweep,
+    shutdown_persistent_workers,
+)
+from ._cell import LoaderRef, run_cell_body
+
+sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+class Session:
+    """A checked request (``settings`` valid, a sweep's loaders built) ready to run."""
+
+    def __init__(
+        self,
+        shell: Any,
+        cell: str,
+        ref: LoaderRef,
+        settings: RunSettings,
+        *,
+        live: bool = True,
+        quiet: bool = False,
+        ladder: bool = False,
+        sweep: Optional[SweepPlan] = None,
+    ) -> None:
+        self.shell, self.cell, self.ref, self.settings = shell, cell, ref, settings
+        self.live, self.quiet, self.ladder_mode, self.sweep_plan = live, quiet, ladder, sweep
+        self.original = ref.get()
+        self.dashboard: Any = None
+        self.panel: Any = None
+        self.static_handle: Any = None
+        self.bokehjs_handle: Any = None
+        self.n_pairs = 0
+        # the saved notebook's copy: the cell's own result, then each sweep run from the panel
+        self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
+        self.panel_cards: list[tuple[str, str]] = []
+        sessions.add(self)
+
+    # -- display ----------------------------------------------------------------------
+    def show(self) -> None:
+        if self.quiet:
+            return
+        from ..widgets import Dashboard, load_bokehjs
+
+        if self.live:
+            self.bokehjs_handle = load_bokehjs()
+        self.dashboard = Dashboard(
+            loader_name=self.ref.name,
+            steps_per_run=self.settings.steps,
+            live=self.live,
+            runs=RUNGS if self.ladder_mode else ("real", "ideal"),
+            sweep=self.sweep_plan is not None,
+        )
+        display(self.dashboard.widget)
+
+    def _run_once(self, ev: Any) -> None:
+        with self.ref.bound(ev):
+            run_cell_body(self.shell, self.cell)
+
+    def _write_static(self) -> None:
+        """Write (or rewrite) the saved-notebook copy, and drop the BokehJS output it replaces."""
+        from ..widgets import static_bundle, unload_bokehjs_output
+
+        cards = ([self.main_card] if self.main_card else []) + self.panel_cards
+        bundle = static_bundle(self.dashboard.static_class, cards)
+        if self.static_handle is None:
+            self.static_handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.static_handle.update(bundle, raw=True)
+        unload_bokehjs_output(self.bokehjs_handle)
+        self.bokehjs_handle = None
+
+    # -- what the cell asked for --------------------------------------------------------
+    def start(self) -> Any:
+        """Run what the cell asked for: a ladder, a sweep or a pair."""
+        if self.ladder_mode:
+            return self.ladder()
+        if self.sweep_plan is not None:
+            return self.sweep(self.sweep_plan)
+        return self.run(self.original, self.settings, {"label": "#1 as is"})
+
+    def ladder(self) -> LadderResult:
+        """``--ladder``: the cell against device, host, sample and real inputs."""
+        result = run_ladder(
+            self.original,
+            self._run_once,
+            self.settings,
+            hooks=self.dashboard,
+            loader_name=self.ref.name,
+        )
+        self.shell.user_ns["_loadeval"] = result
+        if self.dashboard is not None:
+            from ..widgets import ladder_html
+
+            self.dashboard.ladder_done(result)
+            self.main_card = (ladder_html(result), result.report())
+            self._write_static()
+        return result
+
+    def sweep(self, plan: SweepPlan, settings: Optional[RunSettings] = None) -> SweepResult:
+        """``--sweep`` (or the panel's "Run sweep", in a view of its own below the pair's)."""
+        dash = self.dashboard
+        from_panel = dash is not None and dash.sweep_fig is None
+        if from_panel:
+            from ..widgets import Dashboard
+
+            dash = Dashboard(
+                loader_name=self.ref.name,
+                steps_per_run=self.settings.steps,
+                live=dash.live,
+                sweep=True,
+            )
+            self.dashboard.panel_box.children = (*self.dashboard.panel_box.children, dash.widget)
+        result = run_sweep(
+            self.original,
+            self._run_once,
+            plan,
+            settings or self.settings,
+            hooks=dash,
+            loader_name=self.ref.name,
+        )
+        self.shell.user_ns["_loadeval"] = result
+        if dash is not None:
+            from ..widgets import sweep_html
+
+            dash.sweep_done(result)
+            card = (sweep_html(result), result.report())
+            if from_panel:
+                self.panel_cards.append(card)
+            else:
+                self.main_card = card
+            self._write_static()
+        return result
+
+    def run(self, loader: Any, settings: RunSettings, row: dict[str, Any]) -> PairResult:
+        """Run the pair with ``loader`` bound to the cell's name; show it; never raise."""
+        self.n_pairs += 1
+        result = run_pair(
+            loader,
+            self._run_once,
+            settings,
+            hooks=self.dashboard,
+            label=row.get("label", ""),
+            loader_name=self.ref.name,
+        )
+        self.shell.user_ns["_loadeval"] = result
+        self._show_result(result, {**row, "cache": settings.cache})
+        return result
+
+    def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:
+        if self.dashboard is None:
+            return
+        from ..widgets import RerunPanel, pair_html
+
+        self.dashboard.pair_done(result, settings_row)
+        if self.panel is None and result.error is None:
+            self.panel = RerunPanel(
+                loader_knobs(self.original),
+                self.settings.cache,
+                self.rerun,
+                rebuildable=is_dataloader(self.original),
+                on_sweep=self.panel_sweep,
+            )
+            self.dashboard.set_panel(self.panel.widget)
+        report = (
+            result.diagnosis.report()
+            if result.diagnosis is not None
+            else f"loadeval: {self.dashboard.status.value}"
+        )
+        self.main_card = (pair_html(result, self.dashboard.rows), report)
+        self._write_static()
+
+    # -- the panel's buttons (a button has nowhere to raise to: errors are shown) -------
+    def rerun(self, changes: dict[str, Any], cache: int) -> None:
+        """ "Rerun pair": rebuild the loader with ``changes``, run the pair with ``cache``."""
+        try:
+            settings = replace(self.settings, cache=cache)
+            loader = rebuild_loader(self.original, **changes) if changes else self.original
+        except Exception as e:
+            self.dashboard.show_error(e)
+            return
+        nw = changes.get("num_workers", loader_knobs(self.original)["num_workers"])
+        label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **changes})} c{cache}"
+        try:
+            result = self.run(loader, settings, {"label": label})
+            if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
+                self.dashboard.show_error(result.error)
+        finally:
+            if loader is not self.original:
+                shutdown_persistent_workers(loader)
+
+    def panel_sweep(self, spec: str) -> None:
+        """ "Run sweep": checked before its view is added; run with the panel's cache size."""
+        try:
+            plan = prepare_sweep(self.original, spec, self.ref.name)
+            cache = self.panel.cache.value if self.panel is not None else self.settings.cache
+            result = self.sweep(plan, replace(self.settings, cache=cache))
+        except Exception as e:
+            self.dashboard.show_error(e)
+            return
+        if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
+            self.dashboard.show_error(result.error)
+
+    def close(self) -> None:
+        if self.dashboard is not None:
+            self.dashboard.close()

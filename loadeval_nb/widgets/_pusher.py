@@ -1,0 +1,132 @@
+"""The pusher: one thread per run that streams what is new to the live plots, on a budget.
+
+The training loop only appends stamps (the core's C-level iterators); the pusher,
+the only code touching the Bokeh documents while a run goes, reads what is new and
+streams just those rows. It waits at least ``push_interval_s`` between pushes and,
+when a push costs more than that allows, longer, so that pushing uses at most
+``push_budget`` of one core (never less often than every ``MAX_PUSH_INTERVAL_S``).
+
+Its clocks are injected (``clock`` for elapsed time, ``cpu_clock`` for the thread's CPU
+time, ``stamp`` for the push spans), so tests drive it with fake ones and no sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Optional
+
+from ..core import LoaderEvaluator
+from ..viz import LIVE_ROLLOVER
+
+log = logging.getLogger("loadeval_nb")
+
+MAX_PUSH_INTERVAL_S = 3.0
+"""However costly a push, the live plots move at least this often."""
+
+
+def next_push_wait(cpu_per_push_s: float, min_interval_s: float, budget: float) -> float:
+    """Seconds to wait before the next push so that pushing uses at most ``budget`` of one
+    core (a push costing ``cpu_per_push_s``), within [``min_interval_s``, MAX_PUSH_INTERVAL_S]."""
+    want = cpu_per_push_s / budget if budget > 0 else min_interval_s
+    return max(min_interval_s, min(MAX_PUSH_INTERVAL_S, want))
+
+
+class Pusher(threading.Thread):
+    """Streams what is new in one run to a dashboard's plots and status line, throttled.
+
+    ``dash`` provides ``step_src`` and ``util_src`` (Bokeh sources by run name),
+    ``live_layout`` (whose document is held while pushing), ``set_status(text)``,
+    ``push_interval_s``, ``push_budget`` and ``steps_per_run``.
+    """
+
+    def __init__(
+        self,
+        dash: Any,
+        which: str,
+        ev: LoaderEvaluator,
+        label: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+        stamp: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        super().__init__(name="loadeval-dashboard", daemon=True)
+        self.dash, self.which, self.ev, self.label = dash, which, ev, label
+        self.clock, self.cpu_clock, self.stamp = clock, cpu_clock, stamp
+        self.stop_event = threading.Event()
+        self.cursor: tuple[int, int] = (0, 0)
+        self.n_steps = 0
+        self.k_util = 0
+        self.t_start = clock()
+        self.failed = False
+        self.cpu_s = 0.0  # CPU time this thread spent pushing
+        self.pushes = 0
+        self.cost_s: Optional[float] = None  # smoothed CPU time of one push
+        # when each push ran (``stamp`` clock), and a switch to skip pushes: both for
+        # bench/dashboard_overhead.py, which attributes step time to pushes
+        self.spans: deque[tuple[int, int]] = deque(maxlen=4096)
+        self.paused = False
+
+    def next_wait(self) -> float:
+        """Seconds until the next push, from the measured cost of a push."""
+        if self.cost_s is None:
+            return float(self.dash.push_interval_s)
+        return next_push_wait(self.cost_s, self.dash.push_interval_s, self.dash.push_budget)
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.next_wait()):
+            if not self.paused:
+                self.push()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join()
+        self.push()  # whatever came after the last tick
+
+    def push(self) -> None:
+        t_cpu, t0 = self.cpu_clock(), self.stamp()
+        doc = self.dash.live_layout.document
+        try:
+            # everything new goes out as one combined patch (one comm message)
+            if doc is not None:
+                doc.hold("combine")
+            self._push()
+        except Exception as e:  # never break the user's run over a plot
+            if not self.failed:
+                self.failed = True
+                log.warning("loadeval_nb: live plot update failed (%s); the run goes on.", e)
+        finally:
+            if doc is not None:
+                doc.unhold()
+            cost = self.cpu_clock() - t_cpu
+            self.spans.append((t0, self.stamp()))
+            self.cpu_s += cost
+            self.pushes += 1
+            # smoothed, so one slow push (a big backlog) does not stall the plots
+            self.cost_s = cost if self.cost_s is None else 0.7 * self.cost_s + 0.3 * cost
+
+    def _push(self) -> None:
+        steps, self.cursor = self.ev.steps_since(self.cursor)
+        if steps:
+            n0 = self.n_steps
+            self.n_steps += len(steps)
+            self.dash.step_src[self.which].stream(
+                {"step": list(range(n0, self.n_steps)), "step_ms": [s / 1e6 for s in steps]},
+                rollover=LIVE_ROLLOVER,
+            )
+        sampler, t0 = self.ev.util_sampler, self.ev.started_ns
+        if sampler is not None and t0 is not None:
+            data, self.k_util = sampler.since(self.k_util)
+            if data["t_ns"]:
+                src = self.dash.util_src[self.which]
+                row = {"t_s": [(t - t0) / 1e9 for t in data.pop("t_ns")]}
+                row.update({k: v for k, v in data.items() if k in src.data})
+                src.stream(row, rollover=LIVE_ROLLOVER)
+        steps_per_run = self.dash.steps_per_run
+        of = " (adaptive stop)" if steps_per_run == "auto" else f" of {steps_per_run or '?'}"
+        self.dash.set_status(
+            f"{self.label}: step {self.n_steps}{of}, {self.clock() - self.t_start:.1f} s elapsed"
+        )
