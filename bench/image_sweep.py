@@ -15,8 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from loadeval_nb.core._pair import PairSettings
-from loadeval_nb.core._sweep import run_sweep
+from loadeval_nb import RunSettings, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +51,7 @@ def main() -> None:
         loader,
         run_once,
         f"num_workers={args.workers}",
-        PairSettings(steps=args.steps, warmup=args.warmup, cache=10),
+        RunSettings(steps=args.steps, warmup=args.warmup, cache=10),
         max_repeats=1,
     )
     print(f"device {device}, {time.perf_counter() - t:.0f} s")

@@ -32,8 +32,7 @@ from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadeval_nb.core._simulator import predict  # noqa: E402
-from loadeval_nb.core._worker_timing import WorkerFetchTimer  # noqa: E402
+from loadeval_nb import WorkerFetchTimer, predict  # noqa: E402
 
 warnings.filterwarnings("ignore", message="This DataLoader will create")
 

@@ -9,10 +9,10 @@ wandering mean). Between ``min_steps`` steady steps and ``max_steps`` steps in a
 
 The check runs once per chunk of steps (about a tenth of the steps so far, at least
 ``check_every``), never per step: the per-step path stays C-level iterators
-(``chain.from_iterable`` over ``islice`` chunks), within ~10 ns a step of a fixed
-step count. Each check sorts the steady steps so far; a run that never converges
-makes about 40 checks over 2,000 steps, ~2 µs per step on average (0.02 % of a
-10 ms step), inside the steps they interrupt (see docs/adaptive.md).
+(``chain.from_iterable`` over ``islice`` chunks). Each check sorts the steady steps
+so far, so checks grow rarer as the run grows: a run that never converges makes
+a few dozen of them (their cost is measured in docs/adaptive.md), inside the steps
+they interrupt.
 """
 
 from __future__ import annotations

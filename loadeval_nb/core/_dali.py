@@ -42,12 +42,22 @@ class DaliMethods:
     num_cached_batches: int
     metrics_file: Optional[str]
     warmup_steps: int
-    cached_batches: list[Any]
-    cache_ready: bool
-    cache_bytes: Optional[int]
     cache_on: str
 
-    def to_run(self) -> Run:  # pragma: no cover - provided by the evaluator
+    # provided by the evaluator
+    @property
+    def cached_batches(self) -> list[Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def cache_ready(self) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def cache_bytes(self) -> Optional[int]:  # pragma: no cover
+        raise NotImplementedError
+
+    def to_run(self) -> Run:  # pragma: no cover
         raise NotImplementedError
 
     def get_metrics(self) -> dict[str, Any]:

@@ -172,4 +172,4 @@ class ReplayMode:
         pass
 
 
-MODES = {"log": LogMode, "replay": ReplayMode}
+MODES: dict[str, type[LogMode] | type[ReplayMode]] = {"log": LogMode, "replay": ReplayMode}

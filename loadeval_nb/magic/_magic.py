@@ -179,15 +179,7 @@ class LoadEvalMagics(Magics):
         if args.only and (args.ladder or args.sweep):
             raise UsageError("--only applies to a pair; leave it out with --ladder or --sweep.")
         many = "--ladder" if args.ladder else "--sweep" if args.sweep else None
-        try:
-            settings = RunSettings(
-                steps=steps,
-                warmup=args.warmup,
-                cache=args.cache,
-                cache_on=args.cache_on,
-                only=args.only,
-                log_dir=args.log_dir,
-            )
+        try:  # what the loader is first, then the numbers
             if many:
                 refuse_one_shot(loader, args.loader, f"{many} runs the cell several times")
             elif not args.only:
@@ -196,6 +188,14 @@ class LoadEvalMagics(Magics):
                     "run one side alone with --only real or --only ideal",
                 )  # fmt: skip
             plan = prepare_sweep(loader, _unquote(args.sweep), args.loader) if args.sweep else None
+            settings = RunSettings(
+                steps=steps,
+                warmup=args.warmup,
+                cache=args.cache,
+                cache_on=args.cache_on,
+                only=args.only,
+                log_dir=args.log_dir,
+            )
         except LoadEvalError as e:
             raise _usage(e) from None
         return Session(

@@ -10,8 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
-from loadeval_nb.core import AutoStop, mean_ci, median_ci
-from loadeval_nb.core import RunSettings, run_pair
+from loadeval_nb.core import AutoStop, RunSettings, mean_ci, median_ci, run_pair
 
 
 def test_median_ci_brackets_the_median_and_shrinks_with_n():

@@ -8,9 +8,7 @@ import time
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
-from loadeval_nb.core import LoadEvalError
-from loadeval_nb.core import predict, simulate, usable_cores
-from loadeval_nb.core import WorkerFetchTimer
+from loadeval_nb.core import LoadEvalError, WorkerFetchTimer, predict, simulate, usable_cores
 
 L, S = 0.100, 0.030  # load per batch, compute per step (seconds)
 

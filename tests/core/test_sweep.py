@@ -9,8 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core import RunSettings
-from loadeval_nb.core import SweepHooks, config_label, parse_sweep, run_sweep
+from loadeval_nb.core import RunSettings, SweepHooks, config_label, parse_sweep, run_sweep
 from tests.workloads import SleepyItems, sleep_steps
 
 

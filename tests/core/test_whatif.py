@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core import RunSettings, run_pair
-from loadeval_nb.core import predict_from_runs
+from loadeval_nb.core import RunSettings, predict_from_runs, run_pair
 from loadeval_nb.core._whatif import handoff_s, load_times_s
 from tests.workloads import SleepyItems, sleep_steps
 

@@ -10,8 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from loadeval_nb.core import LoadEvalError
-from loadeval_nb.core import WorkerFetchTimer
+from loadeval_nb.core import LoadEvalError, WorkerFetchTimer
 from tests.workloads import SleepyItems
 
 SAMPLE_S = 0.005

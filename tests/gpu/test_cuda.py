@@ -104,8 +104,7 @@ def test_pair_on_gpu_diagnoses():
 def test_ladder_device_rung_isolates_the_host_to_device_copy():
     """Big pageable host batches (32 x 3 x 256 x 256 float32 = 25 MiB), a tiny GPU step: the
     copy dominates, so the host rung is clearly slower than the device rung."""
-    from loadeval_nb.core import run_ladder
-    from loadeval_nb.core import RunSettings
+    from loadeval_nb.core import RunSettings, run_ladder
 
     dl = DataLoader(
         TensorDataset(torch.randn(64 * 32, 3, 256, 256), torch.arange(64 * 32)), batch_size=32
@@ -117,9 +116,7 @@ def test_ladder_device_rung_isolates_the_host_to_device_copy():
             x = x.to("cuda", non_blocking=True)
             (x.mean(dim=(0, 2, 3)) * w).sum().item()
 
-    res = run_ladder(
-        dl, run_once, RunSettings(steps=30, warmup=3, cache=4, sample_interval_s=0.05)
-    )
+    res = run_ladder(dl, run_once, RunSettings(steps=30, warmup=3, cache=4, sample_interval_s=0.05))
     assert res.ok, res.error
     device, host = res.rung("device"), res.rung("host")
     assert device.skipped is None and device.ev.cached_batches[0][0].is_cuda

@@ -13,8 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from torch.utils.data import DataLoader, TensorDataset
 from traitlets.config import Config
 
-from loadeval_nb import load_run
-from loadeval_nb import magic
+from loadeval_nb import load_run, magic
 
 QUIET = "--steps 24 --warmup 2 --cache 3 --quiet"
 
@@ -260,7 +259,7 @@ def test_sweep_from_the_panel(shell, capsys):
     ][-1]
     assert saved["text/html"].count("loadeval-verdict loadeval-sweep") == 2
     assert "loadeval-history-row" in saved["text/html"]
-    assert saved["text/plain"].count("Sweep (steps/s measured") == 2
+    assert saved["text/plain"].count("Sweep: Recommended") == 2
     session.panel.sweep_spec.value = "batch_size=1,2"
     session.panel.sweep_button.click()  # a bad spec is shown, not raised
     # (outside a kernel the Output widget cannot capture: the message is printed)

@@ -13,14 +13,16 @@ from loadeval_nb import LoaderEvaluator, Run, diagnose
 from loadeval_nb.core import PairResult
 from loadeval_nb.viz import LIVE_ROLLOVER
 from loadeval_nb.widgets import (
+    MAX_PUSH_INTERVAL_S,
     Dashboard,
     DisplayOnlyBokehModel,
+    Pusher,
     history_html,
+    next_push_wait,
     pair_html,
     static_bundle,
     verdict_html,
 )
-from loadeval_nb.widgets import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
 
 MS = 1_000_000
 
@@ -240,3 +242,39 @@ def test_bokehjs_is_sent_inline_then_emptied():
         unload_bokehjs_output(handle)
     assert handle is not None
     assert cap2.outputs == [] or all("bokehjs" not in str(o.data) for o in cap2.outputs)
+
+
+def test_pusher_paces_itself_by_the_measured_cost_of_a_push():
+    # injected clocks: no sleeping, exact numbers
+    def counter(step, start=0):
+        t = [start]
+
+        def clock():
+            t[0] += step
+            return t[0]
+
+        return clock
+
+    dash = Dashboard(
+        loader_name="x", steps_per_run=3, live=False, push_interval_s=0.5, push_budget=0.0025
+    )
+    ev = LoaderEvaluator([1, 2, 3], sample_interval_s=None, clock=counter(1_000_000))
+    list(ev)
+    pusher = Pusher(
+        dash,
+        "real",
+        ev,
+        "Run 1 of 2",
+        clock=counter(2.5, start=-2.5),  # 0 at the start, 2.5 s at the first push
+        cpu_clock=counter(0.005),  # each push costs 5 ms of CPU
+        stamp=counter(1000),
+    )
+    assert pusher.next_wait() == 0.5  # no push measured yet: the interval
+    pusher.push()
+    assert pusher.cost_s == pytest.approx(0.005) and pusher.pushes == 1
+    assert pusher.next_wait() == pytest.approx(2.0)  # 5 ms at 0.25 % of a core
+    assert list(pusher.spans) == [(1000, 2000)]
+    assert dash.step_src["real"].data["step_ms"] == [s / 1e6 for s in ev.to_run().step_ns]
+    assert "Run 1 of 2: step 3 of 3, 2.5 s elapsed" in dash.status.value
+    pusher.push()  # nothing new: no rows, the same count
+    assert dash.step_src["real"].data["step"] == [0, 1, 2] and pusher.pushes == 2
