@@ -167,7 +167,7 @@ class SweepResult:
                 rows.append((r["label"], "failed", "", "", r["error"]))
                 continue
             rate, pred = r["steps_per_s"], r["predicted_steps_per_s"]
-            noise = f" ±{r['rel_ci']:.0%}" if r["rel_ci"] is not None else ""
+            noise = f" ±{r['rel_ci']:.1%}" if r["rel_ci"] is not None else ""
             rows.append(
                 (
                     r["label"],

@@ -207,7 +207,9 @@ class Session:
             self.dashboard.show_error(e)
             return
         nw = changes.get("num_workers", loader_knobs(self.original)["num_workers"])
-        label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **changes})} c{cache}"
+        # PyTorch's default prefetch factor comes with workers: not worth a mention
+        shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
+        label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
         try:
             result = self.run(loader, settings, {"label": label})
             if result.error is not None and not isinstance(result.error, KeyboardInterrupt):

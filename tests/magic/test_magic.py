@@ -183,9 +183,13 @@ def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     assert "loadeval-verdict" in dash.verdict.value
     assert len(dash.rows) == 1 and session.panel is not None
     session.panel.num_workers.value = 1
+    session.panel.cache.value = 4
     session.panel.button.click()
     assert len(dash.rows) == 2 and dash.history.value.count("loadeval-history-row") == 2
     assert dash.rows[1]["num_workers"] == 1 and dash.rows[0]["num_workers"] == 0
+    assert [r["label"] for r in dash.rows] == ["#1 as is", "#2 w1 c4"]
+    assert [r["cache"] for r in dash.rows] == [3, 4]
+    assert session.settings.cache == 3  # a rerun derives its own settings
     assert shell.user_ns["train_loader"] is original and original.num_workers == 0
     assert not session.panel.button.disabled
     # the plots hold each run once: no duplicated rows
