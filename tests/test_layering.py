@@ -1,5 +1,6 @@
 """The house shape: core imports nothing from Jupyter or Bokeh, layers point one way
-(core → viz → widgets → magic), and a layer reaches another only through that layer's
+(core → viz → widgets → integrations → magic), and a layer reaches another only through
+that layer's
 package ``__init__`` — as do the docs, notebooks and benches."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "loadeval_nb"
 FORBIDDEN = ("IPython", "ipywidgets", "bokeh", "jupyter_bokeh")
-LAYERS = ("core", "viz", "widgets", "magic")
+LAYERS = ("core", "viz", "widgets", "integrations", "magic")
 SHARED = {"loadeval_nb._version"}  # the package's version: anyone may read it
 
 
@@ -69,7 +70,7 @@ def seam_violations(source: str, module: str, is_package: bool = False) -> list[
             bad.append(f"{where}: use the public loadeval_nb.{theirs}")
         elif mine is not None and LAYERS.index(theirs) > LAYERS.index(mine):
             bad.append(
-                f"{where}: {mine} must not depend on {theirs} (core → viz → widgets → magic)"
+                f"{where}: {mine} must not depend on {theirs} (core → viz → widgets → integrations → magic)"
             )
     return bad
 

@@ -33,10 +33,10 @@ from ._errors import (
     RunLogError,
 )
 from ._evaluator import LoaderEvaluator
-from ._format import fmt_bytes, fmt_pct, fmt_seconds
+from ._format import fmt_bytes, fmt_pct, fmt_seconds, fmt_times
 from ._ladder import RUNGS, STAGES, LadderResult, Rung, Stage, run_ladder
 from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
-from ._pair import PairResult, deprecated_name, run_pair
+from ._pair import PairResult, run_pair
 from ._predict import Prediction, predict
 from ._report import Fact, Report
 from ._run import Run
@@ -44,7 +44,7 @@ from ._runlog import SCHEMA_VERSION, load_run
 from ._runner import PAIR_NEEDS_TWO_PASSES, refuse_one_shot
 from ._samplers import UtilSampler, gpu_status
 from ._samples import CachedSamples
-from ._settings import RunHooks, RunSettings
+from ._settings import RunHooks, RunSettings, deprecated_name
 from ._simulator import SimResult, simulate, usable_cores
 from ._sweep import SweepHooks, SweepPoint, SweepResult, run_sweep
 from ._sweep_spec import SweepPlan, config_label, parse_sweep, prepare_sweep
@@ -117,6 +117,7 @@ __all__ = [
     "fmt_seconds",
     "fmt_bytes",
     "fmt_pct",
+    "fmt_times",
 ]
 
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from ._errors import LoadEvalError
-from ._format import fmt_pct, fmt_seconds
+from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._report import Fact, Report
 from ._run import Run, describe_steady
 from ._runlog import load_run
@@ -253,10 +253,6 @@ def _rate(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:,.0f} samples/s"
 
 
-def _times(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:.2f}×"
-
-
 def _step_fact(d: Diagnosis, which: str) -> Fact:
     mean, median, p90 = (getattr(d, f"{which}_{k}") for k in ("step_s", "median_s", "p90_s"))
     rate, n = getattr(d, f"{which}_samples_per_s"), getattr(d, f"{which}_steady_steps")
@@ -278,7 +274,7 @@ def diagnosis_facts(d: Diagnosis) -> Report:
             Fact(
                 "speedup",
                 "speedup with an ideal loader",
-                f"{_times(d.speedup)}{ci}; headroom {fmt_pct(d.headroom, 1)}",
+                f"{fmt_times(d.speedup)}{ci}; headroom {fmt_pct(d.headroom, 1)}",
             )
         )
     if d.wait_share is not None:

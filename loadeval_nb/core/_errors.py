@@ -26,6 +26,9 @@ class OptionError(LoadEvalError):
         self.rest = rest
         super().__init__(option + rest)
 
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable and copyable like other errors
+        return (type(self), (self.option, self.rest))
+
     def renamed(self, name: str) -> str:
         """The same sentence with the option called ``name``."""
         return name + self.rest

@@ -82,8 +82,7 @@ class LoaderEvaluator(DaliMethods):
         auto_stop: Optional[AutoStop] = None,
         worker_timing: bool = False,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'log' or 'replay', not {mode!r}.")
+        check_choice("mode", mode, tuple(MODES))  # an OptionError is a ValueError
         check_choice("cache_on", cache_on, ("host", "device"))
         check_int("num_cached_batches", num_cached_batches, 1)
         if max_steps == "auto" or auto_stop is not None:
@@ -218,6 +217,10 @@ class LoaderEvaluator(DaliMethods):
         rec.status = self._mode.settle_status(rec, status)
         if self._open is not None and self._open[0] is rec:
             self._open = None
+        if not rec.starts and rec.status != "complete":
+            # an iterator made and dropped before asking for a batch (a framework checking
+            # that the loader is iterable) measured nothing: it is not an epoch
+            self._epochs[:] = [r for r in self._epochs if r is not rec]
         if self._sampler is not None:
             self._sampler.stop()
         self._mode.close_epoch(rec, src)
@@ -240,7 +243,9 @@ class LoaderEvaluator(DaliMethods):
         if self._sampler is not None:
             self._sampler.stop()
         self._mode.close()
-        self._closed = True
+        if not self._closed:
+            self._closed = True
+            self._final_run = self._build_run()  # nothing is measured after close()
 
     def worker_load_ns(self) -> Optional[list[int]]:
         """Per-batch production times measured inside the DataLoader's worker processes
@@ -286,15 +291,11 @@ class LoaderEvaluator(DaliMethods):
         """A :class:`Run` with everything measured so far.
 
         Safe to call inside the training loop: an epoch still running is read as a
-        snapshot (its step in progress flagged incomplete) and keeps running. After
-        :meth:`close` (and until the next ``iter()``) the same Run is handed out again.
+        snapshot (its step in progress flagged incomplete) and keeps running. The Run is
+        frozen at :meth:`close`: the same object is handed out until the next ``iter()``.
         """
-        if self._closed and self._final_run is not None:
-            return self._final_run
-        run = self._build_run()
-        if self._closed:
-            self._final_run = run
-        return run
+        final = self._final_run
+        return final if final is not None else self._build_run()
 
     def _build_run(self) -> Run:
         t0 = self._t0 or 0

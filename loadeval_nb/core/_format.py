@@ -36,6 +36,11 @@ def fmt_bytes(n: Optional[float]) -> str:
     return f"{x:.1f} TiB"  # pragma: no cover
 
 
+def fmt_times(x: Optional[float], digits: int = 2) -> str:
+    """Format a ratio: ``"1.42×"``; ``None`` gives ``"n/a"``."""
+    return "n/a" if x is None else f"{x:.{digits}f}×"
+
+
 def fmt_pct(x: Optional[float], digits: int = 0) -> str:
     """Format a fraction (0.25) as a percentage (``"25%"``); ``None`` gives ``"n/a"``."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

@@ -72,13 +72,9 @@ class Rung:
     def title(self) -> str:
         return RUNG_TITLES[self.name]
 
-    _run: Optional[Run] = field(default=None, repr=False, compare=False)
-
     def run(self) -> Optional[Run]:
-        """The rung's run (made once, from a rung that has finished)."""
-        if self._run is None and self.ev is not None:
-            self._run = self.ev.to_run()
-        return self._run
+        """The rung's run (a finished evaluator hands out the same Run each time)."""
+        return self.ev.to_run() if self.ev is not None else None
 
     def steady_s(self) -> list[float]:
         run = self.run()

@@ -34,6 +34,7 @@ def shutdown_persistent_workers(loader: Any) -> None:
     it = getattr(loader, "_iterator", None)
     if it is not None:
         shutdown_source(it)
+        loader._iterator = None  # the next iter() starts workers again
 
 
 def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:

@@ -74,6 +74,7 @@ class LogMode:
         else:
             src = iter(ev.dataloader)
         rec.setup_ns = clock() - t
+        rec.expected = safe_len(ev)
         source: Iterator[Any] = src
         if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
             source = _auto_chunks(ev, rec, source, None)
@@ -94,8 +95,12 @@ class LogMode:
         return hook
 
     def settle_status(self, rec: EpochRecord, status: str) -> str:
-        if status != "complete" and len(rec.starts) == len(rec.ready) + 1:
+        if status == "complete":
+            return status
+        if len(rec.starts) == len(rec.ready) + 1:
             return "source-error"  # next() itself raised
+        if rec.expected is not None and len(rec.ready) >= rec.expected:
+            return "complete"  # every batch taken; the loop stopped asking at len()
         return status
 
     def close_epoch(self, rec: EpochRecord, src: Any) -> None:
@@ -158,8 +163,12 @@ class ReplayMode:
         return timed_replay_iter(self.cache.batches, len(ev), rec, guard, ev.clock, wrap), None
 
     def settle_status(self, rec: EpochRecord, status: str) -> str:
-        if status != "complete" and len(rec.starts) == (rec.expected or 0) + 1:
-            return "complete"  # every batch served: the closing stamp was taken
+        served = len(rec.starts)
+        if status == "complete" or served == (rec.expected or 0) + 1:
+            rec.last_end_known = True  # the closing stamp was taken
+            return "complete"
+        if served == rec.expected:
+            return "complete"  # every batch served; the loop stopped asking at len()
         return status
 
     def close_epoch(self, rec: EpochRecord, src: Any) -> None:

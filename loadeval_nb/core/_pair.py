@@ -7,7 +7,6 @@ Framework-agnostic: ``run_once(wrapper)`` is whatever runs the user's loop with
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -107,25 +106,3 @@ def run_pair(
     if runs["real"] is not None and runs["ideal"] is not None:
         result.diagnosis = diagnose(runs["real"], runs["ideal"])
     return result
-
-
-_RENAMED = {"PairSettings": RunSettings, "PairHooks": RunHooks}
-
-
-def deprecated_name(module: str, name: str) -> Any:
-    """The new object behind an old name, with a :class:`DeprecationWarning` (kept for one
-    release: ``PairSettings`` is ``RunSettings``, ``PairHooks`` is ``RunHooks``)."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{name} is now {new.__name__} (it drives pairs, ladders and sweeps); "
-        f"import {new.__name__} from loadeval_nb instead.",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return new
-
-
-def __getattr__(name: str) -> Any:
-    return deprecated_name(__name__, name)

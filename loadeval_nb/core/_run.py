@@ -150,7 +150,7 @@ class Run:
         (:class:`RunLogError`)."""
         from ._runlog import run_from_dict
 
-        return run_from_dict(doc, source)
+        return run_from_dict(doc, source, cls)
 
 
 def describe_steady(runs: Iterable[Run]) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def save_run(run: Run, path: PathLike) -> str:
     return path
 
 
-def run_from_dict(doc: Any, source: str = "the run log") -> Run:
+def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -> Run:
     """Build a Run from a parsed document, refusing foreign or newer ones."""
     if not isinstance(doc, dict) or doc.get("kind") != RUN_KIND:
         raise RunLogError(
@@ -143,7 +143,7 @@ def run_from_dict(doc: Any, source: str = "the run log") -> Run:
                 raise ValueError(f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}")
         settings = dict(doc.get("settings") or {})
         loads = doc.get("worker_load_ns")
-        return Run(
+        return cls(
             mode=str(doc["mode"]),
             start_ns=start_ns,
             step_ns=step_ns,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -89,3 +90,25 @@ class RunHooks:
 
     def progress(self, text: str) -> None:
         """Work between runs that may take a while (the ladder making its samples)."""
+
+
+_RENAMED = {"PairSettings": RunSettings, "PairHooks": RunHooks}
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """The new object behind an old name, with a :class:`DeprecationWarning` (kept for one
+    release: ``PairSettings`` is ``RunSettings``, ``PairHooks`` is ``RunHooks``)."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{name} is now {new.__name__} (it drives pairs, ladders and sweeps); "
+        f"import {new.__name__} from loadeval_nb instead.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name)

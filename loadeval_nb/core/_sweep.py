@@ -47,13 +47,9 @@ class SweepPoint:
     predicted_steps_per_s: Optional[float] = None
     error: Optional[BaseException] = None
 
-    _runs: list[Run] = field(default_factory=list, repr=False, compare=False)
-
     def runs(self) -> list[Run]:
-        """The runs of this configuration (each made once: a run in ``evs`` has finished)."""
-        while len(self._runs) < len(self.evs):
-            self._runs.append(self.evs[len(self._runs)].to_run())
-        return self._runs
+        """The runs of this configuration (a finished evaluator hands out the same Run)."""
+        return [ev.to_run() for ev in self.evs]
 
     def steady_s(self) -> list[float]:
         return [x for run in self.runs() for x in run.steady_step_s()]

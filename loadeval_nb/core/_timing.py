@@ -58,7 +58,11 @@ class EpochRecord:
     """``running``, ``complete`` (source exhausted or ``max_steps`` reached),
     ``stopped`` (the loop left early) or ``source-error`` (``next()`` raised)."""
     expected: Optional[int] = None
-    """Replay: the number of steps the epoch serves."""
+    """The number of steps the epoch serves (replay), or may serve (log; None: unknown)."""
+    last_end_known: bool = False
+    """Replay: a stamp closes the last step (the loop asked past the last batch, or the
+    adaptive stop ended the epoch). A framework that stops asking once it has ``len()``
+    batches leaves the last step's end unknown."""
     auto_reason: Optional[str] = None
     """Adaptive stop: why the epoch ended (``converged``, ``max_steps``, ``loader exhausted``)."""
 
@@ -188,7 +192,7 @@ def epoch_steps(rec: EpochRecord, *, measure_wait: bool, now: Optional[int] = No
     """
     starts, ready = rec.starts, rec.ready
     n = len(ready) if measure_wait else max(len(starts) - 1, 0)
-    if not measure_wait and rec.status != "complete":
+    if not measure_wait and not rec.last_end_known:
         # replay: stamps are the step starts; a break leaves no closing stamp.
         n = len(starts)
     if n <= 0:

@@ -25,7 +25,6 @@ from ._session import Session, sessions
 
 FLAGS = {
     "steps": "--steps",
-    "auto_stop": "--steps",
     "warmup": "--warmup",
     "cache": "--cache",
     "cache_on": "--cache-on",

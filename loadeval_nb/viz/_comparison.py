@@ -26,7 +26,7 @@ def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
     return r, i
 
 
-def _stepbase_figure(runs: dict[str, Run], width: int) -> Any:
+def _step_figure(runs: dict[str, Run], width: int) -> Any:
     p = base_figure("Step time per step", "step", "step time (ms)", width)
     warm = max((r.warmup_steps for r in runs.values()), default=0)
     if warm:
@@ -41,7 +41,7 @@ def _stepbase_figure(runs: dict[str, Run], width: int) -> Any:
     return p
 
 
-def _histbase_figure(runs: dict[str, Run], width: int) -> Any:
+def _hist_figure(runs: dict[str, Run], width: int) -> Any:
     p = base_figure("Step-time distribution (steady steps)", "step time (ms)", "steps", width)
     for (name, _), data in zip(runs.items(), hist_data(list(runs.values()))):
         src = ColumnDataSource(data, name=f"hist_{name}")
@@ -60,7 +60,7 @@ def _histbase_figure(runs: dict[str, Run], width: int) -> Any:
     return p
 
 
-def _utilbase_figure(runs: dict[str, Run], width: int) -> Any:
+def _util_figure(runs: dict[str, Run], width: int) -> Any:
     has_gpu = any(util_data(r)["gpu_pct"] is not None for r in runs.values())
     title = (
         "Utilisation over time" if has_gpu else "CPU utilisation over time (no NVIDIA GPU readings)"
@@ -124,8 +124,8 @@ def plot_comparison(
     half = width // 2
     return column(
         _verdict_div(diag, width),
-        _stepbase_figure(runs, width),
-        row(_histbase_figure(runs, half), _utilbase_figure(runs, half)),
+        _step_figure(runs, width),
+        row(_hist_figure(runs, half), _util_figure(runs, half)),
         name="loadeval_comparison",
     )
 

@@ -77,7 +77,10 @@ def util_data(run: Run) -> dict[str, Any]:
     t = [v / 1e9 for v in util.get("t_ns") or []]
     gpu = util.get("gpu") or {}
     per_tick = run.gpu_util_per_tick()
-    gpu_pct = None if per_tick is None else [nan if v is None else v for v in per_tick]
+    gpu_pct = None
+    if per_tick is not None:  # one value per tick, also for a log whose series disagree
+        per_tick = (per_tick + [None] * len(t))[: len(t)]
+        gpu_pct = [nan if v is None else v for v in per_tick]
     cpu = util.get("cpu") or {}
 
     def clean(xs: Optional[list[Optional[float]]]) -> Optional[list[float]]:

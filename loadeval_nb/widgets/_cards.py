@@ -10,7 +10,15 @@ from __future__ import annotations
 import html
 from typing import Any, Optional
 
-from ..core import Diagnosis, LadderResult, PairResult, Report, SweepResult, fmt_seconds
+from ..core import (
+    Diagnosis,
+    LadderResult,
+    PairResult,
+    Report,
+    SweepResult,
+    fmt_seconds,
+    fmt_times,
+)
 from ..viz import COLORS, RUNS, bars_svg, steps_svg
 
 VERDICT_COLORS = {
@@ -19,13 +27,8 @@ VERDICT_COLORS = {
     "NOT INPUT-BOUND": "#2e7d32",
     "NOT ENOUGH DATA": "#616161",
 }
-_HEADLINE_CLASS = {"sweep": "loadeval-recommendation"}
+_HEADLINE_CLASS = {"sweep": ("loadeval-recommendation",)}
 _EMPHASISED = {"speedup"}
-
-
-def times(v: Optional[float], digits: int = 2) -> str:
-    """A ratio as ``1.42×`` (``n/a`` for None)."""
-    return "n/a" if v is None else f"{v:.{digits}f}×"
 
 
 def _table(head: list[str], rows: list[list[str]], css: str, row_css: str) -> str:
@@ -54,7 +57,7 @@ def report_html(report: Report, extra: str = "") -> str:
     notes. Everything from the report is escaped."""
     esc = html.escape
     headline = (
-        f"<span class='loadeval-headline {_HEADLINE_CLASS.get(report.kind, '')}'>"
+        f"<span class='{' '.join(['loadeval-headline', *_HEADLINE_CLASS.get(report.kind, ())])}'>"
         f"{esc(report.headline)}</span>"
     )
     if report.badge:
@@ -147,7 +150,7 @@ def history_html(rows: list[dict[str, Any]]) -> str:
         if k.endswith("_step_s"):
             return fmt_seconds(v)
         if k == "speedup":
-            return times(v)
+            return fmt_times(v)
         return "–" if v is None else html.escape(str(v))
 
     return _table(

@@ -23,6 +23,7 @@ from ..core import (
     SweepHooks,
     SweepPoint,
     SweepResult,
+    fmt_times,
     gpu_status,
 )
 from ..viz import (
@@ -37,7 +38,7 @@ from ..viz import (
     sweep_figure,
 )
 from ._bokeh import DisplayOnlyBokehModel
-from ._cards import history_html, ladder_html, sweep_html, times, verdict_html
+from ._cards import history_html, ladder_html, sweep_html, verdict_html
 from ._pusher import Pusher
 
 _ids = itertools.count(1)
@@ -175,7 +176,7 @@ class Dashboard(SweepHooks):
         if d is not None:
             self.verdict.value = verdict_html(d)
             self.set_status(
-                f"Done: {d.verdict} — an ideal loader would be {times(d.speedup)} as fast."
+                f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
             )
         elif result.error is None:
             self.set_status(f"Done: {result.failed_run or 'one run only'}; no comparison to make.")

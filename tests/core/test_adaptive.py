@@ -185,19 +185,19 @@ def test_pair_with_auto_steps_reports_steps_used():
 
 def test_pair_settings_reject_bad_steps():
     with pytest.raises(LoadEvalError, match="'auto'"):
-        RunSettings(steps="many").validate()
+        RunSettings(steps="many")
     with pytest.raises(LoadEvalError, match="max_steps"):
-        RunSettings(steps="auto", warmup=5000).validate()
+        RunSettings(steps="auto", warmup=5000)
     with pytest.raises(LoadEvalError, match="warmup must be an integer >= 0, not True"):
-        RunSettings(warmup=True).validate()
+        RunSettings(warmup=True)
     with pytest.raises(LoadEvalError, match="warmup must be an integer"):
-        RunSettings(steps="auto", warmup="5").validate()  # not a TypeError from a comparison
+        RunSettings(steps="auto", warmup="5")  # not a TypeError from a comparison
 
 
 def test_a_step_count_and_an_auto_stop_are_not_taken_together():
     with pytest.raises(LoadEvalError, match="pass one of them"):
         LoaderEvaluator([1, 2], max_steps=50, auto_stop=AutoStop(max_steps=1000))
     with pytest.raises(LoadEvalError, match="auto_stop applies to steps='auto'"):
-        RunSettings(steps=50, auto_stop=AutoStop(max_steps=5000)).validate()
+        RunSettings(steps=50, auto_stop=AutoStop(max_steps=5000))
     ev = LoaderEvaluator([1, 2], auto_stop=AutoStop(max_steps=1000))  # max_steps left out
     assert ev.max_steps == 1000

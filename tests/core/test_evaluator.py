@@ -317,3 +317,43 @@ def test_run_pair_refuses_a_one_shot_iterator_and_starts_no_workers():
     assert is_one_shot(iter([1])) and not is_one_shot([1])
     dl = DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=2, num_workers=2)
     assert not is_one_shot(dl) and dl._iterator is None  # asked without iter(): no workers
+
+
+@pytest.mark.parametrize("mode", ["log", "replay"])
+def test_an_iterator_dropped_before_its_first_batch_is_not_an_epoch(mode):
+    # Lightning calls iter() on a non-DataLoader to check it is iterable, then drops it
+    ev = LoaderEvaluator(tensor_loader(), mode=mode, num_cached_batches=2, sample_interval_s=None)
+    probe = iter(ev)
+    del probe
+    n = sum(1 for _ in ev)
+    run = ev.to_run()
+    assert run.status == "complete" and len(run.epochs) == 1 and run.n_steps == n
+
+
+def test_the_run_is_frozen_at_close_and_fresh_after_another_epoch():
+    ev = LoaderEvaluator(tensor_loader(), sample_interval_s=None)
+    list(ev)
+    open_run = ev.to_run()
+    assert ev.to_run() is not open_run  # still open to more epochs: made each time
+    ev.close()
+    frozen = ev.to_run()
+    assert ev.to_run() is frozen and frozen.n_steps == 8
+    list(ev)  # another epoch: measured again
+    assert ev.to_run() is not frozen and ev.to_run().n_steps == 16
+
+
+def test_settings_are_checked_when_made_and_when_derived():
+    import dataclasses
+    import pickle
+
+    from loadeval_nb import OptionError, RunSettings
+
+    s = RunSettings(steps=50, warmup=5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.cache = 3
+    with pytest.raises(OptionError, match="^warmup .* must be smaller than steps") as e:
+        dataclasses.replace(s, warmup=60)
+    assert e.value.option == "warmup"
+    assert e.value.renamed("--warmup").startswith("--warmup (60) must be smaller")
+    again = pickle.loads(pickle.dumps(e.value))  # errors cross processes (torchrun, workers)
+    assert str(again) == str(e.value) and again.option == "warmup"

@@ -79,3 +79,40 @@ def test_binary_file(tmp_path):
 
 def test_run_log_errors_are_value_errors():
     assert issubclass(RunLogError, ValueError)
+
+
+def test_schema_1_logs_are_still_read(tmp_path):
+    doc = sample_run().to_dict()
+    for key in ("total_batches", "total_time", "avg_batch_time", "min_batch_time"):
+        del doc[key]
+    del doc["max_batch_time"], doc["batch_times"]
+    doc["schema_version"] = 1
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(doc))
+    assert load_run(p).step_ns == [10, 10, 12]
+
+
+def test_dali_keys_are_derived_not_trusted(tmp_path):
+    p = sample_run().save(tmp_path / "r.json")
+    doc = json.loads(p.read_text() if hasattr(p, "read_text") else open(p).read())
+    assert doc["total_batches"] == 3 and doc["batch_times"] == [1e-9, 2e-9, 3e-9]
+    doc["total_batches"] = 999  # a reader recomputes from the steps
+    (tmp_path / "r2.json").write_text(json.dumps(doc))
+    assert load_run(tmp_path / "r2.json").to_dict()["total_batches"] == 3
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(json, "dump", boom)
+    with pytest.raises(OSError):
+        sample_run().save(tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_subclass_round_trip():
+    class MyRun(Run):
+        pass
+
+    assert type(MyRun.from_dict(sample_run().to_dict())) is MyRun
