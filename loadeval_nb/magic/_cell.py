@@ -7,7 +7,7 @@ import asyncio
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from IPython.core.error import UsageError
 
@@ -132,15 +132,13 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
-def find_loader_names(shell: Any, cell: str) -> list[str]:
-    """Names and dotted paths in ``cell`` that refer to distinct DataLoader objects."""
-    from torch.utils.data import DataLoader
-
+def _objects(shell: Any, cell: str) -> Iterator[tuple[ast.AST, str, Any]]:
+    """(node, dotted path, object) for every name or attribute path in ``cell`` that
+    resolves in the user namespace."""
     try:
         tree = ast.parse(shell.transform_cell(cell))
     except SyntaxError:
-        return []
-    found: dict[int, str] = {}
+        return
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Name, ast.Attribute)):
             continue
@@ -148,11 +146,49 @@ def find_loader_names(shell: Any, cell: str) -> list[str]:
         if path is None:
             continue
         try:
+            yield node, path, LoaderRef(shell, path).get()
+        except UsageError:
+            continue
+
+
+def find_names(shell: Any, cell: str, want: Callable[[Any], bool]) -> list[str]:
+    """Names and dotted paths in ``cell`` that refer to distinct objects ``want`` accepts
+    (the shortest path to each: ``loader`` over ``holder.loader``)."""
+    found: dict[int, str] = {}
+    for _, path, obj in _objects(shell, cell):
+        if want(obj) and (id(obj) not in found or len(path) < len(found[id(obj)])):
+            found[id(obj)] = path
+    return sorted(found.values())
+
+
+def find_loader_names(shell: Any, cell: str) -> list[str]:
+    """Names and dotted paths in ``cell`` that refer to distinct DataLoader objects."""
+    from torch.utils.data import DataLoader
+
+    return find_names(shell, cell, lambda obj: isinstance(obj, DataLoader))
+
+
+def find_callers(shell: Any, cell: str, method: str, want: Callable[[Any], bool]) -> list[Any]:
+    """Distinct objects ``want`` accepts whose ``method`` the cell calls (``trainer.fit(...)``)."""
+    found: dict[int, Any] = {}
+    try:
+        tree = ast.parse(shell.transform_cell(cell))
+    except SyntaxError:
+        return []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == method
+        ):
+            continue
+        path = _dotted(node.func.value)
+        if path is None:
+            continue
+        try:
             obj = LoaderRef(shell, path).get()
         except UsageError:
             continue
-        if isinstance(obj, DataLoader):
-            # prefer the shortest path to an object (``loader`` over ``loader.x``)
-            if id(obj) not in found or len(path) < len(found[id(obj)]):
-                found[id(obj)] = path
-    return sorted(found.values())
+        if want(obj):
+            found[id(obj)] = obj
+    return list(found.values())

@@ -6,6 +6,7 @@ Thin: it parses options, resolves the loader, and orchestrates the core
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Optional
 
 from IPython.core.error import UsageError
@@ -20,8 +21,15 @@ from ..core import (
     prepare_sweep,
     refuse_one_shot,
 )
-from ._cell import LoaderRef, find_loader_names
-from ._session import Session, sessions
+from ..integrations import (
+    bound_method,
+    datamodule_train_loader,
+    fit_for_measurement,
+    is_lightning_datamodule,
+    is_lightning_trainer,
+)
+from ._cell import LoaderRef, find_callers, find_loader_names, find_names
+from ._session import Session, Target, sessions
 
 FLAGS = {
     "steps": "--steps",
@@ -53,6 +61,33 @@ def _usage(e: LoadEvalError) -> UsageError:
     if isinstance(e, OptionError):
         return UsageError(e.renamed(FLAGS.get(e.option, e.option)))
     return UsageError(str(e))
+
+
+def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
+    """What the cell's runs measure, and how each run's wrapper reaches the cell: bound to
+    the loader's name, or handed out by a datamodule; a Lightning ``trainer.fit`` in the
+    cell runs as a clean, restored measurement (``fit_for_measurement``)."""
+    obj = ref.get()
+    trainers = find_callers(shell, cell, "fit", is_lightning_trainer)
+    if len(trainers) > 1:
+        raise UsageError("The cell fits more than one Lightning Trainer; measure one per cell.")
+    around = (lambda: fit_for_measurement(trainers[0])) if trainers else nullcontext
+    if is_lightning_datamodule(obj):
+        try:
+            loader = datamodule_train_loader(obj)
+        except Exception as e:
+            raise UsageError(
+                f"{ref.name}.train_dataloader() failed after setup('fit') "
+                f"({type(e).__name__}: {e}); pass the training DataLoader's name instead."
+            ) from None
+        return Target(
+            ref.name, loader, lambda ev: bound_method(obj, "train_dataloader", ev), around
+        )
+    if not hasattr(obj, "__iter__"):
+        raise UsageError(
+            f"{ref.name} is a {type(obj).__name__}, not a loader; pass the DataLoader's name."
+        )
+    return Target(ref.name, obj, ref.bound, around)
 
 
 def _unquote(text: str) -> str:
@@ -151,7 +186,9 @@ class LoadEvalMagics(Magics):
             )
         shell = self.shell
         if args.loader is None:
-            names = find_loader_names(shell, cell)
+            names = find_loader_names(shell, cell) or find_names(
+                shell, cell, is_lightning_datamodule
+            )
             if len(names) != 1:
                 found = f" (found {', '.join(names)})" if names else ""
                 raise UsageError(
@@ -159,12 +196,8 @@ class LoadEvalMagics(Magics):
                     f"one DataLoader{found}."
                 )
             args.loader = names[0]
-        ref = LoaderRef(shell, args.loader)
-        loader = ref.get()
-        if not hasattr(loader, "__iter__"):
-            raise UsageError(
-                f"{args.loader} is a {type(loader).__name__}, not a loader; pass the DataLoader's name."
-            )
+        target = _target(LoaderRef(shell, args.loader), cell, shell)
+        loader = target.loader
         steps: Any = _unquote(args.steps)
         if steps != "auto":
             try:
@@ -200,7 +233,7 @@ class LoadEvalMagics(Magics):
         return Session(
             shell,
             cell,
-            ref,
+            target,
             settings,
             live=not args.no_live,
             quiet=args.quiet,

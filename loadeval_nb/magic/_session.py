@@ -8,8 +8,9 @@ the loop and the widgets as the hooks, and never changes the settings it was giv
 from __future__ import annotations
 
 import weakref
-from dataclasses import replace
-from typing import Any, Optional
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
 
 from IPython.display import display
 
@@ -30,9 +31,21 @@ from ..core import (
     run_sweep,
     shutdown_persistent_workers,
 )
-from ._cell import LoaderRef, run_cell_body
+from ._cell import run_cell_body
 
 sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a cell measures: ``loader`` (named ``name`` in messages), ``bind(ev)`` (a context
+    in which the cell finds the wrapper ``ev`` where it looks for its loader) and
+    ``around()`` (a context each run of the cell needs: a framework's clean-up)."""
+
+    name: str
+    loader: Any
+    bind: Callable[[Any], AbstractContextManager[Any]]
+    around: Callable[[], AbstractContextManager[Any]]
 
 
 class Session:
@@ -42,7 +55,7 @@ class Session:
         self,
         shell: Any,
         cell: str,
-        ref: LoaderRef,
+        target: Target,
         settings: RunSettings,
         *,
         live: bool = True,
@@ -50,9 +63,9 @@ class Session:
         ladder: bool = False,
         sweep: Optional[SweepPlan] = None,
     ) -> None:
-        self.shell, self.cell, self.ref, self.settings = shell, cell, ref, settings
+        self.shell, self.cell, self.target, self.settings = shell, cell, target, settings
         self.live, self.quiet, self.ladder_mode, self.sweep_plan = live, quiet, ladder, sweep
-        self.original = ref.get()
+        self.original = target.loader
         self.dashboard: Any = None
         self.panel: Any = None
         self.static_handle: Any = None
@@ -72,7 +85,7 @@ class Session:
         if self.live:
             self.bokehjs_handle = load_bokehjs()
         self.dashboard = Dashboard(
-            loader_name=self.ref.name,
+            loader_name=self.target.name,
             steps_per_run=self.settings.steps,
             live=self.live,
             runs=RUNGS if self.ladder_mode else ("real", "ideal"),
@@ -81,7 +94,7 @@ class Session:
         display(self.dashboard.widget)
 
     def _run_once(self, ev: Any) -> None:
-        with self.ref.bound(ev):
+        with self.target.around(), self.target.bind(ev):
             run_cell_body(self.shell, self.cell)
 
     def _write_static(self) -> None:
@@ -113,7 +126,7 @@ class Session:
             self._run_once,
             self.settings,
             hooks=self.dashboard,
-            loader_name=self.ref.name,
+            loader_name=self.target.name,
         )
         self.shell.user_ns["_loadeval"] = result
         if self.dashboard is not None:
@@ -132,7 +145,7 @@ class Session:
             from ..widgets import Dashboard
 
             dash = Dashboard(
-                loader_name=self.ref.name,
+                loader_name=self.target.name,
                 steps_per_run=self.settings.steps,
                 live=dash.live,
                 sweep=True,
@@ -144,7 +157,7 @@ class Session:
             plan,
             settings or self.settings,
             hooks=dash,
-            loader_name=self.ref.name,
+            loader_name=self.target.name,
         )
         self.shell.user_ns["_loadeval"] = result
         if dash is not None:
@@ -168,7 +181,7 @@ class Session:
             settings,
             hooks=self.dashboard,
             label=row.get("label", ""),
-            loader_name=self.ref.name,
+            loader_name=self.target.name,
         )
         self.shell.user_ns["_loadeval"] = result
         self._show_result(result, {**row, "cache": settings.cache})
@@ -221,7 +234,7 @@ class Session:
     def panel_sweep(self, spec: str) -> None:
         """ "Run sweep": checked before its view is added; run with the panel's cache size."""
         try:
-            plan = prepare_sweep(self.original, spec, self.ref.name)
+            plan = prepare_sweep(self.original, spec, self.target.name)
             cache = self.panel.cache.value if self.panel is not None else self.settings.cache
             result = self.sweep(plan, replace(self.settings, cache=cache))
         except Exception as e:

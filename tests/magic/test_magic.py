@@ -9,29 +9,20 @@ import pytest
 import torch
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 from torch.utils.data import DataLoader, TensorDataset
-from traitlets.config import Config
 
 from loadeval_nb import load_run, magic
+
+from ..ipython_shell import ipython_shell
 
 QUIET = "--steps 24 --warmup 2 --cache 3 --quiet"
 
 
 @pytest.fixture
 def shell():
-    cfg = Config()
-    cfg.HistoryManager.enabled = False  # no history thread to outlive the test
-    ip = InteractiveShell.instance(config=cfg)
-    ip.run_line_magic("load_ext", "loadeval_nb")
-    ns_before = dict(ip.user_ns)
-    ip.user_ns["train_loader"] = DataLoader(
-        TensorDataset(torch.randn(256, 4), torch.arange(256)), batch_size=8
-    )
-    yield ip
-    magic.stop_all()
-    ip.user_ns.clear()
-    ip.user_ns.update(ns_before)
+    loader = DataLoader(TensorDataset(torch.randn(256, 4), torch.arange(256)), batch_size=8)
+    with ipython_shell(train_loader=loader) as ip:
+        yield ip
 
 
 def run(shell, line, cell):
@@ -305,7 +296,7 @@ def test_one_shot_iterators_and_non_dataloaders_are_refused_before_anything_show
     with pytest.raises(UsageError, match="sweep a torch.utils.data.DataLoader"):
         run(shell, "batches --sweep 'num_workers=0,1'", "for b in batches:\n    pass\n")
     # refused before the dashboard was made
-    assert magic.latest_session() is None or magic.latest_session().ref.name != "batches"
+    assert magic.latest_session() is None or magic.latest_session().target.name != "batches"
 
 
 def test_one_shot_iterator_refused_for_a_pair_but_not_for_one_side(shell):
