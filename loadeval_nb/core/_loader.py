@@ -57,6 +57,12 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
         raise LoadEvalError(
             f"Only a torch.utils.data.DataLoader can be rebuilt with other settings, not a {type(loader).__name__}."
         )
+    if type(loader).__module__.split(".")[0] == "accelerate":
+        # a rebuilt plain DataLoader would lose accelerate's device placement and sharding
+        raise LoadEvalError(
+            f"A {type(loader).__name__} from accelerator.prepare() cannot be rebuilt with other "
+            "settings; change the DataLoader you prepare (num_workers=..., pin_memory=...)."
+        )
     from torch.utils.data import DataLoader, IterableDataset
 
     nw = changes.get("num_workers", loader.num_workers)

@@ -3,6 +3,9 @@
 * PyTorch Lightning: :func:`fit_pair` (``trainer.fit`` as a real + ideal pair),
   :func:`fit_for_measurement` (one clean, restored ``fit``) and
   :class:`LoadEvalCallback` (one side, as a Lightning callback).
+* Hugging Face ``transformers.Trainer``: :func:`train_pair`, :func:`train_for_measurement`
+  and :func:`wrapped_train_dataloader` (the hook that hands the Trainer our wrapper).
+  accelerate's prepared loaders are DataLoaders: wrap them like any other.
 
 Importing this package imports no framework; each is imported when first used.
 """
@@ -11,6 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._huggingface import (
+    is_hf_trainer,
+    train_for_measurement,
+    train_pair,
+    trainer_train_loader,
+    wrapped_train_dataloader,
+)
 from ._lightning import (
     bound_method,
     datamodule_train_loader,
@@ -28,6 +38,11 @@ __all__ = [
     "is_lightning_datamodule",
     "datamodule_train_loader",
     "bound_method",
+    "train_pair",
+    "train_for_measurement",
+    "wrapped_train_dataloader",
+    "trainer_train_loader",
+    "is_hf_trainer",
 ]
 
 _LAZY = {"LoadEvalCallback": "._lightning_callback"}

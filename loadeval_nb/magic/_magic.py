@@ -25,8 +25,12 @@ from ..integrations import (
     bound_method,
     datamodule_train_loader,
     fit_for_measurement,
+    is_hf_trainer,
     is_lightning_datamodule,
     is_lightning_trainer,
+    train_for_measurement,
+    trainer_train_loader,
+    wrapped_train_dataloader,
 )
 from ._cell import LoaderRef, find_callers, find_loader_names, find_names
 from ._session import Session, Target, sessions
@@ -65,13 +69,26 @@ def _usage(e: LoadEvalError) -> UsageError:
 
 def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
     """What the cell's runs measure, and how each run's wrapper reaches the cell: bound to
-    the loader's name, or handed out by a datamodule; a Lightning ``trainer.fit`` in the
-    cell runs as a clean, restored measurement (``fit_for_measurement``)."""
+    the loader's name, or handed out by a datamodule or a Hugging Face Trainer; a
+    framework's ``fit`` / ``train`` in the cell runs as a clean, restored measurement."""
     obj = ref.get()
+    if is_hf_trainer(obj):
+        try:
+            loader = trainer_train_loader(obj)
+        except LoadEvalError as e:
+            raise UsageError(str(e)) from None
+        return Target(
+            ref.name,
+            loader,
+            lambda ev: wrapped_train_dataloader(obj, ev),
+            lambda ev: train_for_measurement(obj, ev.max_steps),
+        )
     trainers = find_callers(shell, cell, "fit", is_lightning_trainer)
     if len(trainers) > 1:
         raise UsageError("The cell fits more than one Lightning Trainer; measure one per cell.")
-    around = (lambda: fit_for_measurement(trainers[0])) if trainers else nullcontext
+    around = (
+        (lambda ev: fit_for_measurement(trainers[0])) if trainers else (lambda ev: nullcontext())
+    )
     if is_lightning_datamodule(obj):
         try:
             loader = datamodule_train_loader(obj)
@@ -186,8 +203,10 @@ class LoadEvalMagics(Magics):
             )
         shell = self.shell
         if args.loader is None:
-            names = find_loader_names(shell, cell) or find_names(
-                shell, cell, is_lightning_datamodule
+            names = (
+                find_loader_names(shell, cell)
+                or find_names(shell, cell, is_lightning_datamodule)
+                or find_names(shell, cell, is_hf_trainer)
             )
             if len(names) != 1:
                 found = f" (found {', '.join(names)})" if names else ""

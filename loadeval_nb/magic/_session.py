@@ -40,12 +40,12 @@ sessions: weakref.WeakSet[Session] = weakref.WeakSet()
 class Target:
     """What a cell measures: ``loader`` (named ``name`` in messages), ``bind(ev)`` (a context
     in which the cell finds the wrapper ``ev`` where it looks for its loader) and
-    ``around()`` (a context each run of the cell needs: a framework's clean-up)."""
+    ``around(ev)`` (a context each run of the cell needs: a framework's clean-up)."""
 
     name: str
     loader: Any
     bind: Callable[[Any], AbstractContextManager[Any]]
-    around: Callable[[], AbstractContextManager[Any]]
+    around: Callable[[Any], AbstractContextManager[Any]]
 
 
 class Session:
@@ -94,7 +94,7 @@ class Session:
         display(self.dashboard.widget)
 
     def _run_once(self, ev: Any) -> None:
-        with self.target.around(), self.target.bind(ev):
+        with self.target.around(ev), self.target.bind(ev):
             run_cell_body(self.shell, self.cell)
 
     def _write_static(self) -> None:

@@ -1,0 +1,130 @@
+"""Hugging Face ``transformers.Trainer`` (and accelerate's prepared loaders).
+
+The Trainer builds its training loader itself (``get_train_dataloader()``, a
+DataLoader prepared by accelerate), so a measured ``train()`` gets our wrapper from
+that method instead, for the duration of the run (:func:`wrapped_train_dataloader`).
+A ``TrainerCallback`` cannot swap the loader (callbacks see it, they do not hand it
+out); this is the hook that can.
+
+:func:`train_for_measurement` makes one ``train()`` a clean measurement of ``steps``
+batches and puts everything back afterwards:
+
+* ``max_steps`` is the run's optimizer steps (``steps`` over the gradient accumulation),
+  so one pass over the wrapped loader is the whole run, also on a trainer that trained
+  before;
+* no evaluation, checkpoint or best-model reload between steps (``eval_strategy``,
+  ``save_strategy`` "no", ``load_best_model_at_end`` off);
+* each run starts with the optimizer and scheduler the trainer had before (usually
+  none: a fresh one is made, as in a first ``train()``) and from the same weights;
+  the weights, optimizer, scheduler, state and arguments are restored afterwards.
+
+An ``accelerator.prepare(loader)`` is a DataLoader (accelerate's ``DataLoaderShard``):
+wrap it like any loader; the batches come out on the accelerator's device as before.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
+from ._lightning import bound_method
+
+
+def is_hf_trainer(obj: Any) -> bool:
+    """A ``transformers.Trainer`` (never imports transformers)."""
+    mod = sys.modules.get("transformers")
+    cls = getattr(mod, "Trainer", None) if mod is not None else None
+    return cls is not None and isinstance(obj, cls)
+
+
+def _check(trainer: Any) -> None:
+    if not is_hf_trainer(trainer):
+        raise LoadEvalError(f"Expected a transformers.Trainer, not a {type(trainer).__name__}.")
+
+
+@contextmanager
+def train_for_measurement(trainer: Any, steps: Optional[int]) -> Iterator[None]:
+    """Within the block, ``trainer.train()`` trains ``steps`` batches from a fresh start
+    with no evaluation or checkpoint between steps (see the module docstring); the
+    trainer and the model's weights are restored in ``finally``. ``steps=None`` keeps
+    the trainer's own length."""
+    _check(trainer)
+    args = trainer.args
+    changes: list[tuple[str, Any]] = [
+        ("eval_strategy", "no"),
+        ("save_strategy", "no"),
+        ("load_best_model_at_end", False),
+    ]
+    if steps is not None:
+        changes.append(("max_steps", math.ceil(steps / max(1, args.gradient_accumulation_steps))))
+    before_args = [(name, getattr(args, name)) for name, _ in changes if hasattr(args, name)]
+    model = trainer.model
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    kept = {n: getattr(trainer, n, None) for n in ("optimizer", "lr_scheduler", "state", "control")}
+    try:
+        for name, value in changes:
+            if hasattr(args, name):
+                setattr(args, name, _like(getattr(args, name), value))
+        yield
+    finally:
+        for name, value in before_args:
+            setattr(args, name, value)
+        model.load_state_dict(weights)
+        for name, value in kept.items():
+            setattr(trainer, name, value)
+
+
+def _like(current: Any, value: Any) -> Any:
+    """``value`` as the type ``current`` has (the arguments hold enums after their checks)."""
+    if isinstance(value, str) and type(current) is not str and current is not None:
+        try:
+            return type(current)(value)
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+@contextmanager
+def wrapped_train_dataloader(trainer: Any, ev: LoaderEvaluator) -> Iterator[None]:
+    """Within the block, ``trainer.get_train_dataloader()`` hands out ``ev``; the trainer
+    is left as it was."""
+    _check(trainer)
+    with bound_method(trainer, "get_train_dataloader", ev):
+        yield
+
+
+def trainer_train_loader(trainer: Any) -> Any:
+    """The loader ``trainer.train()`` would iterate (made as the Trainer makes it)."""
+    _check(trainer)
+    try:
+        return trainer.get_train_dataloader()
+    except Exception as e:
+        raise LoadEvalError(
+            f"trainer.get_train_dataloader() failed ({type(e).__name__}: {e}); give the "
+            "Trainer a train_dataset first."
+        ) from None
+
+
+def train_pair(
+    trainer: Any,
+    *,
+    settings: Optional[RunSettings] = None,
+    hooks: Optional[RunHooks] = None,
+    label: str = "",
+    **train_kw: Any,
+) -> PairResult:
+    """``trainer.train(**train_kw)`` measured as a real + ideal pair of ``settings.steps``
+    batches each (:func:`loadeval_nb.run_pair` on the Trainer's loop); the trainer and the
+    model are restored after each side (see :func:`train_for_measurement`)."""
+    settings = settings or RunSettings()
+    loader = trainer_train_loader(trainer)
+
+    def run_once(ev: LoaderEvaluator) -> None:
+        with train_for_measurement(trainer, ev.max_steps), wrapped_train_dataloader(trainer, ev):
+            trainer.train(**train_kw)
+
+    return run_pair(loader, run_once, settings, hooks=hooks, label=label, loader_name="the loader")
