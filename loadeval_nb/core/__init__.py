@@ -38,6 +38,7 @@ from ._ladder import RUNGS, STAGES, LadderResult, Rung, Stage, run_ladder
 from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
 from ._pair import PairResult, run_pair
 from ._predict import Prediction, predict
+from ._ranks import RankReport, RankResult, dist_rank, gather_pair, rank_report
 from ._report import Fact, Report
 from ._run import Run
 from ._runlog import SCHEMA_VERSION, load_run
@@ -91,6 +92,12 @@ __all__ = [
     "prepare_sweep",
     "config_label",
     "refuse_one_shot",
+    # many ranks (torchrun)
+    "gather_pair",
+    "RankReport",
+    "RankResult",
+    "rank_report",
+    "dist_rank",
     "PAIR_NEEDS_TWO_PASSES",
     # adaptive stop and the simulator
     "AutoStop",

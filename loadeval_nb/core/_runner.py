@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
+from ._ranks import dist_rank
 from ._settings import RunHooks, RunSettings
 
 
@@ -76,11 +77,14 @@ def measure(
 
 
 def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optional[str]:
-    """Where a run's JSON log goes under ``log_dir`` (None without one)."""
+    """Where a run's JSON log goes under ``log_dir`` (None without one); under
+    ``torch.distributed`` each rank writes its own (``...-rank3.json``)."""
     if not settings.log_dir:
         return None
     os.makedirs(settings.log_dir, exist_ok=True)
-    name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}.json"
+    where = dist_rank()
+    rank = f"-rank{where[0]}" if where is not None else ""
+    name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}{rank}.json"
     return os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
 
 
