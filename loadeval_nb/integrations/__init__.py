@@ -6,6 +6,8 @@
 * Hugging Face ``transformers.Trainer``: :func:`train_pair`, :func:`train_for_measurement`
   and :func:`wrapped_train_dataloader` (the hook that hands the Trainer our wrapper).
   accelerate's prepared loaders are DataLoaders: wrap them like any other.
+* Many ranks from a notebook: :func:`launch_ranks` (forked CPU ranks of a gloo process
+  group; under torchrun, call ``run_pair`` and ``gather_pair`` directly).
 
 Importing this package imports no framework; each is imported when first used.
 """
@@ -21,6 +23,7 @@ from ._huggingface import (
     trainer_train_loader,
     wrapped_train_dataloader,
 )
+from ._launch import launch_ranks
 from ._lightning import (
     bound_method,
     datamodule_train_loader,
@@ -43,6 +46,7 @@ __all__ = [
     "wrapped_train_dataloader",
     "trainer_train_loader",
     "is_hf_trainer",
+    "launch_ranks",
 ]
 
 _LAZY = {"LoadEvalCallback": "._lightning_callback"}

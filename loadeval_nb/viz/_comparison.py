@@ -11,19 +11,39 @@ from bokeh.layouts import column, row
 from bokeh.models import BoxAnnotation, ColumnDataSource, Div, HoverTool
 from bokeh.resources import INLINE
 
-from ..core import Diagnosis, LoadEvalError, Run, as_run, diagnose
+from ..core import LoadEvalError, Run, as_run, diagnose
 from ._data import hist_data, steps_data, util_data
-from ._style import COLORS, UTIL_SERIES, base_figure
+from ._style import UTIL_SERIES, base_figure, color_of
 
 
 def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
     if real_log is None and ideal_log is None:
         raise LoadEvalError(
-            "plot_comparison needs real_log=, ideal_log= or both (paths, runs or evaluators)."
+            "plot_comparison needs real_log=, ideal_log= or both (paths, runs or evaluators), "
+            "or ranks= (a RankReport from gather_pair)."
         )
     r = as_run(real_log, "real_log") if real_log is not None else None
     i = as_run(ideal_log, "ideal_log") if ideal_log is not None else None
     return r, i
+
+
+def _rank_runs(ranks: Any) -> dict[str, Run]:
+    """One real and one ideal run per rank of a gathered :class:`~loadeval_nb.RankReport`
+    (or a list of ``(real, ideal)`` pairs, one per rank)."""
+    pairs = (
+        [(r.run("real"), r.run("ideal")) for r in ranks.ranks]
+        if hasattr(ranks, "ranks")
+        else [(as_run(a, "real"), as_run(b, "ideal")) for a, b in ranks]
+    )
+    out: dict[str, Run] = {}
+    for k, (real, ideal) in enumerate(pairs):
+        rank = ranks.ranks[k].rank if hasattr(ranks, "ranks") else k
+        for side, run in (("real", real), ("ideal", ideal)):
+            if run is not None:
+                out[f"{side} r{rank}"] = run
+    if not out:
+        raise LoadEvalError("ranks= holds no runs to plot; pass gather_pair()'s report.")
+    return out
 
 
 def _step_figure(runs: dict[str, Run], width: int) -> Any:
@@ -33,8 +53,10 @@ def _step_figure(runs: dict[str, Run], width: int) -> Any:
         p.add_layout(BoxAnnotation(right=warm - 0.5, fill_alpha=0.08, fill_color="gray"))
     for name, run in runs.items():
         src = ColumnDataSource(steps_data(run), name=f"steps_{name}")
-        p.line("step", "step_ms", source=src, color=COLORS[name], legend_label=name, line_width=1.5)
-        p.scatter("step", "step_ms", source=src, color=COLORS[name], size=3, alpha=0.6)
+        p.line(
+            "step", "step_ms", source=src, color=color_of(name), legend_label=name, line_width=1.5
+        )
+        p.scatter("step", "step_ms", source=src, color=color_of(name), size=3, alpha=0.6)
     p.add_tools(HoverTool(tooltips=[("step", "@step"), ("ms", "@step_ms{0.00}")]))
     p.legend.location = "top_right"
     p.legend.click_policy = "hide"
@@ -51,8 +73,8 @@ def _hist_figure(runs: dict[str, Run], width: int) -> Any:
             top="count",
             bottom=0,
             source=src,
-            fill_color=COLORS[name],
-            line_color=COLORS[name],
+            fill_color=color_of(name),
+            line_color=color_of(name),
             fill_alpha=0.35,
             legend_label=name,
         )
@@ -82,7 +104,7 @@ def _util_figure(runs: dict[str, Run], width: int) -> Any:
                     "t_s",
                     key,
                     source=src,
-                    color=COLORS[name],
+                    color=color_of(name),
                     line_dash=dash,
                     line_width=width_px,
                     legend_label=f"{name} {label}",
@@ -96,10 +118,10 @@ def _util_figure(runs: dict[str, Run], width: int) -> Any:
     return p
 
 
-def _verdict_div(diag: Optional[Diagnosis], width: int) -> Any:
-    if diag is None:
+def _verdict_div(result: Any, width: int) -> Any:
+    if result is None:
         return Div(text="", width=width)
-    body = html.escape(str(diag))
+    body = html.escape(str(result))
     return Div(text=f"<pre style='font-size:12px;margin:0'>{body}</pre>", width=width)
 
 
@@ -107,6 +129,7 @@ def plot_comparison(
     real_log: Any = None,
     ideal_log: Any = None,
     *,
+    ranks: Any = None,
     width: int = 900,
     show_verdict: bool = True,
 ) -> Any:
@@ -117,13 +140,21 @@ def plot_comparison(
     holds the verdict (when both are given), step time per step, the step-time
     distributions and utilisation over time. Show it with ``bokeh.io.show`` or
     write it with :func:`save_report`.
+
+    ``ranks``: a :class:`~loadeval_nb.RankReport` from :func:`~loadeval_nb.gather_pair`
+    (or a list of ``(real, ideal)`` per rank) plots one line per rank and side, under
+    the gathered report.
     """
-    r, i = _runs(real_log, ideal_log)
-    runs = {k: v for k, v in (("real", r), ("ideal", i)) if v is not None}
-    diag = diagnose(r, i) if (show_verdict and r is not None and i is not None) else None
+    if ranks is not None:
+        runs = _rank_runs(ranks)
+        text: Any = ranks if hasattr(ranks, "report") and show_verdict else None
+    else:
+        r, i = _runs(real_log, ideal_log)
+        runs = {k: v for k, v in (("real", r), ("ideal", i)) if v is not None}
+        text = diagnose(r, i) if (show_verdict and r is not None and i is not None) else None
     half = width // 2
     return column(
-        _verdict_div(diag, width),
+        _verdict_div(text, width),
         _step_figure(runs, width),
         row(_hist_figure(runs, half), _util_figure(runs, half)),
         name="loadeval_comparison",
@@ -136,10 +167,11 @@ def save_report(
     path: str | os.PathLike[str] = "loadeval-report.html",
     *,
     title: str = "loadeval_nb report",
+    ranks: Any = None,
 ) -> str:
     """Write :func:`plot_comparison` as one standalone HTML file (BokehJS inlined:
     it opens offline). Returns the path."""
-    layout = plot_comparison(real_log, ideal_log)
+    layout = plot_comparison(real_log, ideal_log, ranks=ranks)
     doc = file_html(layout, resources=INLINE, title=title)
     p = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)

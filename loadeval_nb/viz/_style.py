@@ -17,6 +17,23 @@ COLORS = {
     "predicted": "#7f7f7f",
 }
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+_RANK_SHADES = {
+    "real": ("#d62728", "#ff7f0e", "#8c564b", "#e377c2", "#bcbd22", "#7f0000"),
+    "ideal": ("#1f77b4", "#17becf", "#9467bd", "#2ca02c", "#393b79", "#6baed6"),
+}
+
+
+def color_of(name: str) -> str:
+    """The colour of a run's line: ``real``, ``ideal``, a ladder rung, or a rank's run
+    (``real r3``: one hue family per side, a shade per rank)."""
+    if name in COLORS:
+        return COLORS[name]
+    side, _, rank = name.partition(" r")
+    shades = _RANK_SHADES.get(side)
+    if shades is not None and rank.isdigit():
+        return shades[int(rank) % len(shades)]
+    return "#333333"
+
 
 UTIL_SERIES = (
     # (column, legend label, line dash, line width)

@@ -93,3 +93,30 @@ def test_util_data_nulls_become_nan():
     u = util_data(run_of([1], util=CPU_ONLY))
     assert u["gpu_pct"] is None and u["t_s"] == [0.0, 0.1, 0.2]
     assert u["process_cpu_pct"][2] != u["process_cpu_pct"][2]  # NaN
+
+
+def test_one_line_per_rank_from_a_gathered_report():
+    from bokeh.models import ColumnDataSource
+
+    from loadeval_nb.core import RankResult, rank_report
+    from loadeval_nb.viz import plot_comparison
+
+    def run(ms, mode):
+        step = [int(ms * 1e6)] * 20
+        return Run(
+            mode=mode,
+            start_ns=[i * step[0] for i in range(20)],
+            step_ns=step,
+            wait_ns=[s // 2 for s in step] if mode == "log" else None,
+        )
+
+    ranks = rank_report(
+        [
+            RankResult(r, "h", run(20, "log").to_dict(), run(10, "replay").to_dict())
+            for r in range(2)
+        ]
+    )
+    layout = plot_comparison(ranks=ranks)
+    names = {m.name for m in layout.select({"type": ColumnDataSource})}
+    assert {"steps_real r0", "steps_real r1", "steps_ideal r0", "steps_ideal r1"} <= names
+    assert "2 ranks" in layout.children[0].text

@@ -1,0 +1,92 @@
+"""Several ranks from a notebook: ``launch_ranks(fn, nprocs=2)`` forks ``nprocs`` processes
+on this machine, makes them a ``torch.distributed`` process group (gloo by default, on
+127.0.0.1), runs ``fn()`` in each and hands back what rank 0's ``fn`` returned.
+
+Fork, not spawn: a function defined in a notebook cell cannot be imported by a spawned
+process. So this is for CPU ranks (a process that has initialised CUDA cannot fork);
+for GPUs and for several machines, run a script under ``torchrun``, where the same
+``run_pair`` + ``gather_pair`` code works unchanged. The ranks exchange data only
+through ``torch.distributed``; rank 0's return value comes back to the notebook over a
+pipe of the fork context.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from typing import Any, Callable
+
+from ..core import LoadEvalError
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rank_main(
+    rank: int, fn: Callable[[], Any], world: int, port: int, backend: str, out: Any
+) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+    )
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    try:
+        value = fn()
+        if rank == 0:
+            out.put(("ok", value))
+    except BaseException:
+        if rank == 0:
+            out.put(("error", traceback.format_exc()))
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo") -> Any:
+    """Run ``fn()`` on ``nprocs`` forked CPU ranks of a fresh process group and return rank
+    0's result. A rank that raises stops them all; its traceback comes back as a
+    ``RuntimeError`` naming the rank."""
+    import torch
+    import torch.multiprocessing as tmp
+
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise LoadEvalError(f"nprocs must be a number of processes >= 1, not {nprocs!r}.")
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        raise LoadEvalError(
+            "This process has initialised CUDA, so it cannot fork ranks; run a script under "
+            "torchrun instead (the same run_pair + gather_pair code)."
+        )
+    ctx = tmp.get_context("fork")
+    out = ctx.SimpleQueue()
+    procs = tmp.start_processes(
+        _rank_main,
+        args=(fn, nprocs, _free_port(), backend, out),
+        nprocs=nprocs,
+        join=False,
+        start_method="fork",
+    )
+    got: Any = None
+    try:
+        while not procs.join(timeout=0.05):
+            if got is None and not out.empty():
+                got = out.get()  # read as it comes: a large result must not fill the pipe
+    except tmp.ProcessRaisedException as e:
+        raise RuntimeError(f"a rank failed:\n{e}") from None
+    if got is None and not out.empty():
+        got = out.get()
+    if got is None:
+        raise RuntimeError("rank 0 returned nothing (it exited before fn() finished).")
+    status, value = got
+    if status != "ok":
+        raise RuntimeError(f"rank 0 failed:\n{value}")
+    return value
