@@ -1,4 +1,4 @@
-"""Command line: ``python -m loadeval_nb demo | diagnose | report``."""
+"""Command line: ``python -m loadeval_nb demo | diagnose | report | compare``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("real")
     r.add_argument("ideal")
     r.add_argument("-o", "--out", default="loadeval-report.html")
+    c = sub.add_parser(
+        "compare",
+        help="compare two run logs' step times; exit 1 on a significant slowdown over the limit",
+    )
+    c.add_argument("before")
+    c.add_argument("after")
+    c.add_argument(
+        "--max-slowdown",
+        default="5%",
+        help="slowdown allowed before it counts as a regression (default 5%%)",
+    )
     return p
 
 
@@ -66,6 +77,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .viz import save_report
 
             print(save_report(args.real, args.ideal, args.out))
+        elif args.command == "compare":
+            from .core import compare_runs
+
+            result = compare_runs(args.before, args.after, max_slowdown=args.max_slowdown)
+            print(result)
+            return 1 if result.regression else 0
     except LoadEvalError as e:
         print(f"loadeval_nb: {e}", file=sys.stderr)
         return 2

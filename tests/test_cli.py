@@ -61,3 +61,36 @@ def test_demo_runs_and_writes_report(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Verdict:" in text and "real step" in text
     assert out.exists() and (tmp_path / "real.json").exists() and (tmp_path / "ideal.json").exists()
+
+
+def _noisy_run(tmp_path, name, ms, n=200, seed=0):
+    import random
+
+    rng = random.Random(seed)
+    step = [int((ms + rng.gauss(0, 0.3)) * MS) for _ in range(n)]
+    start = [sum(step[:i]) for i in range(n)]
+    return Run(mode="log", start_ns=start, step_ns=step, samples=[8] * n).save(tmp_path / name)
+
+
+def test_compare_fails_a_significant_regression_over_the_limit(tmp_path, capsys):
+    before = _noisy_run(tmp_path, "before.json", 20.0)
+    slower = _noisy_run(tmp_path, "slower.json", 22.0, seed=1)  # +10 %
+    assert main(["compare", before, slower, "--max-slowdown", "5%"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION: steps are 10" in out and "95% CI +" in out and "samples/s" in out
+    assert main(["compare", before, slower, "--max-slowdown", "15%"]) == 0
+
+
+def test_compare_passes_noise_and_speedups(tmp_path, capsys):
+    before = _noisy_run(tmp_path, "before.json", 20.0)
+    same = _noisy_run(tmp_path, "same.json", 20.0, seed=2)
+    faster = _noisy_run(tmp_path, "faster.json", 15.0, seed=3)
+    assert main(["compare", before, same, "--max-slowdown", "0%"]) == 0
+    assert main(["compare", before, faster]) == 0
+    assert "OK: steps are 25" in capsys.readouterr().out
+
+
+def test_compare_refuses_a_bad_limit_in_one_sentence(tmp_path, capsys):
+    before = _noisy_run(tmp_path, "before.json", 20.0)
+    assert main(["compare", before, before, "--max-slowdown", "lots"]) == 2
+    assert "write it like 5% or 0.05" in capsys.readouterr().err

@@ -27,7 +27,9 @@ def outputs(nb):
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "image_pipeline.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["quickstart.ipynb", "image_pipeline.ipynb", "lightning.ipynb", "ranks.ipynb"]
+)
 def test_committed_without_outputs(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     assert all(
@@ -39,7 +41,8 @@ def test_committed_without_outputs(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name, n_pairs, n_ladders", [("quickstart.ipynb", 1, 0), ("image_pipeline.ipynb", 2, 1)]
+    "name, n_pairs, n_ladders",
+    [("quickstart.ipynb", 1, 0), ("image_pipeline.ipynb", 2, 1), ("lightning.ipynb", 1, 0)],
 )
 def test_notebook_runs_and_keeps_a_static_result(name, n_pairs, n_ladders, tmp_path):
     nb = execute(name, tmp_path)
@@ -67,3 +70,13 @@ def test_notebook_runs_and_keeps_a_static_result(name, n_pairs, n_ladders, tmp_p
     assert len(json.dumps(nb)) < 2_000_000
     printed = "".join(o.get("text", "") for o in outs if o.output_type == "stream")
     assert "Verdict:" in printed
+
+
+@pytest.mark.slow
+def test_two_rank_notebook_shows_the_gathered_report(tmp_path):
+    nb = execute("ranks.ipynb", tmp_path)
+    outs = outputs(nb)
+    assert not [o for o in outs if o.output_type == "error"]
+    printed = "".join(o.get("text", "") for o in outs if o.output_type == "stream")
+    assert "2 ranks: rank 1 is a straggler" in printed
+    assert any("application/vnd.bokehjs_exec.v0+json" in o.get("data", {}) for o in outs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._adaptive import AutoStop, mean_ci, median_ci
+from ._compare import Comparison, compare_runs, load_history, parse_share, save_history
 from ._diagnosis import (
     INPUT_BOUND,
     NOT_ENOUGH_DATA,
@@ -71,6 +72,11 @@ __all__ = [
     "NOT_ENOUGH_DATA",
     "Report",
     "Fact",
+    "compare_runs",
+    "Comparison",
+    "parse_share",
+    "save_history",
+    "load_history",
     # running the user's loop: pair, ladder, sweep
     "RunSettings",
     "RunHooks",

@@ -7,6 +7,7 @@ the loop and the widgets as the hooks, and never changes the settings it was giv
 
 from __future__ import annotations
 
+import os
 import weakref
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -23,12 +24,14 @@ from ..core import (
     SweepResult,
     config_label,
     is_dataloader,
+    load_history,
     loader_knobs,
     prepare_sweep,
     rebuild_loader,
     run_ladder,
     run_pair,
     run_sweep,
+    save_history,
     shutdown_persistent_workers,
 )
 from ._cell import run_cell_body
@@ -242,6 +245,19 @@ class Session:
             return
         if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
             self.dashboard.show_error(result.error)
+
+    # -- the history, kept beyond the notebook ---------------------------------------------
+    def export_history(self, path: str) -> str:
+        """Write the rerun panel's history (settings and results of each pair) as JSON."""
+        rows = self.dashboard.rows if self.dashboard is not None else []
+        return save_history(rows, path)
+
+    def import_history(self, path: str) -> None:
+        """Add the rows of an exported history to this dashboard's history table."""
+        source = os.path.basename(os.fspath(path))
+        rows = [{**r, "label": f"{r.get('label', '?')} ({source})"} for r in load_history(path)]
+        if self.dashboard is not None:
+            self.dashboard.add_history(rows)
 
     def close(self) -> None:
         if self.dashboard is not None:

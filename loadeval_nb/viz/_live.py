@@ -91,7 +91,7 @@ def history_data(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], dic
             v = row.get(f"{run}_step_s")
             if v is None:
                 continue
-            key = (row["label"], run)
+            key = (str(row.get("label", "?")), run)
             factors.append(key)
             data["x"].append(key)
             data["ms"].append(v * 1e3)

@@ -180,8 +180,11 @@ class Dashboard(SweepHooks):
             )
         elif result.error is None:
             self.set_status(f"Done: {result.failed_run or 'one run only'}; no comparison to make.")
-        row = {**result.row(), **settings_row}
-        self.rows.append(row)
+        self.add_history([{**result.row(), **settings_row}])
+
+    def add_history(self, rows: list[dict[str, Any]]) -> None:
+        """Add rows to the history table and chart (a pair just run, or an imported history)."""
+        self.rows.extend(rows)
         self.history.value = history_html(self.rows)
         factors, data = history_data(self.rows)
         self.hist_fig.x_range.factors = factors

@@ -331,3 +331,16 @@ def test_sweep_to_no_workers_with_a_multiprocessing_context(shell):
         shell, "train_loader --sweep 'num_workers=0,1' --steps 8 --warmup 1 --cache 2 --quiet", LOOP
     )
     assert [p.label for p in shell.user_ns["_loadeval"].points] == ["w0", "w1"]
+
+
+def test_history_exports_and_imports_as_json(shell, tmp_path):
+    run(shell, "train_loader --steps 20 --warmup 2 --cache 3", LOOP)
+    session = magic.latest_session()
+    path = session.export_history(str(tmp_path / "h.json"))
+    doc = json.loads(open(path).read())
+    assert doc["kind"] == "loadeval_nb.history" and doc["rows"][0]["label"] == "#1 as is"
+    assert doc["rows"][0]["speedup"] is not None
+    session.import_history(path)
+    labels = [r["label"] for r in session.dashboard.rows]
+    assert labels == ["#1 as is", "#1 as is (h.json)"]
+    assert session.dashboard.history.value.count("loadeval-history-row") == 2

@@ -1,0 +1,181 @@
+"""Comparing two runs, for CI: did the step time regress beyond what is allowed?
+
+``compare_runs(before, after)`` takes the steady steps of each (run logs, runs or
+evaluators), the ratio of their mean steps with a block-bootstrap interval, and calls a
+regression only when the slowdown is both over ``max_slowdown`` and significant (the
+interval's lower end above 1): noise alone never fails a build.
+
+Also the rerun panel's history, saved and read as versioned JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ._diagnosis import as_run
+from ._errors import LoadEvalError, RunLogError
+from ._format import fmt_pct, fmt_seconds
+from ._report import Fact, Report
+from ._run import PathLike, describe_steady
+from ._stats import bootstrap_ratio_ci
+
+MIN_STEPS = 10
+
+
+def parse_share(text: Any) -> float:
+    """``"5%"``, ``"0.05"`` or ``0.05`` → 0.05; one sentence for anything else."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        t = str(text).strip()
+        try:
+            value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        except ValueError:
+            raise LoadEvalError(f"{text!r} is not a share; write it like 5% or 0.05.") from None
+    if not 0 <= value < 10:
+        raise LoadEvalError(f"{text!r} is not a sensible share; write it like 5% or 0.05.")
+    return value
+
+
+@dataclass
+class Comparison:
+    """``after`` against ``before``: mean steps, their ratio and its interval (seconds)."""
+
+    before_step_s: Optional[float]
+    after_step_s: Optional[float]
+    ratio: Optional[float]
+    """Mean step after / before: above 1 is slower."""
+    ratio_ci: tuple[Optional[float], Optional[float]]
+    before_samples_per_s: Optional[float]
+    after_samples_per_s: Optional[float]
+    max_slowdown: float
+    before_steps: int
+    after_steps: int
+
+    @property
+    def regression(self) -> bool:
+        """Slower by more than ``max_slowdown``, and significantly slower at all."""
+        lo = self.ratio_ci[0]
+        return (
+            self.ratio is not None
+            and self.ratio > 1 + self.max_slowdown
+            and lo is not None
+            and lo > 1.0
+        )
+
+    def headline(self) -> str:
+        if self.ratio is None:
+            return f"not enough steady steps to compare (at least {MIN_STEPS} in each run)."
+        change = self.ratio - 1
+        if self.regression:
+            return (
+                f"REGRESSION: steps are {fmt_pct(change, 1)} slower, over the "
+                f"{fmt_pct(self.max_slowdown, 1)} allowed."
+            )
+        if change > 0:
+            return f"OK: steps are {fmt_pct(change, 1)} slower, within what is allowed or noise."
+        return f"OK: steps are {fmt_pct(-change, 1)} faster."
+
+    def facts(self) -> Report:
+        lo, hi = self.ratio_ci
+        ci = (
+            f" (95% CI {_signed(lo - 1)} to {_signed(hi - 1)})"
+            if lo is not None and hi is not None
+            else ""
+        )
+        facts = [
+            Fact(
+                "step",
+                "mean step",
+                f"{fmt_seconds(self.before_step_s)} → {fmt_seconds(self.after_step_s)}"
+                + (f", {_signed(self.ratio - 1)}{ci}" if self.ratio is not None else ""),
+            ),
+            Fact("steps", "steady steps", f"{self.before_steps} before, {self.after_steps} after"),
+        ]
+        b, a = self.before_samples_per_s, self.after_samples_per_s
+        if a and b:
+            facts.append(
+                Fact(
+                    "throughput",
+                    "throughput",
+                    f"{b:,.1f} → {a:,.1f} samples/s, {_signed(a / b - 1)}",
+                )
+            )
+        return Report(kind="compare", title="Compare", headline=self.headline(), facts=tuple(facts))
+
+    def report(self) -> str:
+        return self.facts().text()
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def _signed(x: float) -> str:
+    return f"{'+' if x >= 0 else '-'}{fmt_pct(abs(x), 1)}"
+
+
+def compare_runs(before: Any, after: Any, *, max_slowdown: Any = 0.05) -> Comparison:
+    """Compare ``after`` with ``before`` (run logs, runs or evaluators): see the module
+    docstring. ``max_slowdown`` is a share (``0.05`` or ``"5%"``)."""
+    share = parse_share(max_slowdown)
+    b, a = as_run(before, "before"), as_run(after, "after")
+    bs, as_ = b.steady_step_s(), a.steady_step_s()
+    db, da = describe_steady([b]), describe_steady([a])
+    ratio: Optional[float] = None
+    ci: tuple[Optional[float], Optional[float]] = (None, None)
+    if len(bs) >= MIN_STEPS and len(as_) >= MIN_STEPS and db["mean_s"] and da["mean_s"]:
+        ratio = da["mean_s"] / db["mean_s"]
+        ci = bootstrap_ratio_ci(as_, bs)
+    return Comparison(
+        before_step_s=db["mean_s"],
+        after_step_s=da["mean_s"],
+        ratio=ratio,
+        ratio_ci=ci,
+        before_samples_per_s=db["samples_per_s"],
+        after_samples_per_s=da["samples_per_s"],
+        max_slowdown=share,
+        before_steps=len(bs),
+        after_steps=len(as_),
+    )
+
+
+HISTORY_KIND = "loadeval_nb.history"
+HISTORY_SCHEMA = 1
+
+
+def save_history(rows: list[dict[str, Any]], path: PathLike) -> str:
+    """Write the rerun panel's history rows (settings and results) as versioned JSON."""
+    p = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+    doc = {"kind": HISTORY_KIND, "schema_version": HISTORY_SCHEMA, "rows": rows}
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+    return p
+
+
+def load_history(path: PathLike) -> list[dict[str, Any]]:
+    """The rows :func:`save_history` wrote; :class:`RunLogError` (one sentence) for a file
+    that is missing, damaged, foreign or newer."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise RunLogError(f"No history at {p!r}; check the path.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RunLogError(f"{p!r} is not a JSON history; export it again.") from None
+    if not isinstance(doc, dict) or doc.get("kind") != HISTORY_KIND:
+        raise RunLogError(f"{p!r} is not a loadeval_nb history; pass a file export_history wrote.")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version > HISTORY_SCHEMA:
+        raise RunLogError(
+            f"{p!r} uses history schema {version!r}, newer than this loadeval_nb reads; "
+            "upgrade with `pip install -U loadeval-nb`."
+        )
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise RunLogError(f"{p!r} is a damaged history (its rows are not a list of objects).")
+    return rows
