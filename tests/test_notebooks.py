@@ -79,4 +79,6 @@ def test_two_rank_notebook_shows_the_gathered_report(tmp_path):
     assert not [o for o in outs if o.output_type == "error"]
     printed = "".join(o.get("text", "") for o in outs if o.output_type == "stream")
     assert "2 ranks: rank 1 is a straggler" in printed
-    assert any("application/vnd.bokehjs_exec.v0+json" in o.get("data", {}) for o in outs)
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs)
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert any("rank 1 is a straggler" in json.dumps(m) for m in state.values())

@@ -16,10 +16,12 @@ from ._cards import (
 from ._dashboard import Dashboard
 from ._panel import RerunPanel
 from ._pusher import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
+from ._ranks import ranks_view
 
 __all__ = [
     "Dashboard",
     "RerunPanel",
+    "ranks_view",
     "Pusher",
     "next_push_wait",
     "MAX_PUSH_INTERVAL_S",

@@ -278,3 +278,19 @@ def test_pusher_paces_itself_by_the_measured_cost_of_a_push():
     assert "Run 1 of 2: step 3 of 3, 2.5 s elapsed" in dash.status.value
     pusher.push()  # nothing new: no rows, the same count
     assert dash.step_src["real"].data["step"] == [0, 1, 2] and pusher.pushes == 2
+
+
+def test_ranks_view_shows_each_rank():
+    from bokeh.models import ColumnDataSource
+
+    from loadeval_nb.core import RankResult, rank_report
+    from loadeval_nb.widgets import ranks_view
+
+    real, ideal = _runs()
+    report = rank_report([RankResult(r, "h", real.to_dict(), ideal.to_dict()) for r in range(2)])
+    view = ranks_view(report)
+    card, plot = view.children
+    assert "loadeval-ranks-table" in card.value and card.value.count("loadeval-ranks-row") == 2
+    names = {m.name for m in plot._model.select({"type": ColumnDataSource})}
+    assert {"steps_real r0", "steps_real r1", "steps_ideal r0", "steps_ideal r1"} <= names
+    plot.close()
