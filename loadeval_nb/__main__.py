@@ -82,6 +82,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             result = compare_runs(args.before, args.after, max_slowdown=args.max_slowdown)
             print(result)
+            if result.ratio is None:  # a gate that could not compare must not pass
+                return 2
             return 1 if result.regression else 0
     except LoadEvalError as e:
         print(f"loadeval_nb: {e}", file=sys.stderr)

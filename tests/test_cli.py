@@ -94,3 +94,12 @@ def test_compare_refuses_a_bad_limit_in_one_sentence(tmp_path, capsys):
     before = _noisy_run(tmp_path, "before.json", 20.0)
     assert main(["compare", before, before, "--max-slowdown", "lots"]) == 2
     assert "write it like 5% or 0.05" in capsys.readouterr().err
+
+
+def test_compare_refuses_what_it_cannot_judge(tmp_path, capsys):
+    before = _noisy_run(tmp_path, "before.json", 20.0)
+    assert main(["compare", before, before, "--max-slowdown", "5"]) == 2  # 5 means 500 %?
+    assert "write it like 5% or 0.05" in capsys.readouterr().err
+    short = _noisy_run(tmp_path, "short.json", 20.0, n=5)
+    assert main(["compare", before, short]) == 2  # too few steps: the gate does not pass
+    assert "not enough steady steps" in capsys.readouterr().out

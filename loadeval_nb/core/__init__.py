@@ -32,6 +32,8 @@ from ._errors import (
     LoadEvalError,
     OptionError,
     RunLogError,
+    check_choice,
+    check_int,
 )
 from ._evaluator import LoaderEvaluator
 from ._format import fmt_bytes, fmt_pct, fmt_seconds, fmt_times
@@ -131,6 +133,8 @@ __all__ = [
     "fmt_bytes",
     "fmt_pct",
     "fmt_times",
+    "check_int",
+    "check_choice",
 ]
 
 

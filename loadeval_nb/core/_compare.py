@@ -27,16 +27,18 @@ MIN_STEPS = 10
 
 def parse_share(text: Any) -> float:
     """``"5%"``, ``"0.05"`` or ``0.05`` → 0.05; one sentence for anything else."""
+    percent = isinstance(text, str) and text.strip().endswith("%")
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         t = str(text).strip()
         try:
-            value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+            value = float(t[:-1]) / 100 if percent else float(t)
         except ValueError:
             raise LoadEvalError(f"{text!r} is not a share; write it like 5% or 0.05.") from None
-    if not 0 <= value < 10:
-        raise LoadEvalError(f"{text!r} is not a sensible share; write it like 5% or 0.05.")
+    # "5" meant 5 %, not 500 %: a share of 1 or more must say so with a %
+    if not 0 <= value < (10 if percent else 1):
+        raise LoadEvalError(f"{text!r} is not a share; write it like 5% or 0.05.")
     return value
 
 

@@ -223,7 +223,7 @@ class LoaderEvaluator(DaliMethods):
             self._epochs[:] = [r for r in self._epochs if r is not rec]
         if self._sampler is not None:
             self._sampler.stop()
-        self._mode.close_epoch(rec, src)
+        self._mode.close_epoch(rec, src, exhausted=status == "complete")
         if self.metrics_file:
             try:
                 self.save_metrics(self.metrics_file, quiet=True)

@@ -103,11 +103,12 @@ class LogMode:
             return "complete"  # every batch taken; the loop stopped asking at len()
         return status
 
-    def close_epoch(self, rec: EpochRecord, src: Any) -> None:
-        # A loader left mid-epoch (break, error, max_steps) still has workers: stop them.
-        # An exhausted DataLoader iterator has already stopped its own.
+    def close_epoch(self, rec: EpochRecord, src: Any, exhausted: bool) -> None:
+        # A loader left mid-epoch (break, error, max_steps, a loop that stopped asking at
+        # len()) still has workers: stop them. An exhausted DataLoader iterator has
+        # already stopped its own.
         ev = self.ev
-        left_early = rec.status != "complete" or ev.max_steps is not None
+        left_early = not exhausted or ev.max_steps is not None
         if (
             src is not None
             and left_early
@@ -171,7 +172,7 @@ class ReplayMode:
             return "complete"  # every batch served; the loop stopped asking at len()
         return status
 
-    def close_epoch(self, rec: EpochRecord, src: Any) -> None:
+    def close_epoch(self, rec: EpochRecord, src: Any, exhausted: bool) -> None:
         self.cache.check_mutation()
 
     def worker_load_ns(self) -> Optional[list[int]]:

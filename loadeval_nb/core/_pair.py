@@ -12,7 +12,9 @@ from typing import Any, Callable, Optional
 
 from ._diagnosis import Diagnosis, diagnose
 from ._env import loader_settings
+from ._errors import OptionError
 from ._evaluator import LoaderEvaluator
+from ._ranks import dist_rank
 from ._run import Run
 from ._runner import PAIR_NEEDS_TWO_PASSES, evaluator_for, log_path, measure, refuse_one_shot
 from ._settings import RunHooks, RunSettings
@@ -73,6 +75,13 @@ def run_pair(
     kept, so the caller can show it and then re-raise. A one-shot iterator for a
     whole pair raises :class:`LoadEvalError` before anything runs.
     """
+    if settings.auto and dist_rank() is not None:
+        # each rank would stop at its own step, and the ranks' collectives would pair up wrong
+        raise OptionError(
+            "steps",
+            "='auto' stops each rank on its own, which desynchronises the ranks' collectives "
+            "under torch.distributed; pass a number of steps.",
+        )
     if settings.only is None:
         refuse_one_shot(
             loader,

@@ -5,9 +5,15 @@ transport of ours, and nothing here assumes the ranks share a host.
 In data-parallel training every step ends at the gradient all-reduce, so every rank's
 step lasts as long as the slowest rank's: a rank whose loader is slow holds the others
 waiting inside their step, not in ``next()``. A straggler therefore shows as one rank
-waiting for data much longer than the others, while step times match. It is named when
-the interval of (its mean wait − the other ranks' mean wait) lies above zero and the
-difference is at least 5 % of the mean step.
+waiting for data much longer than the others, while step times match.
+
+The test: take the rank that waits most and the runner-up (the rank that waits most
+of the rest), pair their steps by index (DDP keeps the ranks in step), and take the
+block-bootstrap interval of the mean per-step difference. The top rank is a straggler
+when that interval lies above zero and the difference is at least 5 % of its mean step.
+Comparing with the runner-up, not with the others pooled, is what keeps equal ranks
+from producing a "straggler" just because one of them had to come out on top: the
+more ranks, the larger the top one's lead over the pooled mean by chance alone.
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from typing import Any, Optional
 from ._diagnosis import Diagnosis, diagnose
 from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._report import Fact, Report
-from ._run import Run
-from ._stats import bootstrap_diff_ci
+from ._run import Run, describe_steady
+from ._stats import bootstrap_mean_ci
 
 MIN_SKEW_SHARE = 0.05
 """A wait difference under this share of the mean step is not called a straggler."""
@@ -58,6 +64,8 @@ class RankResult:
     real: Optional[dict[str, Any]]
     ideal: Optional[dict[str, Any]]
     error: Optional[str] = None
+    """Why this rank has no runs (for results gathered by other means; ``gather_pair``
+    raises a rank's error instead)."""
 
     def run(self, which: str) -> Optional[Run]:
         doc = getattr(self, which)
@@ -80,6 +88,7 @@ def _payload(run: Optional[Run]) -> Optional[dict[str, Any]]:
         loader=run.loader,
         settings=run.settings,
         epochs=run.epochs,
+        util=run.util,  # a sample every 0.1 s: small next to the steps
     )
     return thin.to_dict()
 
@@ -97,7 +106,8 @@ class RankReport:
     straggler: Optional[int] = None
     """The rank whose input waits hold the others at the all-reduce (None: no such rank)."""
     skew_s: Optional[float] = None
-    """Mean wait per step of the rank that waits most, minus the other ranks' mean wait."""
+    """Mean wait per step of the rank that waits most, minus the runner-up's (paired by
+    step)."""
     skew_ci: tuple[Optional[float], Optional[float]] = (None, None)
     skew_share: Optional[float] = None
     """``skew_s`` over that rank's mean real step."""
@@ -116,7 +126,8 @@ class RankReport:
         for r in self.ranks:
             d = self.diagnoses.get(r.rank)
             if d is None:
-                rows.append((str(r.rank), r.host, "failed", "", "", "", r.error or "no result"))
+                side = "real run only" if r.real else "ideal run only" if r.ideal else "no runs"
+                rows.append((str(r.rank), r.host, "", "", "", "", r.error or side))
                 continue
             mark = " (straggler)" if r.rank == self.straggler else ""
             rows.append(
@@ -148,8 +159,8 @@ class RankReport:
                 Fact(
                     "skew",
                     "rank skew",
-                    f"{fmt_seconds(self.skew_s)} more wait for data per step than the other "
-                    f"ranks{ci}, {fmt_pct(self.skew_share)} of a step",
+                    f"{fmt_seconds(self.skew_s)} more wait for data per step than any other "
+                    f"rank{ci}, {fmt_pct(self.skew_share)} of a step",
                 )
             )
         return Report(
@@ -162,16 +173,13 @@ class RankReport:
         )
 
     def headline(self) -> str:
-        failed = [r.rank for r in self.ranks if r.rank not in self.diagnoses]
-        if failed:
-            return f"rank{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} failed."
         if self.straggler is not None:
             return (
                 f"rank {self.straggler} is a straggler: its input waits hold the other ranks at "
                 "the gradient all-reduce."
             )
         slow = self.diagnosis()
-        verdict = slow.verdict if slow is not None else "no verdict"
+        verdict = slow.verdict if slow is not None else "no verdict (a pair needs both runs)"
         return f"{verdict} on the slowest rank; no rank holds the others back."
 
     def report(self) -> str:
@@ -191,26 +199,27 @@ def rank_report(ranks: list[RankResult]) -> RankReport:
     steps: dict[int, float] = {}
     for r in out.ranks:
         real, ideal = r.run("real"), r.run("ideal")
-        if real is None or ideal is None:
-            continue
-        d = diagnose(real, ideal)
-        out.diagnoses[r.rank] = d
-        if d.real_step_s is not None:
-            steps[r.rank] = d.real_step_s
-        w = real.steady_wait_s()
-        if w:
-            waits[r.rank] = w
+        if real is not None:  # the skew needs the real runs only (only="real" has no ideal)
+            stats = describe_steady([real])
+            if stats["mean_s"] is not None:
+                steps[r.rank] = stats["mean_s"]
+            w = real.steady_wait_s()
+            if w:
+                waits[r.rank] = w
+        if real is not None and ideal is not None:
+            out.diagnoses[r.rank] = diagnose(real, ideal)
     mean = {k: sum(v) / len(v) for k, v in waits.items()}
     pace = mean or steps
     if pace:
         out.slowest = max(pace, key=lambda k: pace[k])
     if len(waits) >= 2:
-        top = max(mean, key=lambda k: mean[k])
-        others = [x for k, v in waits.items() if k != top for x in v]
-        out.skew_s = mean[top] - sum(others) / len(others)
-        out.skew_ci = bootstrap_diff_ci(waits[top], others)
+        top, second = sorted(mean, key=lambda k: mean[k], reverse=True)[:2]
+        n = min(len(waits[top]), len(waits[second]))
+        diff = [a - b for a, b in zip(waits[top][:n], waits[second][:n])]
+        out.skew_s = sum(diff) / n if n else None
+        out.skew_ci = bootstrap_mean_ci(diff)
         step = steps.get(top)
-        out.skew_share = out.skew_s / step if step else None
+        out.skew_share = out.skew_s / step if step and out.skew_s is not None else None
         lo = out.skew_ci[0]
         if lo is not None and lo > 0 and (out.skew_share or 0) >= MIN_SKEW_SHARE:
             out.straggler = top

@@ -82,8 +82,16 @@ def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optio
     if not settings.log_dir:
         return None
     os.makedirs(settings.log_dir, exist_ok=True)
+    # torchrun's RANK too: Lightning creates the process group inside fit, after this
     where = dist_rank()
-    rank = f"-rank{where[0]}" if where is not None else ""
+    env_rank = os.environ.get("RANK", "")
+    rank = (
+        f"-rank{where[0]}"
+        if where is not None
+        else f"-rank{env_rank}"
+        if env_rank.isdigit()
+        else ""
+    )
     name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}{rank}.json"
     return os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
 

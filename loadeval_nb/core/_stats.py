@@ -99,21 +99,14 @@ def bootstrap_ratio_ci(
     return float(lo), float(hi)
 
 
-def bootstrap_diff_ci(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+def bootstrap_mean_ci(
+    x: Sequence[float], *, level: float = 0.95, n_boot: int = 2000, seed: int = 0
 ) -> tuple[Optional[float], Optional[float]]:
-    """Percentile interval of ``mean(a) - mean(b)`` by moving-block bootstrap (the two
-    series resampled independently, as in :func:`bootstrap_ratio_ci`)."""
-    x = np.asarray(a, dtype=float)
-    y = np.asarray(b, dtype=float)
-    if x.size == 0 or y.size == 0:
+    """Percentile interval of ``mean(x)`` by moving-block bootstrap (for a series of
+    paired differences, whose steps are autocorrelated like the steps themselves)."""
+    a = np.asarray(x, dtype=float)
+    if a.size == 0:
         return None, None
-    rng = np.random.default_rng(seed)
-    diffs = _block_means(x, n_boot, rng) - _block_means(y, n_boot, rng)
-    lo, hi = np.percentile(diffs, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    means = _block_means(a, n_boot, np.random.default_rng(seed))
+    lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
     return float(lo), float(hi)

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._common import bound_method
+from ._huggingface import (
+    AUTO_REFUSED as HF_NO_AUTO,
+)
 from ._huggingface import (
     is_hf_trainer,
     train_for_measurement,
@@ -25,7 +29,6 @@ from ._huggingface import (
 )
 from ._launch import launch_ranks
 from ._lightning import (
-    bound_method,
     datamodule_train_loader,
     fit_for_measurement,
     fit_pair,
@@ -47,6 +50,7 @@ __all__ = [
     "trainer_train_loader",
     "is_hf_trainer",
     "launch_ranks",
+    "HF_NO_AUTO",
 ]
 
 _LAZY = {"LoadEvalCallback": "._lightning_callback"}

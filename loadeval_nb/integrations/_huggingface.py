@@ -24,6 +24,7 @@ wrap it like any loader; the batches come out on the accelerator's device as bef
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from collections.abc import Iterator
@@ -31,12 +32,18 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
-from ._lightning import bound_method
+from ._common import bound_method, cpu_snapshot
+
+AUTO_REFUSED = (
+    "steps='auto' cannot drive a Hugging Face Trainer (it plans its epochs from max_steps "
+    "before the first step); pass a number of steps."
+)
 
 
 def is_hf_trainer(obj: Any) -> bool:
-    """A ``transformers.Trainer`` (never imports transformers)."""
-    mod = sys.modules.get("transformers")
+    """A ``transformers.Trainer`` (never imports transformers: ``transformers.Trainer`` is
+    a lazy attribute that would import the whole trainer module, seconds, for any cell)."""
+    mod = sys.modules.get("transformers.trainer")
     cls = getattr(mod, "Trainer", None) if mod is not None else None
     return cls is not None and isinstance(obj, cls)
 
@@ -63,12 +70,25 @@ def train_for_measurement(trainer: Any, steps: Optional[int]) -> Iterator[None]:
         changes.append(("max_steps", math.ceil(steps / max(1, args.gradient_accumulation_steps))))
     before_args = [(name, getattr(args, name)) for name, _ in changes if hasattr(args, name)]
     model = trainer.model
-    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    kept = {n: getattr(trainer, n, None) for n in ("optimizer", "lr_scheduler", "state", "control")}
+    weights = cpu_snapshot(model)
+    kept = {
+        n: getattr(trainer, n, None)
+        for n in ("optimizer", "lr_scheduler", "state", "control", "model", "model_wrapped")
+    }
+    # an optimizer the trainer already has is stepped by each side: start both from its state
+    states = {
+        n: copy.deepcopy(obj.state_dict())
+        for n in ("optimizer", "lr_scheduler")
+        if (obj := kept[n]) is not None and hasattr(obj, "state_dict")
+    }
     try:
         for name, value in changes:
             if hasattr(args, name):
                 setattr(args, name, _like(getattr(args, name), value))
+        for name, state in states.items():
+            kept[name].load_state_dict(
+                copy.deepcopy(state)
+            )  # loading keeps the tensors  # each side starts from the same state
         yield
     finally:
         for name, value in before_args:
@@ -76,6 +96,8 @@ def train_for_measurement(trainer: Any, steps: Optional[int]) -> Iterator[None]:
         model.load_state_dict(weights)
         for name, value in kept.items():
             setattr(trainer, name, value)
+        for name, state in states.items():
+            kept[name].load_state_dict(copy.deepcopy(state))  # loading keeps the tensors
 
 
 def _like(current: Any, value: Any) -> Any:
@@ -121,6 +143,8 @@ def train_pair(
     batches each (:func:`loadeval_nb.run_pair` on the Trainer's loop); the trainer and the
     model are restored after each side (see :func:`train_for_measurement`)."""
     settings = settings or RunSettings()
+    if settings.auto:
+        raise LoadEvalError(AUTO_REFUSED)
     loader = trainer_train_loader(trainer)
 
     def run_once(ev: LoaderEvaluator) -> None:

@@ -82,6 +82,13 @@ def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo
                 got = out.get()  # read as it comes: a large result must not fill the pipe
     except tmp.ProcessRaisedException as e:
         raise RuntimeError(f"a rank failed:\n{e}") from None
+    except BaseException:  # Ctrl-C in the notebook: no rank outlives the launch
+        for p in procs.processes:
+            if p.is_alive():
+                p.terminate()
+        for p in procs.processes:
+            p.join(5)
+        raise
     if got is None and not out.empty():
         got = out.get()
     if got is None:

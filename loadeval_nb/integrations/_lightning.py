@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
+from ._common import bound_method
 
 
 def _lightning(kind: str) -> Any:
@@ -107,14 +108,37 @@ def fit_for_measurement(trainer: Any) -> Iterator[None]:
         ),
     ]
     before = [(obj, name, getattr(obj, name)) for obj, name, _ in changes]
+    # what a fit leaves behind: the loader it trained on (our wrapper, with its cache) and
+    # the logger's step counter
+    loops = [fit_loop, epoch_loop.val_loop]
+    loops += [getattr(trainer, n) for n in ("validate_loop", "test_loop", "predict_loop")]
+    kept = [
+        (obj, name, getattr(obj, name))
+        for obj, name in [
+            *((loop._data_source, "instance") for loop in loops),
+            *((loop, "_combined_loader") for loop in loops),
+            (epoch_loop, "_batches_that_stepped"),
+            (trainer, "datamodule"),
+            (trainer._data_connector, "_datahook_selector"),
+        ]
+        if hasattr(obj, name)
+    ]
     optimizers = (list(trainer.strategy.optimizers), list(trainer.strategy.lr_scheduler_configs))
     try:
         for _, _, p in _progress(fit_loop):
             p.reset()
         for obj, name, value in changes:
             setattr(obj, name, value)
-        yield
+        try:
+            yield
+        except SystemExit:
+            # Lightning turns Ctrl-C into sys.exit(1): say what happened
+            if str(getattr(trainer.state, "status", "")).lower().endswith("interrupted"):
+                raise KeyboardInterrupt from None
+            raise
     finally:
+        for obj, name, value in kept:
+            setattr(obj, name, value)
         guard.restore()  # if the fit never reached its teardown
         for obj, name, value in before:
             setattr(obj, name, value)
@@ -156,19 +180,3 @@ def fit_pair(
                 trainer.fit(model, train_dataloaders=ev)
 
     return run_pair(loader, run_once, settings, hooks=hooks, label=label, loader_name="the loader")
-
-
-@contextmanager
-def bound_method(obj: Any, name: str, value: Any) -> Iterator[None]:
-    """``obj.name()`` returns ``value`` within the block (an instance attribute shadowing
-    the method); the instance is left as it was."""
-    had = name in vars(obj)
-    old = vars(obj).get(name)
-    setattr(obj, name, lambda: value)
-    try:
-        yield
-    finally:
-        if had:
-            setattr(obj, name, old)
-        else:
-            delattr(obj, name)

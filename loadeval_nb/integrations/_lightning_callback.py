@@ -6,7 +6,8 @@ from typing import Any, Callable, Optional
 
 import lightning.pytorch as pl
 
-from ..core import LoaderEvaluator, LoadEvalError
+from ..core import LoaderEvaluator, LoadEvalError, check_choice, check_int
+from ._common import cpu_snapshot
 
 
 class WeightsGuard(pl.Callback):
@@ -19,7 +20,7 @@ class WeightsGuard(pl.Callback):
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         self.module = pl_module
-        self.state = {k: v.detach().clone() for k, v in pl_module.state_dict().items()}
+        self.state = cpu_snapshot(pl_module)
 
     def restore(self) -> None:
         if self.module is not None and self.state is not None:
@@ -70,13 +71,18 @@ class LoadEvalCallback(pl.Callback):
         warmup: int = 0,
         **evaluator_kw: Any,
     ) -> None:
-        if mode not in ("log", "replay"):
-            raise ValueError(f"mode must be 'log' or 'replay', not {mode!r}.")
+        check_choice("mode", mode, ("log", "replay"))
         self.mode = mode
         self.evaluator_kw = {"max_steps": steps, "warmup_steps": warmup, **evaluator_kw}
-        # checked now, on a stand-in loader, so a bad argument fails before the fit
-        probe = {k: v for k, v in self.evaluator_kw.items() if k != "num_cached_batches"}
-        LoaderEvaluator([0], mode="log", **{**probe, "sample_interval_s": None})
+        # checked now, on a stand-in loader, so a bad argument fails before the fit (the
+        # cache's own arguments are checked here, the stand-in only logs)
+        check_int("num_cached_batches", self.evaluator_kw.get("num_cached_batches", 20), 1)
+        probe = {
+            k: v
+            for k, v in self.evaluator_kw.items()
+            if k not in ("num_cached_batches", "cache_on", "device", "cache_budget_bytes")
+        }
+        LoaderEvaluator([0], mode="log", **probe).close()
         self.evaluator: Optional[LoaderEvaluator] = None
         self._source: Any = None
 
@@ -103,3 +109,7 @@ class LoadEvalCallback(pl.Callback):
             self._source = None
         if self.evaluator is not None:
             self.evaluator.close()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        # Lightning skips callbacks' teardown after a failure
+        self.teardown(trainer, pl_module, "fit")

@@ -168,6 +168,29 @@ def find_loader_names(shell: Any, cell: str) -> list[str]:
     return find_names(shell, cell, lambda obj: isinstance(obj, DataLoader))
 
 
+def trainers_made_in(shell: Any, cell: str) -> list[str]:
+    """Names the cell binds to a new ``...Trainer(...)`` and then calls ``.fit`` or
+    ``.train`` on (``trainer = L.Trainer(...); trainer.fit(...)``)."""
+    try:
+        tree = ast.parse(shell.transform_cell(cell))
+    except SyntaxError:
+        return []
+    made = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            callee = _dotted(node.value.func) or ""
+            if callee.split(".")[-1].endswith("Trainer"):
+                made |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    used = {
+        _dotted(node.func.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("fit", "train")
+    }
+    return sorted(made & used)
+
+
 def find_callers(shell: Any, cell: str, method: str, want: Callable[[Any], bool]) -> list[Any]:
     """Distinct objects ``want`` accepts whose ``method`` the cell calls (``trainer.fit(...)``)."""
     found: dict[int, Any] = {}

@@ -22,6 +22,7 @@ from ..core import (
     refuse_one_shot,
 )
 from ..integrations import (
+    HF_NO_AUTO,
     bound_method,
     datamodule_train_loader,
     fit_for_measurement,
@@ -32,7 +33,7 @@ from ..integrations import (
     trainer_train_loader,
     wrapped_train_dataloader,
 )
-from ._cell import LoaderRef, find_callers, find_loader_names, find_names
+from ._cell import LoaderRef, find_callers, find_loader_names, find_names, trainers_made_in
 from ._session import Session, Target, sessions
 
 FLAGS = {
@@ -71,6 +72,13 @@ def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
     """What the cell's runs measure, and how each run's wrapper reaches the cell: bound to
     the loader's name, or handed out by a datamodule or a Hugging Face Trainer; a
     framework's ``fit`` / ``train`` in the cell runs as a clean, restored measurement."""
+    made = trainers_made_in(shell, cell)
+    if made:
+        raise UsageError(
+            f"The cell makes {made[0]} and then trains it; make the Trainer in an earlier cell "
+            f"and measure the cell that calls {made[0]}.fit(...) or {made[0]}.train(), so each "
+            "run can start it afresh and put it back."
+        )
     obj = ref.get()
     if is_hf_trainer(obj):
         try:
@@ -82,6 +90,8 @@ def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
             loader,
             lambda ev: wrapped_train_dataloader(obj, ev),
             lambda ev: train_for_measurement(obj, ev.max_steps),
+            no_auto=HF_NO_AUTO,
+            rebuildable=False,  # accelerate prepared it: a plain rebuild would lose that
         )
     trainers = find_callers(shell, cell, "fit", is_lightning_trainer)
     if len(trainers) > 1:
@@ -247,6 +257,8 @@ class LoadEvalMagics(Magics):
                 only=args.only,
                 log_dir=args.log_dir,
             )
+            if settings.auto and target.no_auto:
+                raise UsageError(target.no_auto.replace("steps='auto'", "--steps auto"))
         except LoadEvalError as e:
             raise _usage(e) from None
         return Session(

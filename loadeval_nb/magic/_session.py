@@ -49,6 +49,10 @@ class Target:
     loader: Any
     bind: Callable[[Any], AbstractContextManager[Any]]
     around: Callable[[Any], AbstractContextManager[Any]]
+    no_auto: Optional[str] = None
+    """Why ``--steps auto`` cannot drive this cell (None: it can)."""
+    rebuildable: bool = True
+    """Whether the rerun panel and sweeps may rebuild the loader with other settings."""
 
 
 class Session:
@@ -201,7 +205,7 @@ class Session:
                 loader_knobs(self.original),
                 self.settings.cache,
                 self.rerun,
-                rebuildable=is_dataloader(self.original),
+                rebuildable=is_dataloader(self.original) and self.target.rebuildable,
                 on_sweep=self.panel_sweep,
             )
             self.dashboard.set_panel(self.panel.widget)

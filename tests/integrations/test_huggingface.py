@@ -167,3 +167,24 @@ def test_preparing_our_wrapper_leaves_it_working():
     )
     assert isinstance(ev, LoaderEvaluator)
     assert sum(1 for _ in ev) == 5 and ev.to_run().n_steps == 5
+
+
+def test_an_optimizer_the_trainer_has_is_put_back_as_it_was(tmp_path):
+    model = SleepyRegressor()
+    tr = hf_trainer(tmp_path, model, SleepyRecords(160), max_steps=4)
+    tr.train()  # the trainer now has an AdamW with 4 steps of state
+    before = {k: v["step"].clone() for k, v in tr.optimizer.state_dict()["state"].items()}
+    res = train_pair(tr, settings=RunSettings(steps=12, warmup=2, cache=3))
+    assert res.error is None
+    after = {k: v["step"] for k, v in tr.optimizer.state_dict()["state"].items()}
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_adaptive_stop_is_refused_for_a_trainer(tmp_path):
+    from IPython.core.error import UsageError
+
+    tr = hf_trainer(tmp_path, SleepyRegressor(), SleepyRecords(80))
+    with pytest.raises(LoadEvalError, match="steps='auto' cannot drive"):
+        train_pair(tr, settings=RunSettings(steps="auto"))
+    with ipython_shell(trainer=tr) as ip, pytest.raises(UsageError, match="--steps auto cannot"):
+        ip.run_cell_magic("loadeval", "trainer --steps auto --quiet", "trainer.train()\n")

@@ -181,6 +181,7 @@ def test_a_failing_fit_restores_weights_and_trainer(tmp_path):
 @pytest.fixture
 def lshell(tmp_path):
     with ipython_shell(
+        L=L,
         trainer=finished_trainer(
             tmp_path, SleepyModule(0.0), DataLoader(SleepyItems(64, 0), batch_size=8)
         ),
@@ -211,3 +212,24 @@ def test_magic_finds_a_datamodule_in_the_cell(lshell):
     res = lshell.user_ns["_loadeval"]
     assert res.error is None and res.real.total_steps == res.ideal.total_steps == 20
     assert "train_dataloader" not in vars(lshell.user_ns["dm"])
+
+
+def test_the_trainer_does_not_keep_our_wrapper(tmp_path):
+    loader = DataLoader(SleepyItems(80, 0), batch_size=8)
+    t = trainer(root=tmp_path)
+    res = fit_pair(t, SleepyModule(0.0), loader, settings=RunSettings(steps=6, warmup=1, cache=2))
+    assert res.error is None
+    # the replay wrapper (and its cached batches) is not left in the trainer
+    assert t.fit_loop._data_source.instance is None and t.fit_loop._combined_loader is None
+    assert t.fit_loop.epoch_loop._batches_that_stepped == 0
+
+
+def test_magic_refuses_a_trainer_made_in_the_cell(lshell):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="make the Trainer in an earlier cell"):
+        lshell.run_cell_magic(
+            "loadeval",
+            "train_loader --quiet",
+            "t = L.Trainer(max_epochs=1)\nt.fit(model, train_dataloaders=train_loader)\n",
+        )
