@@ -98,8 +98,10 @@ def test_steady_loop_stops_early_and_says_why(mode, tmp_path):
     for _ in ev:
         time.sleep(0.002)
     run = load_run(path)
-    # steady sleeps: converged at the first check (warm-up + 30 steps), far below max
-    assert 35 <= run.n_steps <= 60, run.n_steps
+    # steady sleeps: converged at one of the first checks (warm-up + 30 steps, then every
+    # 10), far below the 2,000 of max_steps; a busy 2-core machine can jitter 2 ms sleeps
+    # enough to need a few more checks (75 and 95 steps seen under a full suite)
+    assert 35 <= run.n_steps <= 200, run.n_steps
     assert run.status == "complete"
     assert run.epochs[0]["auto_stop"] == "converged"
     assert run.settings["auto_stop"]["rel"] == 0.05
