@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+import numpy as np
+
 from ._samplers import gpu_mean_per_tick
 from ._stats import describe
 from ._timing import EpochRecord, epoch_steps
@@ -62,22 +64,34 @@ class Run:
 
     def steady_indices(self) -> list[int]:
         """Steps used for statistics: past the first ``warmup_steps`` of each epoch, and complete."""
-        out = []
-        seen: dict[int, int] = {}
-        for i, (e, ok) in enumerate(zip(self.epoch, self.complete)):
-            k = seen.get(e, 0)
-            seen[e] = k + 1
-            if k >= self.warmup_steps and ok:
-                out.append(i)
-        return out
+        return self._steady().tolist()
+
+    def _steady(self) -> np.ndarray:
+        # vectorised: a million-step run is read in milliseconds, not seconds
+        n = len(self.epoch)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        e = np.asarray(self.epoch)
+        idx = np.arange(n)
+        if n > 1 and np.any(e[1:] < e[:-1]):  # epochs out of order (an edited log)
+            order = np.argsort(e, kind="stable")
+            pos = np.empty(n, dtype=np.int64)
+            se = e[order]
+            first = np.maximum.accumulate(np.where(np.r_[True, se[1:] != se[:-1]], idx, 0))
+            pos[order] = idx - first
+        else:
+            first = np.maximum.accumulate(np.where(np.r_[True, e[1:] != e[:-1]], idx, 0))
+            pos = idx - first
+        keep = (pos >= self.warmup_steps) & np.asarray(self.complete, dtype=bool)
+        return idx[keep]
 
     def steady_step_s(self) -> list[float]:
-        return [self.step_ns[i] / 1e9 for i in self.steady_indices()]
+        return (np.asarray(self.step_ns, dtype=float)[self._steady()] / 1e9).tolist()
 
     def steady_wait_s(self) -> Optional[list[float]]:
         if self.wait_ns is None:
             return None
-        return [self.wait_ns[i] / 1e9 for i in self.steady_indices()]
+        return (np.asarray(self.wait_ns, dtype=float)[self._steady()] / 1e9).tolist()
 
     def steps_per_epoch(self) -> Optional[int]:
         """Length of an epoch: the loader's ``len()`` if known, else the longest epoch seen."""
@@ -160,7 +174,7 @@ def describe_steady(runs: Iterable[Run]) -> dict[str, Any]:
     samples: list[Optional[int]] = []
     for run in runs:
         idx = run.steady_indices()
-        steps += [run.step_ns[i] / 1e9 for i in idx]
+        steps += run.steady_step_s()
         samples += [run.samples[i] for i in idx]
     return describe(steps, samples)
 
