@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from .core import LoadEvalError
+from .core import LoadEvalError, check_workers
 
 __all__ = ["main"]
 
@@ -57,6 +57,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     raise LoadEvalError(
                         f"--{name.replace('_', '-')} must be a positive integer, not {v}."
                     )
+            check_workers(args.workers, "--workers")
             from .demo import run_demo
 
             run_demo(

@@ -36,16 +36,24 @@ from ._errors import (
     check_int,
 )
 from ._evaluator import LoaderEvaluator
+from ._files import atomic_open, write_text_atomic
 from ._format import fmt_bytes, fmt_pct, fmt_seconds, fmt_times
 from ._ladder import RUNGS, STAGES, LadderResult, Rung, Stage, run_ladder
-from ._loader import TUNABLE, loader_knobs, rebuild_loader, shutdown_persistent_workers
+from ._loader import (
+    TUNABLE,
+    check_workers,
+    loader_knobs,
+    max_workers,
+    rebuild_loader,
+    shutdown_persistent_workers,
+)
 from ._pair import PairResult, run_pair
 from ._predict import Prediction, predict
 from ._ranks import RankReport, RankResult, dist_rank, gather_pair, rank_report
 from ._report import Fact, Report
 from ._run import Run
 from ._runlog import SCHEMA_VERSION, load_run
-from ._runner import PAIR_NEEDS_TWO_PASSES, refuse_one_shot
+from ._runner import PAIR_NEEDS_TWO_PASSES, check_writable_dir, refuse_one_shot
 from ._samplers import UtilSampler, gpu_status
 from ._samples import CachedSamples
 from ._settings import RunHooks, RunSettings, deprecated_name
@@ -100,6 +108,7 @@ __all__ = [
     "prepare_sweep",
     "config_label",
     "refuse_one_shot",
+    "check_writable_dir",
     # many ranks (torchrun)
     "gather_pair",
     "RankReport",
@@ -121,6 +130,8 @@ __all__ = [
     "rebuild_loader",
     "loader_knobs",
     "TUNABLE",
+    "check_workers",
+    "max_workers",
     "shutdown_persistent_workers",
     "is_dataloader",
     # errors and formatting
@@ -133,6 +144,8 @@ __all__ = [
     "fmt_bytes",
     "fmt_pct",
     "fmt_times",
+    "atomic_open",
+    "write_text_atomic",
     "check_int",
     "check_choice",
 ]

@@ -51,6 +51,50 @@ def target_device(device: Any) -> Any:
     return torch.device("cuda", torch.cuda.current_device())
 
 
+def check_cache_fits(
+    loader: Any,
+    size: int,
+    *,
+    cache_on: str = "host",
+    budget_bytes: Optional[int] = None,
+    device: Any = None,
+) -> None:
+    """Refuse, before a pair's real run, a replay cache that could not be made: no CUDA
+    device for ``cache_on="device"``, an empty loader, or ``size`` batches over the budget
+    (estimated from the first batch, which is pulled and the loader's workers stopped)."""
+    cache = ReplayCache(size, cache_on=cache_on, budget_bytes=budget_bytes, device=device)
+    if cache_on == "device":
+        target_device(device)
+    it = iter(loader)
+    try:
+        first = next(it, _NOTHING)
+    finally:
+        shutdown_source(it)
+        del it
+    if first is _NOTHING:
+        raise LoadEvalError(
+            f"The {type(loader).__name__} produced no batches, so there is nothing to measure; "
+            "check that its dataset is not empty (and drop_last with a small dataset)."
+        )
+    cache._check_budget(first)
+
+
+_NOTHING = object()
+
+
+def may_hand_out_user_tensors(source: Any) -> bool:
+    """Whether ``source`` may yield tensors the user holds (a list of tensors, a DataLoader
+    without batching or with its own collate_fn in the main process), which replaying
+    would let the loop change over and over. A DataLoader that collates with
+    ``default_collate``, pins memory or uses workers makes new tensors for each batch."""
+    data = sys.modules.get("torch.utils.data")
+    if data is None or not isinstance(source, data.DataLoader):
+        return True
+    if source.num_workers > 0 or source.pin_memory:
+        return False
+    return source.batch_size is None or source.collate_fn is not data.default_collate
+
+
 class ReplayCache:
     """Up to ``size`` batches of ``source``, on the host as produced or on a CUDA device."""
 
@@ -73,6 +117,8 @@ class ReplayCache:
         self._tensors: list[Any] = []
         self._versions: list[int] = []
         self._mutation_warned = False
+        self.copied = False
+        """The cached tensors are copies (the source may hand out the user's own)."""
 
     def _budget(self) -> tuple[int, str]:
         if self.budget_bytes is not None:
@@ -102,9 +148,13 @@ class ReplayCache:
         when the source yields nothing.
         """
         to_device: Optional[Callable[[Any], Any]] = None
+        self.copied = may_hand_out_user_tensors(source)
+        copy = self.copied
         if self.cache_on == "device":
             dev = target_device(self.device)
-            to_device = lambda b: map_tensors(b, lambda t: t.to(dev))  # noqa: E731
+            to_device = lambda b: map_tensors(b, lambda t: t.to(dev, copy=copy))  # noqa: E731
+        elif copy:  # the cache counts the copies in its budget: they are what it holds
+            to_device = lambda b: map_tensors(b, lambda t: t.clone())  # noqa: E731
         it = iter(source)
         try:
             cache: list[Any] = []
@@ -140,12 +190,19 @@ class ReplayCache:
         if self._mutation_warned or not self._versions:
             return
         now = [t._version for t in self._tensors]  # grows with every in-place op
-        if now != self._versions:
+        changed = sum(a != b for a, b in zip(now, self._versions))
+        if changed:
             self._mutation_warned = True
+            yours = (
+                "your own tensors were not changed (the cache holds copies of them)"
+                if self.copied
+                else "your data was not changed (the loader made these batches)"
+            )
             warnings.warn(
-                "The training loop modified cached batches in place (e.g. images.sub_(mean)), so "
-                "replayed batches were altered; copy them first (x = x.to(device) on another device, "
-                "or x = x.clone()) or use out-of-place ops.",
+                f"The training loop changed {changed} of the {len(now)} cached tensors in place "
+                "(e.g. images.sub_(mean)), so replayed steps after the first pass over the "
+                f"cache computed on altered values; {yours}. Copy before changing "
+                "(x = x.clone(), or x.to(device) on another device) or use out-of-place ops.",
                 CacheMutationWarning,
                 stacklevel=4,
             )

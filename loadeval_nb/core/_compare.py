@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ._diagnosis import as_run
 from ._errors import LoadEvalError, RunLogError
+from ._files import write_text_atomic
 from ._format import fmt_pct, fmt_seconds
 from ._report import Fact, Report
 from ._run import PathLike, describe_steady
@@ -150,12 +151,8 @@ HISTORY_SCHEMA = 1
 
 def save_history(rows: list[dict[str, Any]], path: PathLike) -> str:
     """Write the rerun panel's history rows (settings and results) as versioned JSON."""
-    p = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
     doc = {"kind": HISTORY_KIND, "schema_version": HISTORY_SCHEMA, "rows": rows}
-    with open(p, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, allow_nan=False)
-    return p
+    return write_text_atomic(path, json.dumps(doc, indent=1, allow_nan=False))
 
 
 def load_history(path: PathLike) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings, s
 from ._errors import LoadEvalError, check_choice, check_int
 from ._modes import MODES, LogMode, ReplayMode
 from ._run import Run, build_run
+from ._runlog import check_metrics_file
 from ._samplers import UtilSampler
 from ._timing import DEFAULT_CLOCK, Clock, EpochGuard, EpochRecord, epoch_steps
 
@@ -111,6 +112,8 @@ class LoaderEvaluator(DaliMethods):
                 f"LoaderEvaluator needs an iterable of batches such as a DataLoader, "
                 f"not a {type(dataloader).__name__}."
             )
+        if metrics_file is not None:
+            check_metrics_file(metrics_file)
         if isinstance(dataloader, LoaderEvaluator):
             raise LoadEvalError(
                 "dataloader is already a LoaderEvaluator; wrap the original loader instead."

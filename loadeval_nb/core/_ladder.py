@@ -36,7 +36,7 @@ from ._format import fmt_bytes, fmt_pct, fmt_seconds
 from ._loader import shutdown_persistent_workers
 from ._report import Report
 from ._run import Run, describe_steady
-from ._runner import evaluator_for, log_path, measure, refuse_one_shot
+from ._runner import check_writable_dir, evaluator_for, log_path, measure, refuse_one_shot
 from ._samples import sample_rung_loader
 from ._settings import RunHooks, RunSettings
 from ._stats import bootstrap_ratio_ci
@@ -232,6 +232,8 @@ def run_ladder(
     if unknown or not rungs:
         raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
     refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")
     hooks = hooks or RunHooks()
     result = LadderResult(label=label, loader=loader_settings(loader))
     order = [r for r in RUNGS if r in rungs]

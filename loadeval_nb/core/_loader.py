@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ._env import is_dataloader
-from ._errors import LoadEvalError, check_int
+from ._errors import LoadEvalError, OptionError, check_int
 
 TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The settings :func:`rebuild_loader` may change; everything else is carried over."""
+
+
+def max_workers() -> int:
+    """The most ``num_workers`` loadeval_nb starts: 4 per CPU this process may use. More
+    only queue for the same cores (and each worker is a process holding memory)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return 4 * cpus
+
+
+def check_workers(n: Any, name: str = "num_workers") -> int:
+    """``n`` if it is a worker count this machine can take, else one sentence."""
+    check_int(name, n, 0)
+    limit = max_workers()
+    if n > limit:
+        raise OptionError(
+            name,
+            f"={n} is more worker processes than this machine can run usefully "
+            f"(4 per CPU: at most {limit}); try a number up to {limit}.",
+        )
+    return int(n)
 
 
 def shutdown_source(it: Any) -> None:
@@ -66,7 +90,10 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
     from torch.utils.data import DataLoader, IterableDataset
 
     nw = changes.get("num_workers", loader.num_workers)
-    check_int("num_workers", nw, 0)
+    if "num_workers" in changes:
+        check_workers(nw)
+    else:
+        check_int("num_workers", nw, 0)
     pf = changes.get("prefetch_factor", loader.prefetch_factor)
     if nw > 0 and pf is None:
         pf = 2

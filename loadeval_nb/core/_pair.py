@@ -10,13 +10,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from ._cache import check_cache_fits
 from ._diagnosis import Diagnosis, diagnose
 from ._env import loader_settings
 from ._errors import OptionError
 from ._evaluator import LoaderEvaluator
 from ._ranks import dist_rank
 from ._run import Run
-from ._runner import PAIR_NEEDS_TWO_PASSES, evaluator_for, log_path, measure, refuse_one_shot
+from ._runner import (
+    PAIR_NEEDS_TWO_PASSES,
+    check_writable_dir,
+    evaluator_for,
+    is_one_shot,
+    log_path,
+    measure,
+    refuse_one_shot,
+)
 from ._settings import RunHooks, RunSettings
 
 
@@ -89,6 +98,11 @@ def run_pair(
             PAIR_NEEDS_TWO_PASSES,
             "run one side alone (only='real' or only='ideal')",
         )
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")
+    if settings.only != "real" and not is_one_shot(loader):
+        # the replay's cache is checked now, not after the whole real run
+        check_cache_fits(loader, settings.cache, cache_on=settings.cache_on)
     hooks = hooks or RunHooks()
     result = PairResult(label=label, loader=loader_settings(loader))
     which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]

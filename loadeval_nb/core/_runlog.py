@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from ._dali import dali_metrics
-from ._errors import RunLogError
+from ._errors import LoadEvalError, RunLogError
+from ._files import atomic_open
 from ._run import PathLike, Run
 
 SCHEMA_VERSION = 2
@@ -90,19 +92,35 @@ DALI_KEYS = (
 
 def save_run(run: Run, path: PathLike) -> str:
     """Write ``run`` as JSON (atomically: a crash never leaves half a file). Returns the path."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    with atomic_open(path) as f:
+        json.dump(run_to_dict(run), f, separators=(",", ":"), allow_nan=False)
+    return os.fspath(path)
+
+
+def check_metrics_file(path: Any) -> None:
+    """One :class:`LoadEvalError` now for a run-log path that could not be written later:
+    not a path, a directory, or in a folder that cannot be made or written to."""
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(run_to_dict(run), f, separators=(",", ":"), allow_nan=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+        p = os.fspath(path)
+    except TypeError:
+        raise LoadEvalError(
+            f"metrics_file must be a path such as 'run.json', not a {type(path).__name__}."
+        ) from None
+    if os.path.isdir(p):
+        raise LoadEvalError(
+            f"metrics_file {p!r} is a directory; pass a file path such as 'run.json'."
+        )
+    folder = os.path.dirname(os.path.abspath(p))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".loadeval-probe-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise LoadEvalError(
+            f"Cannot write metrics_file {p!r} ({e.strerror or type(e).__name__}); pass a path "
+            "in a folder you can write to."
+        ) from None
 
 
 def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -> Run:

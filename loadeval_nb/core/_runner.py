@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any, Callable, Optional
 
 from ._errors import LoadEvalError
@@ -76,6 +77,37 @@ def measure(
     return ev, error
 
 
+_CLAIMED: set[str] = set()
+"""Log paths handed out in this process (a path is claimed before its file exists)."""
+
+
+def claim_path(path: str) -> str:
+    """``path``, or ``path`` with ``-2``, ``-3``, ... before its extension, whichever no file
+    holds and no run of this process was given: a log never replaces another."""
+    root, ext = os.path.splitext(path)
+    candidate, k = path, 1
+    while candidate in _CLAIMED or os.path.exists(candidate):
+        k += 1
+        candidate = f"{root}-{k}{ext}"
+    _CLAIMED.add(candidate)
+    return candidate
+
+
+def check_writable_dir(directory: str, what: str) -> None:
+    """Make ``directory`` if need be and check a file can be written there, or one
+    :class:`LoadEvalError` naming ``what`` (the option) — before anything runs."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".loadeval-probe-", dir=directory)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise LoadEvalError(
+            f"Cannot write run logs in {directory!r} ({reason}); pass a {what} you can write to."
+        ) from None
+
+
 def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optional[str]:
     """Where a run's JSON log goes under ``log_dir`` (None without one); under
     ``torch.distributed`` each rank writes its own (``...-rank3.json``)."""
@@ -93,7 +125,7 @@ def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optio
         else ""
     )
     name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}{rank}.json"
-    return os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_"))
+    return claim_path(os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_")))
 
 
 def is_one_shot(loader: Any) -> bool:

@@ -26,7 +26,7 @@ from ._loader import loader_knobs, shutdown_persistent_workers
 from ._predict import Prediction
 from ._report import Fact, Report
 from ._run import Run, describe_steady
-from ._runner import evaluator_for, log_path, measure
+from ._runner import check_writable_dir, evaluator_for, log_path, measure
 from ._settings import RunHooks, RunSettings
 from ._stats import describe
 from ._sweep_spec import SweepPlan, config_label, prepare_sweep
@@ -256,6 +256,8 @@ def run_sweep(
         configs if isinstance(configs, SweepPlan) else prepare_sweep(loader, configs, loader_name)
     )
     configs, loaders = plan.configs, plan.loaders
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")
     hooks = hooks or RunHooks()
     result = SweepResult(label=label, loader=loader_settings(loader))
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._env import is_dataloader
 from ._errors import LoadEvalError
-from ._loader import TUNABLE, rebuild_loader
+from ._loader import TUNABLE, check_workers, rebuild_loader
 
 
 def _value(key: str, text: str) -> Any:
@@ -28,8 +28,25 @@ def _value(key: str, text: str) -> Any:
         ) from None
 
 
+def _checked(key: str, value: Any) -> Any:
+    """``value`` for ``key`` as a DataLoader takes it, the same whether it came from a
+    string spec or a dict (``"False"`` in a dict is ``False``), or one sentence."""
+    if isinstance(value, str):
+        value = _value(key, value)
+    if key in ("pin_memory", "persistent_workers"):
+        if not isinstance(value, bool):
+            raise LoadEvalError(f"{key}={value!r} must be True or False.")
+    elif key == "num_workers":
+        check_workers(value)
+    elif key == "prefetch_factor" and value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LoadEvalError(f"prefetch_factor={value!r} must be an integer >= 1 or None.")
+    return value
+
+
 def parse_sweep(spec: Any) -> list[dict[str, Any]]:
-    """``"num_workers=0,2,4; pin_memory=False,True"`` (or a dict of lists) → configurations."""
+    """``"num_workers=0,2,4; pin_memory=False,True"`` (or a dict of lists) → configurations,
+    every value checked alike whichever form it came in."""
     if isinstance(spec, dict):
         axes = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in spec.items()}
     elif isinstance(spec, str):
@@ -60,6 +77,7 @@ def parse_sweep(spec: Any) -> list[dict[str, Any]]:
     for k, tried in axes.items():
         if not tried:
             raise LoadEvalError(f"{k} has no values to try; list them like {k}=0,2,4.")
+        axes[k] = [_checked(k, v) for v in tried]
     keys = list(axes)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
 

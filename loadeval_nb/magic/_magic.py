@@ -18,6 +18,7 @@ from ..core import (
     LoadEvalError,
     OptionError,
     RunSettings,
+    check_writable_dir,
     prepare_sweep,
     refuse_one_shot,
 )
@@ -198,7 +199,10 @@ class LoadEvalMagics(Magics):
         global _latest
         _latest = session
         session.show()
-        result = session.start()
+        try:
+            result = session.start()
+        except LoadEvalError as e:  # refused before anything ran (the cache, a path)
+            raise _usage(e) from None
         if result.error is not None:
             if isinstance(result.error, LoadEvalError):
                 raise _usage(result.error) from None
@@ -255,8 +259,10 @@ class LoadEvalMagics(Magics):
                 cache=args.cache,
                 cache_on=args.cache_on,
                 only=args.only,
-                log_dir=args.log_dir,
+                log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
             )
+            if settings.log_dir:
+                check_writable_dir(settings.log_dir, "--log-dir")
             if settings.auto and target.no_auto:
                 raise UsageError(target.no_auto.replace("steps='auto'", "--steps auto"))
         except LoadEvalError as e:

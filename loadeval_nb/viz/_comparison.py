@@ -11,7 +11,7 @@ from bokeh.layouts import column, row
 from bokeh.models import BoxAnnotation, ColumnDataSource, Div, HoverTool
 from bokeh.resources import INLINE
 
-from ..core import LoadEvalError, Run, as_run, diagnose
+from ..core import LoadEvalError, Run, as_run, diagnose, write_text_atomic
 from ._data import hist_data, steps_data, util_data
 from ._style import UTIL_SERIES, base_figure, color_of
 
@@ -172,9 +172,5 @@ def save_report(
     """Write :func:`plot_comparison` as one standalone HTML file (BokehJS inlined:
     it opens offline). Returns the path."""
     layout = plot_comparison(real_log, ideal_log, ranks=ranks)
-    doc = file_html(layout, resources=INLINE, title=title)
-    p = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
-    with open(p, "w", encoding="utf-8") as f:
-        f.write(doc)
-    return p
+    # a failed write leaves the previous report as it was
+    return write_text_atomic(path, file_html(layout, resources=INLINE, title=title))

@@ -1,0 +1,208 @@
+"""Issue 12: nothing lost, nothing changed behind the user's back, every bad input one
+sentence, refused before anything runs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from loadeval_nb import (
+    CacheMutationWarning,
+    LoaderEvaluator,
+    LoadEvalError,
+    RunSettings,
+    load_run,
+    parse_sweep,
+    run_pair,
+)
+from loadeval_nb.__main__ import main
+
+from ..ipython_shell import ipython_shell
+
+
+def never_called(ev):
+    raise AssertionError("the loop ran although the request should have been refused")
+
+
+# ---- the user's data is never changed ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda data: data,  # a list of the user's tensors
+        lambda data: DataLoader(TensorDataset(torch.stack(data)), batch_size=None),
+    ],
+    ids=["list", "unbatched-loader"],
+)
+def test_replay_never_changes_the_users_tensors(make):
+    data = [torch.full((3,), 2.0) for _ in range(4)]
+    source = make(data)
+    before = [t.clone() for t in data] if isinstance(source, list) else None
+    ev = LoaderEvaluator(
+        source, mode="replay", num_cached_batches=2, max_steps=8, sample_interval_s=None
+    )
+    with pytest.warns(
+        CacheMutationWarning,
+        match=r"changed \d of the \d cached tensors.*your own tensors were not changed",
+    ):
+        for batch in ev:
+            x = batch[0] if isinstance(batch, (list, tuple)) else batch
+            x.mul_(2)  # in place, on what the loop was handed
+        ev.close()
+    if before is not None:
+        assert all(torch.equal(a, b) for a, b in zip(data, before))
+    else:
+        assert all(torch.equal(t, torch.full((3,), 2.0)) for t in data)
+
+
+def test_a_collating_loader_is_not_copied():
+    ev = LoaderEvaluator(
+        DataLoader(TensorDataset(torch.zeros(16, 3)), batch_size=4),
+        mode="replay",
+        sample_interval_s=None,
+    )
+    assert ev._mode.cache.copied is False  # default_collate already made new tensors
+
+
+# ---- logs are never overwritten --------------------------------------------------------------
+
+
+def _loop(ev):
+    for _ in ev:
+        pass
+
+
+def test_two_pairs_in_the_same_second_keep_four_logs(tmp_path):
+    loader = DataLoader(TensorDataset(torch.zeros(40, 3)), batch_size=4)
+    s = RunSettings(steps=6, warmup=1, cache=2, log_dir=str(tmp_path), sample_interval_s=None)
+    a = run_pair(loader, _loop, s, label="same")
+    b = run_pair(loader, _loop, s, label="same")
+    paths = {*a.log_paths.values(), *b.log_paths.values()}
+    assert len(paths) == 4 and all(os.path.exists(p) for p in paths)
+    assert all(load_run(p).n_steps == 6 for p in paths)
+
+
+def test_a_file_already_there_is_not_replaced(tmp_path):
+    from loadeval_nb.core._runner import claim_path
+
+    mine = tmp_path / "loadeval-20260101-000000-x-real.json"
+    mine.write_text("mine")
+    first = claim_path(str(mine))
+    assert first.endswith("-x-real-2.json")
+    assert claim_path(str(mine)).endswith("-x-real-3.json")  # claimed, even before written
+    assert mine.read_text() == "mine"
+
+
+# ---- refused before anything runs ------------------------------------------------------------
+
+
+def test_an_unwritable_log_dir_is_refused_before_the_loop(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    loader = DataLoader(TensorDataset(torch.zeros(40, 3)), batch_size=4)
+    with pytest.raises(LoadEvalError, match="Cannot write run logs in .* pass a log_dir"):
+        run_pair(loader, never_called, RunSettings(steps=6, warmup=1, log_dir=str(blocker / "sub")))
+
+
+def test_a_metrics_file_that_is_a_directory_is_refused_at_construction(tmp_path):
+    with pytest.raises(LoadEvalError, match="is a directory; pass a file path"):
+        LoaderEvaluator([1, 2], metrics_file=str(tmp_path))
+    assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left
+
+
+def test_device_cache_without_cuda_is_refused_before_the_real_run():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    loader = DataLoader(TensorDataset(torch.zeros(40, 3)), batch_size=4)
+    with pytest.raises(LoadEvalError, match="needs a CUDA device"):
+        run_pair(loader, never_called, RunSettings(steps=6, warmup=1, cache_on="device"))
+
+
+def test_a_cache_over_budget_is_refused_before_the_real_run(monkeypatch):
+    import loadeval_nb.core._cache as cache
+
+    monkeypatch.setattr(cache, "host_budget", lambda: (100, "a test budget"))
+    loader = DataLoader(TensorDataset(torch.zeros(40, 30)), batch_size=4)  # 480 B a batch
+    with pytest.raises(LoadEvalError, match="over the budget of 100 B .*num_cached_batches=1"):
+        run_pair(loader, never_called, RunSettings(steps=6, warmup=1, cache=5))
+
+
+def test_an_empty_loader_is_refused_before_the_real_run():
+    loader = DataLoader(TensorDataset(torch.zeros(0, 3)), batch_size=4)
+    with pytest.raises(LoadEvalError, match="produced no batches"):
+        run_pair(loader, never_called, RunSettings(steps=6, warmup=1))
+
+
+# ---- sweeps and workers ----------------------------------------------------------------------
+
+
+def test_dict_specs_are_read_like_string_specs():
+    assert parse_sweep({"pin_memory": ["False"]}) == [{"pin_memory": False}]
+    assert parse_sweep({"num_workers": "2"}) == parse_sweep("num_workers=2")
+    with pytest.raises(LoadEvalError, match=r"pin_memory='yes' is not a value"):
+        parse_sweep({"pin_memory": ["yes"]})
+    with pytest.raises(LoadEvalError, match="num_workers must be an integer >= 0, not True"):
+        parse_sweep({"num_workers": [True]})
+
+
+def test_worker_counts_a_machine_cannot_take_are_refused(capsys):
+    with pytest.raises(LoadEvalError, match=r"num_workers=100000 is more worker processes"):
+        parse_sweep("num_workers=100000")
+    assert main(["demo", "--workers", "100000", "--out", ""]) == 2
+    assert "--workers=100000 is more worker processes" in capsys.readouterr().err
+
+
+# ---- paths in the magic ----------------------------------------------------------------------
+
+
+def test_quoted_log_dir_with_a_space(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    loader = DataLoader(TensorDataset(torch.zeros(40, 3)), batch_size=4)
+    with ipython_shell(train_loader=loader) as ip:
+        ip.run_cell_magic(
+            "loadeval",
+            "train_loader --steps 6 --warmup 1 --cache 2 --quiet --log-dir 'runs/my runs'",
+            "for b in train_loader:\n    pass\n",
+        )
+    written = list((tmp_path / "runs" / "my runs").glob("*.json"))
+    assert len(written) == 2 and not (tmp_path / "'runs").exists()
+
+
+# ---- atomic writes ---------------------------------------------------------------------------
+
+
+def test_a_failed_report_leaves_the_previous_one(tmp_path, monkeypatch):
+    import loadeval_nb.viz._comparison as comparison
+    from loadeval_nb import Run, save_report
+
+    def run(ms, mode):
+        step = [int(ms * 1e6)] * 20
+        return Run(mode=mode, start_ns=[i * step[0] for i in range(20)], step_ns=step)
+
+    out = tmp_path / "report.html"
+    out.write_text("the previous report")
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(comparison, "file_html", boom)
+    with pytest.raises(RuntimeError):
+        save_report(run(20, "log"), run(10, "replay"), out)
+    assert out.read_text() == "the previous report"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_a_write_that_fails_half_way_keeps_the_old_file(tmp_path):
+    from loadeval_nb.core import atomic_open
+
+    target = tmp_path / "log.json"
+    target.write_text("old")
+    with pytest.raises(OSError):
+        with atomic_open(target) as f:
+            f.write("half of the new")
+            raise OSError("disk full")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["log.json"]
