@@ -25,7 +25,7 @@ from ._diagnosis import (
     as_run,
     diagnose,
 )
-from ._env import is_dataloader
+from ._env import interrupts_deferred, is_dataloader
 from ._errors import (
     CacheBudgetError,
     CacheMutationWarning,
@@ -134,6 +134,7 @@ __all__ = [
     "max_workers",
     "shutdown_persistent_workers",
     "is_dataloader",
+    "interrupts_deferred",
     # errors and formatting
     "LoadEvalError",
     "OptionError",

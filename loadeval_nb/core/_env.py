@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 from .._version import __version__
@@ -94,3 +98,30 @@ def loader_settings(loader: Any) -> dict[str, Any]:
         "dataset_type": type(dataset).__qualname__ if dataset is not None else None,
         "dataset_len": safe_len(dataset) if dataset is not None else None,
     }
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Finish the block even if Ctrl-C (SIGINT) arrives, however many times, then raise one
+    ``KeyboardInterrupt``: a run's finishing path (partial log written, workers stopped)
+    must complete once started. Only in the main thread (where SIGINT is delivered);
+    elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    failed = False
+    try:
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and not failed:
+            raise KeyboardInterrupt

@@ -15,7 +15,14 @@ from typing import Any, Optional
 
 from ._adaptive import AutoStop
 from ._dali import DaliMethods
-from ._env import cuda_in_use, cuda_synchronize, environment, loader_settings, safe_len
+from ._env import (
+    cuda_in_use,
+    cuda_synchronize,
+    environment,
+    interrupts_deferred,
+    loader_settings,
+    safe_len,
+)
 from ._errors import LoadEvalError, check_choice, check_int
 from ._modes import MODES, LogMode, ReplayMode
 from ._run import Run, build_run
@@ -212,6 +219,10 @@ class LoaderEvaluator(DaliMethods):
 
     def _finish(self, rec: EpochRecord, status: str, src: Any) -> None:
         """Close an epoch: account queued GPU work, stop samplers and workers, save."""
+        with interrupts_deferred():  # a second Ctrl-C must not lose the run log
+            self._finish_epoch(rec, status, src)
+
+    def _finish_epoch(self, rec: EpochRecord, status: str, src: Any) -> None:
         clock = self.clock
         rec.end_ns = clock()
         if cuda_in_use():

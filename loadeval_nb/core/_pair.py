@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 from ._cache import check_cache_fits
 from ._diagnosis import Diagnosis, diagnose
-from ._env import loader_settings
+from ._env import interrupts_deferred, loader_settings
 from ._errors import OptionError
 from ._evaluator import LoaderEvaluator
 from ._ranks import dist_rank
@@ -125,7 +125,8 @@ def run_pair(
         if error is not None:
             result.error, result.failed_run = error, which
             return result
-    runs = result.runs()
-    if runs["real"] is not None and runs["ideal"] is not None:
-        result.diagnosis = diagnose(runs["real"], runs["ideal"])
+    with interrupts_deferred():  # both runs are done: the verdict is not lost to a Ctrl-C
+        runs = result.runs()
+        if runs["real"] is not None and runs["ideal"] is not None:
+            result.diagnosis = diagnose(runs["real"], runs["ideal"])
     return result

@@ -6,6 +6,7 @@ import os
 import tempfile
 from typing import Any, Callable, Optional
 
+from ._env import interrupts_deferred
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
 from ._ranks import dist_rank
@@ -69,11 +70,14 @@ def measure(
             )
     except BaseException as e:  # KeyboardInterrupt included: clean up, keep, report
         error = e
-    finally:
-        if ev is not None:
-            ev.close()
-    if ev is not None:
-        hooks.run_ended(which, ev, error)
+    # the wrap-up completes however many interrupts arrive; one is then reported
+    try:
+        with interrupts_deferred():
+            if ev is not None:
+                ev.close()
+                hooks.run_ended(which, ev, error)
+    except KeyboardInterrupt as e:
+        error = error or e
     return ev, error
 
 

@@ -93,8 +93,8 @@ class EpochGuard:
     def __del__(self) -> None:
         try:
             self.close("stopped")
-        except Exception:  # pragma: no cover - never raise from a finaliser
-            pass
+        except BaseException:  # pragma: no cover - never raise from a finaliser (a second
+            pass  # Ctrl-C deferred while closing included: the first is already on its way
 
 
 _NEVER = -1

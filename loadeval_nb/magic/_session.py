@@ -23,6 +23,7 @@ from ..core import (
     SweepPlan,
     SweepResult,
     config_label,
+    interrupts_deferred,
     is_dataloader,
     load_history,
     loader_knobs,
@@ -190,8 +191,9 @@ class Session:
             label=row.get("label", ""),
             loader_name=self.target.name,
         )
-        self.shell.user_ns["_loadeval"] = result
-        self._show_result(result, {**row, "cache": settings.cache})
+        with interrupts_deferred():  # _loadeval and the card are updated, however often Stop is hit
+            self.shell.user_ns["_loadeval"] = result
+            self._show_result(result, {**row, "cache": settings.cache})
         return result
 
     def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:

@@ -206,3 +206,31 @@ def test_a_write_that_fails_half_way_keeps_the_old_file(tmp_path):
             f.write("half of the new")
             raise OSError("disk full")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["log.json"]
+
+
+# ---- interrupts ------------------------------------------------------------------------------
+
+
+def test_repeated_interrupts_while_finishing_keep_the_log(tmp_path, monkeypatch):
+    import signal
+
+    from loadeval_nb.core import UtilSampler
+
+    path = tmp_path / "run.json"
+    ev = LoaderEvaluator(list(range(20)), metrics_file=str(path), sample_interval_s=0.05)
+    stop = UtilSampler.stop
+
+    def interrupted_stop(self):
+        signal.raise_signal(signal.SIGINT)  # Stop pressed three times while the epoch closes
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
+        stop(self)
+
+    monkeypatch.setattr(UtilSampler, "stop", interrupted_stop)
+    with pytest.raises(KeyboardInterrupt):
+        for _ in ev:
+            pass
+    monkeypatch.setattr(UtilSampler, "stop", stop)
+    ev.close()
+    assert load_run(path).n_steps == 20  # the log was written: finishing completed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
