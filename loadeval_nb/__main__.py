@@ -58,6 +58,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         f"--{name.replace('_', '-')} must be a positive integer, not {v}."
                     )
             check_workers(args.workers, "--workers")
+            if args.device is not None:
+                import torch
+
+                try:
+                    torch.device(args.device)
+                except (RuntimeError, ValueError):
+                    raise LoadEvalError(
+                        f"--device {args.device!r} is not a device; use cpu, cuda or cuda:N."
+                    ) from None
             from .demo import run_demo
 
             run_demo(
@@ -88,6 +97,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 1 if result.regression else 0
     except LoadEvalError as e:
         print(f"loadeval_nb: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a report or log path that cannot be written
+        where = f" {e.filename!r}" if e.filename else ""
+        print(
+            f"loadeval_nb: cannot write{where} ({e.strerror or e}); pass a path you can write to.",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

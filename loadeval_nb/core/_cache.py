@@ -51,6 +51,24 @@ def target_device(device: Any) -> Any:
     return torch.device("cuda", torch.cuda.current_device())
 
 
+def nothing_to_measure(source: Any, name: str = "") -> str:
+    """The sentence for a source that yielded no batch: a used-up iterator, or an empty loader."""
+    what = name or f"The {type(source).__name__}"
+    try:
+        used_up = iter(source) is source
+    except TypeError:
+        used_up = False
+    if used_up:
+        return (
+            f"{what} is an iterator that is used up (it yields nothing now); make a new one, "
+            "or pass a re-iterable loader such as a DataLoader."
+        )
+    return (
+        f"{what} produced no batches, so there is nothing to measure; check that its dataset "
+        "is not empty (and drop_last with a small dataset)."
+    )
+
+
 def check_cache_fits(
     loader: Any,
     size: int,
@@ -72,10 +90,7 @@ def check_cache_fits(
         shutdown_source(it)
         del it
     if first is _NOTHING:
-        raise LoadEvalError(
-            f"The {type(loader).__name__} produced no batches, so there is nothing to measure; "
-            "check that its dataset is not empty (and drop_last with a small dataset)."
-        )
+        raise LoadEvalError(nothing_to_measure(loader))
     cache._check_budget(first)
 
 
@@ -169,10 +184,7 @@ class ReplayCache:
                 shutdown_source(it)
             del it
         if not cache:
-            raise LoadEvalError(
-                f"The {type(source).__name__} produced no batches, so there is nothing to "
-                "replay; check that its dataset is not empty (and drop_last with a small dataset)."
-            )
+            raise LoadEvalError(nothing_to_measure(source))
         if to_device is not None:
             cuda_synchronize()
         if len(cache) < self.size:

@@ -121,7 +121,11 @@ def _verdict(
             f"only {min(n_real, n_ideal)} steady steps in one run; at least {MIN_STEADY_STEPS} "
             "are needed (run more steps or fewer warm-up steps)"
         )
-    assert headroom is not None
+    if headroom is None:
+        return NOT_ENOUGH_DATA, (
+            "the steps took no measurable time, so there is no speed to compare (check the "
+            "clock, or that the loop does its work inside the steps)"
+        )
     lo = ci[0]
     significant = lo is not None and lo > 1.0
     if headroom >= INPUT_BOUND_HEADROOM:
@@ -157,6 +161,11 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     """
     r = as_run(real, "real")
     i = as_run(ideal, "ideal")
+    if r.mode == "replay" and i.mode == "log":
+        raise LoadEvalError(
+            "The real run is a replay and the ideal run a log: they look swapped; pass the "
+            "log-mode run as real and the replay as ideal."
+        )
     rs, is_ = r.steady_step_s(), i.steady_step_s()
     rd, idd = describe_steady([r]), describe_steady([i])
     speedup = headroom = None
@@ -184,6 +193,16 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         notes.append(f"the 'real' run was recorded in {r.mode!r} mode")
     if i.mode != "replay":
         notes.append(f"the 'ideal' run was recorded in {i.mode!r} mode")
+    differ = [
+        k
+        for k in ("platform", "cpu_count", "devices", "torch_version")
+        if k in r.environment and k in i.environment and r.environment[k] != i.environment[k]
+    ]
+    if differ:
+        notes.append(
+            f"the runs were recorded on different machines or setups ({', '.join(differ)} "
+            "differ): the comparison mixes them"
+        )
     used = [
         f"{name} {run.n_steps} steps ({_auto_reasons(run)})"
         for name, run in (("real", r), ("ideal", i))

@@ -108,11 +108,19 @@ class LoaderEvaluator(DaliMethods):
         check_int("max_steps", max_steps, 1, allow_none=True)
         check_int("warmup_steps", warmup_steps, 0)
         check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
-        if sample_interval_s is not None and not (
-            isinstance(sample_interval_s, (int, float)) and sample_interval_s > 0
+        if sample_interval_s is not None and (
+            isinstance(sample_interval_s, bool)
+            or not isinstance(sample_interval_s, (int, float))
+            or not 0.01 <= sample_interval_s <= 3600
         ):
+            # inf crashed the sampler's thread, 1e-9 made it spin a core
             raise LoadEvalError(
-                f"sample_interval_s must be a positive number of seconds or None, not {sample_interval_s!r}."
+                "sample_interval_s must be a number of seconds from 0.01 to 3600, or None to "
+                f"turn sampling off, not {sample_interval_s!r}."
+            )
+        if label is not None and not isinstance(label, str):
+            raise LoadEvalError(
+                f"label must be a string such as 'real', not a {type(label).__name__}."
             )
         if not hasattr(dataloader, "__iter__"):
             raise LoadEvalError(

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from typing import Any
 
@@ -159,6 +160,14 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
         ):
             if arr is not None and len(arr) != n:
                 raise ValueError(f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}")
+        if any(x < 0 for x in step_ns) or (wait_ns is not None and any(x < 0 for x in wait_ns)):
+            raise ValueError("it holds negative step or wait times")
+        if any(not isinstance(x, bool) for x in steps.get("complete") or []):
+            raise ValueError(
+                'steps.complete holds values that are not true or false ("false" is not)'
+            )
+        if doc["mode"] not in ("log", "replay"):
+            raise ValueError(f"its mode is {doc['mode']!r}, not 'log' or 'replay'")
         settings = dict(doc.get("settings") or {})
         loads = doc.get("worker_load_ns")
         return cls(
@@ -192,12 +201,18 @@ def load_run(path: PathLike) -> Run:
     """
     p = os.fspath(path)
     try:
-        with open(p, encoding="utf-8") as f:
-            doc = json.load(f)
+        mode = os.stat(p).st_mode
     except FileNotFoundError:
         raise RunLogError(f"No run log at {p!r}; check the path or record the run first.") from None
-    except IsADirectoryError:
-        raise RunLogError(f"{p!r} is a directory; pass the path of a .json run log.") from None
+    except OSError as e:
+        raise RunLogError(f"Cannot read {p!r} ({e.strerror}); check the path.") from None
+    if stat.S_ISDIR(mode):
+        raise RunLogError(f"{p!r} is a directory; pass the path of a .json run log.")
+    if not stat.S_ISREG(mode):  # a pipe or a device would block or never end
+        raise RunLogError(f"{p!r} is not a regular file; pass the path of a .json run log.")
+    try:
+        with open(p, encoding="utf-8-sig") as f:  # a byte-order mark is valid JSON text too
+            doc = json.load(f)
     except UnicodeDecodeError:
         raise RunLogError(
             f"{p!r} is not a text file; pass a .json run log written by loadeval_nb."
@@ -207,4 +222,10 @@ def load_run(path: PathLike) -> Run:
             f"{p!r} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
             "it may be truncated: record the run again."
         ) from None
+    except RecursionError:
+        raise RunLogError(
+            f"{p!r} is nested too deeply to be a run log; record the run again."
+        ) from None
+    except OSError as e:
+        raise RunLogError(f"Cannot read {p!r} ({e.strerror}); check the path.") from None
     return run_from_dict(doc, source=repr(p))

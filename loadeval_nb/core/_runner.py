@@ -6,6 +6,7 @@ import os
 import tempfile
 from typing import Any, Callable, Optional
 
+from ._cache import nothing_to_measure
 from ._env import interrupts_deferred
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
@@ -65,6 +66,8 @@ def measure(
         hooks.run_started(which, ev, index, total)
         run_once(ev)
         if ev.total_steps == 0:
+            if ev.to_run().epochs:  # the loop did iterate: the loader had nothing to give
+                raise LoadEvalError(nothing_to_measure(ev.dataloader, loader_name))
             raise LoadEvalError(
                 f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
             )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from itertools import chain, cycle, islice
 from operator import itemgetter
 from typing import Any, Callable, Optional
 
@@ -124,6 +124,8 @@ def timed_log_iter(
 
 
 _NO_KEYS: dict[Any, Any] = {}
+MAX_FLAT_ORDER = 1_000_000
+"""Replay epochs longer than this cycle over the cache instead of listing every step."""
 
 
 class _ReplayOrder(list):  # type: ignore[type-arg]
@@ -156,6 +158,13 @@ def timed_replay_iter(
     guard rides on the list of batches (see :class:`_ReplayOrder`), and the epoch
     is complete when there is one more stamp than batches.
     """
+    if n > MAX_FLAT_ORDER and cache:
+        # a flat list of a huge epoch would be memory spent before the first step:
+        # cycle the cache instead, and close the epoch from a trailing guard call
+        rec.expected = n
+        batches = islice(cycle(cache), n)
+        source = wrap(batches) if wrap is not None else batches
+        return map(_NO_KEYS.get, _stamps(rec.starts, clock), chain(source, iter(guard.end, _DONE)))
     order = _ReplayOrder(cache)
     order *= -(-n // len(cache)) if cache else 0
     del order[n:]

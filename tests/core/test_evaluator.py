@@ -103,7 +103,7 @@ def test_unknown_mode_is_value_error():
         ({"max_steps": -1}, "max_steps must be an integer >= 1 or None"),
         ({"warmup_steps": 1.5}, "warmup_steps must be an integer >= 0"),
         ({"cache_on": "disk"}, "cache_on must be 'host' or 'device'"),
-        ({"sample_interval_s": 0}, "sample_interval_s must be a positive number"),
+        ({"sample_interval_s": 0}, "sample_interval_s must be a number of seconds from 0.01"),
     ],
 )
 def test_bad_arguments_one_sentence(kwargs, match):
