@@ -18,7 +18,7 @@ from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_ten
 from ._env import cuda_synchronize
 from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from ._format import fmt_bytes
-from ._loader import shutdown_source
+from ._loader import shutdown_persistent_workers, shutdown_source
 
 log = logging.getLogger("loadeval_nb")
 
@@ -87,7 +87,10 @@ def check_cache_fits(
     try:
         first = next(it, _NOTHING)
     finally:
-        shutdown_source(it)
+        if getattr(loader, "persistent_workers", False):
+            shutdown_persistent_workers(loader)  # the real run starts (and times) its own
+        else:
+            shutdown_source(it)
         del it
     if first is _NOTHING:
         raise LoadEvalError(nothing_to_measure(loader))

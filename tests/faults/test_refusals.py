@@ -234,3 +234,16 @@ def test_repeated_interrupts_while_finishing_keep_the_log(tmp_path, monkeypatch)
     ev.close()
     assert load_run(path).n_steps == 20  # the log was written: finishing completed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_cache_check_leaves_persistent_workers_startable():
+    # the check pulls one batch before the real run; the real run must start afresh
+    loader = DataLoader(
+        TensorDataset(torch.zeros(64, 3)), batch_size=4, num_workers=1, persistent_workers=True
+    )
+    res = run_pair(loader, _loop, RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None))
+    assert res.error is None and res.real.total_steps == res.ideal.total_steps == 8
+    assert res.real.worker_load_ns() is not None  # the real run's workers were timed
+    from loadeval_nb.core import shutdown_persistent_workers
+
+    shutdown_persistent_workers(loader)
