@@ -82,6 +82,14 @@ class Session:
         # the saved notebook's copy: the cell's own result, then each sweep run from the panel
         self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
         self.panel_cards: list[tuple[str, str]] = []
+        # the notebook cell this session belongs to (JupyterLab and Notebook 7 send its id):
+        # running the cell again replaces the session, and the old one is released
+        header = getattr(shell, "parent_header", None) or {}
+        self.cell_id: Optional[str] = (header.get("metadata") or {}).get("cellId")
+        if self.cell_id:
+            for old in list(sessions):
+                if old.cell_id == self.cell_id:
+                    old.release()
         sessions.add(self)
 
     # -- display ----------------------------------------------------------------------
@@ -268,3 +276,23 @@ class Session:
     def close(self) -> None:
         if self.dashboard is not None:
             self.dashboard.close()
+
+    def release(self) -> None:
+        """Stop the dashboard and close its widgets (their buttons hold this session, and
+        the kernel keeps every open widget): what a replaced cell's session leaves."""
+        self.close()
+        for w in (
+            self.dashboard.widget if self.dashboard else None,
+            self.panel.widget if self.panel else None,
+        ):
+            if w is not None:
+                _close_tree(w)
+        self.dashboard = self.panel = None
+        sessions.discard(self)
+
+
+def _close_tree(widget: Any) -> None:
+    """Close a widget and every widget inside it."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()

@@ -344,3 +344,25 @@ def test_history_exports_and_imports_as_json(shell, tmp_path):
     labels = [r["label"] for r in session.dashboard.rows]
     assert labels == ["#1 as is", "#1 as is (h.json)"]
     assert session.dashboard.history.value.count("loadeval-history-row") == 2
+
+
+def test_running_a_cell_again_releases_its_previous_session(shell):
+    import gc
+    import weakref
+
+    def run_twice():
+        run(shell, "train_loader --steps 12 --warmup 2 --cache 3", LOOP)
+        first = magic.latest_session()
+        widget = first.dashboard.widget
+        run(shell, "train_loader --steps 12 --warmup 2 --cache 3", LOOP)
+        closed = first.dashboard is None and widget.comm is None  # the kernel drops them
+        return weakref.ref(first), closed, magic.latest_session() is not first
+
+    shell.parent_header = {"metadata": {"cellId": "cell-1"}}
+    try:
+        ref, closed, replaced = run_twice()
+        gc.collect()
+        assert closed and replaced
+        assert ref() is None  # nothing holds the replaced session any more
+    finally:
+        del shell.parent_header
