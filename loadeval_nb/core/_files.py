@@ -4,9 +4,10 @@ the target, then ``os.replace``; the temporary file never survives a failure."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, Optional
 
 
 @contextmanager
@@ -23,6 +24,19 @@ def atomic_open(path: Any) -> Iterator[IO[str]]:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def cannot_write_in(folder: str) -> Optional[str]:
+    """Why no file can be written in ``folder`` (made if need be), or None when one can:
+    a probe file is made and removed, so a read-only place is found before a run."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".loadeval-probe-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
 
 
 def write_text_atomic(path: Any, text: str) -> str:

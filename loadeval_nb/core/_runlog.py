@@ -39,12 +39,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from typing import Any
 
 from ._dali import dali_metrics
 from ._errors import LoadEvalError, RunLogError
-from ._files import atomic_open
+from ._files import atomic_open, cannot_write_in
 from ._run import PathLike, Run
 
 SCHEMA_VERSION = 2
@@ -111,17 +110,11 @@ def check_metrics_file(path: Any) -> None:
         raise LoadEvalError(
             f"metrics_file {p!r} is a directory; pass a file path such as 'run.json'."
         )
-    folder = os.path.dirname(os.path.abspath(p))
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".loadeval-probe-", dir=folder)
-        os.close(fd)
-        os.remove(probe)
-    except OSError as e:
+    reason = cannot_write_in(os.path.dirname(os.path.abspath(p)))
+    if reason is not None:
         raise LoadEvalError(
-            f"Cannot write metrics_file {p!r} ({e.strerror or type(e).__name__}); pass a path "
-            "in a folder you can write to."
-        ) from None
+            f"Cannot write metrics_file {p!r} ({reason}); pass a path in a folder you can write to."
+        )
 
 
 def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -> Run:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any, Callable, Optional
 
 from ._cache import nothing_to_measure
 from ._env import interrupts_deferred
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
+from ._files import cannot_write_in
 from ._ranks import dist_rank
 from ._settings import RunHooks, RunSettings
 
@@ -103,16 +103,11 @@ def claim_path(path: str) -> str:
 def check_writable_dir(directory: str, what: str) -> None:
     """Make ``directory`` if need be and check a file can be written there, or one
     :class:`LoadEvalError` naming ``what`` (the option) — before anything runs."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".loadeval-probe-", dir=directory)
-        os.close(fd)
-        os.remove(probe)
-    except OSError as e:
-        reason = e.strerror or type(e).__name__
+    reason = cannot_write_in(directory)
+    if reason is not None:
         raise LoadEvalError(
             f"Cannot write run logs in {directory!r} ({reason}); pass a {what} you can write to."
-        ) from None
+        )
 
 
 def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optional[str]:

@@ -16,22 +16,12 @@ import time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from loadeval_nb import RunSettings, gather_pair, run_pair
 
-
-class Items(Dataset):
-    def __init__(self, n: int, item_s: float) -> None:
-        self.n, self.item_s = n, item_s
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        if self.item_s:
-            time.sleep(self.item_s)
-        return torch.full((3,), float(i))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tests.workloads import SleepyItems  # noqa: E402  (run as a script by torchrun)
 
 
 def main(out_dir: str) -> None:
@@ -39,7 +29,7 @@ def main(out_dir: str) -> None:
     rank = dist.get_rank()
     slow = rank == int(os.environ.get("SLOW_RANK", "-1"))
     fail = rank == int(os.environ.get("FAIL_RANK", "-1"))
-    ds = Items(2000, 0.004 if slow else 0.0)
+    ds = SleepyItems(2000, 0.004 if slow else 0.0)
     loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))
     model = DistributedDataParallel(torch.nn.Linear(3, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
