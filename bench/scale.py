@@ -25,8 +25,42 @@ def run_of(n: int, mean_ms: float, mode: str, seed: int) -> Run:
     return Run(mode=mode, start_ns=start, step_ns=step, wait_ns=wait, warmup_steps=10)
 
 
+def metrics_file_cost(epochs: int = 300, steps: int = 1000) -> None:
+    """Time of each epoch of a near-free loop with ``metrics_file`` set, against the same
+    epoch without it (side by side): the writing's cost must not grow with the run."""
+    import os
+    import tempfile
+
+    from loadeval_nb import LoaderEvaluator
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "run.json")
+        with_file = LoaderEvaluator(list(range(steps)), metrics_file=path, sample_interval_s=None)
+        bare = LoaderEvaluator(list(range(steps)), sample_interval_s=None)
+        extra = []
+        for _ in range(epochs):
+            t = time.perf_counter()
+            for _b in with_file:
+                pass
+            t1 = time.perf_counter()
+            for _b in bare:
+                pass
+            extra.append((t1 - t) - (time.perf_counter() - t1))
+        t = time.perf_counter()
+        with_file.close()
+        close_s = time.perf_counter() - t
+    print(f"\nmetrics_file, {epochs} epochs of {steps:,} steps: added time per epoch end")
+    for k in (1, epochs // 10, epochs // 2, epochs):
+        window = extra[max(0, k - 10) : k]
+        print(
+            f"  by step {k * steps:>9,}: {1e3 * sum(window) / len(window):7.2f} ms (mean of last 10)"
+        )
+    print(f"  total {sum(extra):.2f} s; close() writes the whole log once: {close_s:.2f} s")
+
+
 def main() -> None:
-    print(f"{'steps':>10} {'diagnose':>10} {'peak memory':>12}")
+    metrics_file_cost()
+    print(f"\n{'steps':>10} {'diagnose':>10} {'peak memory':>12}")
     for n in (10_000, 100_000, 1_000_000):
         real, ideal = run_of(n, 20.0, "log", 1), run_of(n, 12.0, "replay", 2)
         t = time.perf_counter()

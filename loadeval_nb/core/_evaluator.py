@@ -24,6 +24,7 @@ from ._env import (
     safe_len,
 )
 from ._errors import LoadEvalError, check_choice, check_int
+from ._journal import MetricsWriter
 from ._modes import MODES, LogMode, ReplayMode
 from ._run import Run, build_run
 from ._runlog import check_metrics_file
@@ -158,6 +159,7 @@ class LoaderEvaluator(DaliMethods):
         self._loader_info = loader_settings(dataloader)
         self._final_run: Optional[Run] = None  # to_run() once closed: nothing changes then
         self._closed = False
+        self._writer: Optional[MetricsWriter] = None
         # replay fills its cache here: a budget or an empty loader is refused at once
         self._mode: LogMode | ReplayMode = MODES[mode](self)
 
@@ -246,11 +248,22 @@ class LoaderEvaluator(DaliMethods):
         if self._sampler is not None:
             self._sampler.stop()
         self._mode.close_epoch(rec, src, exhausted=status == "complete")
-        if self.metrics_file:
-            try:
-                self.save_metrics(self.metrics_file, quiet=True)
-            except Exception as e:  # never lose the run over a bad path; say so
-                log.warning("loadeval_nb: could not write %s (%s).", self.metrics_file, e)
+        self._write_metrics(final=False)
+
+    def _write_metrics(self, final: bool) -> None:
+        """Bring ``metrics_file`` up to date: the new epochs only while the loop runs
+        (see :mod:`._journal`), the whole document at ``close()``."""
+        if not self.metrics_file:
+            return
+        if self._writer is None or self._writer.path != self.metrics_file:
+            self._writer = MetricsWriter(self.metrics_file)
+        try:
+            if final:
+                self._writer.write_all(self.to_run())
+            else:
+                self._writer.epoch_ended(self._build_run)
+        except Exception as e:  # never lose the run over a bad path; say so
+            log.warning("loadeval_nb: could not write %s (%s).", self.metrics_file, e)
 
     def _close_open(self, status: str) -> None:
         if self._open is not None:
@@ -268,6 +281,8 @@ class LoaderEvaluator(DaliMethods):
         if not self._closed:
             self._closed = True
             self._final_run = self._build_run()  # nothing is measured after close()
+            if self._writer is not None:  # the journal folded into one document
+                self._write_metrics(final=True)
 
     def worker_load_ns(self) -> Optional[list[int]]:
         """Per-batch production times measured inside the DataLoader's worker processes
@@ -319,12 +334,15 @@ class LoaderEvaluator(DaliMethods):
         final = self._final_run
         return final if final is not None else self._build_run()
 
-    def _build_run(self) -> Run:
+    def _build_run(self, first_epoch: int = 0, first_tick: int = 0) -> Run:
+        """The run so far; from epoch ``first_epoch`` and sampler tick ``first_tick`` on
+        for a part of it (what the metrics journal appends)."""
         t0 = self._t0 or 0
         mode = self._mode
         replay = isinstance(mode, ReplayMode)
         return build_run(
-            self._epochs,
+            self._epochs[first_epoch:],
+            first_epoch=first_epoch,
             mode=mode.name,
             measure_wait=mode.measure_wait,
             t0_ns=t0,
@@ -345,6 +363,6 @@ class LoaderEvaluator(DaliMethods):
             samples_per_batch=mode.samples_per_batch(),
             short_last_batch=mode.short_last_batch,
             auto_stop=self.auto_stop is not None,
-            util=self._sampler.series(t0) if self._sampler is not None else None,
+            util=self._sampler.series(t0, since=first_tick) if self._sampler is not None else None,
             worker_load_ns=self.worker_load_ns(),
         )

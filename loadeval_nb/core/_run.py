@@ -196,16 +196,18 @@ def build_run(
     auto_stop: bool,
     util: Optional[dict[str, Any]] = None,
     worker_load_ns: Optional[list[int]] = None,
+    first_epoch: int = 0,
 ) -> Run:
     """A :class:`Run` from an evaluator's epoch stamps (an epoch still running is read as a
-    snapshot at ``now_ns``). Step starts are made relative to ``t0_ns``."""
+    snapshot at ``now_ns``). Step starts are made relative to ``t0_ns``; ``epochs`` are
+    numbered from ``first_epoch`` (a part of a run, for the metrics journal)."""
     start: list[int] = []
     wait: Optional[list[int]] = [] if measure_wait else None
     step: list[int] = []
     epoch: list[int] = []
     complete: list[bool] = []
     summaries = []
-    for e, rec in enumerate(epochs):
+    for e, rec in enumerate(epochs, start=first_epoch):
         s = epoch_steps(rec, measure_wait=measure_wait, now=now_ns)
         start += [x - t0_ns for x in s.start_ns]
         step += s.step_ns

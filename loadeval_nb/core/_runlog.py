@@ -44,6 +44,7 @@ from typing import Any
 from ._dali import dali_metrics
 from ._errors import LoadEvalError, RunLogError
 from ._files import atomic_open, cannot_write_in
+from ._journal import read_journal
 from ._run import PathLike, Run
 
 SCHEMA_VERSION = 2
@@ -221,4 +222,6 @@ def load_run(path: PathLike) -> Run:
         ) from None
     except OSError as e:
         raise RunLogError(f"Cannot read {p!r} ({e.strerror}); check the path.") from None
+    if isinstance(doc, dict) and doc.get("kind") == RUN_KIND:
+        doc, _ = read_journal(doc, p)  # epochs appended while the run went on
     return run_from_dict(doc, source=repr(p))

@@ -314,36 +314,32 @@ class UtilSampler:
                 out[key] = [nan if v is None else v for v in vals]
         return out, n
 
-    def series(self, t0_ns: int = 0) -> dict[str, Any]:
-        """A JSON-ready copy of everything sampled so far; times relative to ``t0_ns``."""
+    def series(self, t0_ns: int = 0, since: int = 0) -> dict[str, Any]:
+        """A JSON-ready copy of everything sampled so far (ticks from index ``since`` on);
+        times relative to ``t0_ns``."""
+        k = since
         with self._lock:
-            gpu_util = (
-                [list(s) for s in self.gpu_util_pct] if self.gpu_util_pct is not None else None
-            )
-            gpu_mem = (
-                [list(s) for s in self.gpu_mem_used_bytes]
-                if self.gpu_mem_used_bytes is not None
-                else None
-            )
+
+            def cut(s: Optional[list[Any]]) -> Optional[list[Any]]:
+                return list(s[k:]) if s is not None else None
+
             return {
                 "interval_s": self.interval_s,
-                "t_ns": [t - t0_ns for t in self.t_ns],
+                "t_ns": [t - t0_ns for t in self.t_ns[k:]],
                 "gpu": {
                     "available": self.gpu_available,
                     "reason": self.gpu_reason,
                     "devices": [dict(d) for d in self.gpu_devices],
-                    "util_pct": gpu_util,
-                    "mem_used_bytes": gpu_mem,
+                    "util_pct": [s[k:] for s in self.gpu_util_pct]
+                    if self.gpu_util_pct is not None
+                    else None,
+                    "mem_used_bytes": [s[k:] for s in self.gpu_mem_used_bytes]
+                    if self.gpu_mem_used_bytes is not None
+                    else None,
                 },
                 "cpu": {
-                    "process_pct": list(self.process_cpu_pct)
-                    if self.process_cpu_pct is not None
-                    else None,
-                    "workers_pct": list(self.workers_cpu_pct)
-                    if self.workers_cpu_pct is not None
-                    else None,
-                    "workers": list(self.num_workers_seen)
-                    if self.num_workers_seen is not None
-                    else None,
+                    "process_pct": cut(self.process_cpu_pct),
+                    "workers_pct": cut(self.workers_cpu_pct),
+                    "workers": cut(self.num_workers_seen),
                 },
             }
