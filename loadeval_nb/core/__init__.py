@@ -32,8 +32,10 @@ from ._errors import (
     LoadEvalError,
     OptionError,
     RunLogError,
+    a_kind,
     check_choice,
     check_int,
+    close_match,
 )
 from ._evaluator import LoaderEvaluator
 from ._files import atomic_open, write_text_atomic
@@ -149,6 +151,8 @@ __all__ = [
     "write_text_atomic",
     "check_int",
     "check_choice",
+    "a_kind",
+    "close_match",
 ]
 
 

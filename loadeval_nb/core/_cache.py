@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any, Callable, Optional
 
 from ._batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
-from ._env import cuda_synchronize
+from ._env import cuda_synchronize, is_dataloader
 from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from ._format import fmt_bytes
 from ._loader import shutdown_persistent_workers, shutdown_source
@@ -63,9 +63,14 @@ def nothing_to_measure(source: Any, name: str = "") -> str:
             f"{what} is an iterator that is used up (it yields nothing now); make a new one, "
             "or pass a re-iterable loader such as a DataLoader."
         )
+    if is_dataloader(source):
+        return (
+            f"{what} produced no batches, so there is nothing to measure; check that its "
+            "dataset is not empty (and drop_last with a small dataset)."
+        )
     return (
-        f"{what} produced no batches, so there is nothing to measure; check that its dataset "
-        "is not empty (and drop_last with a small dataset)."
+        f"{what} produced no batches, so there is nothing to measure; pass a loader that "
+        "yields at least one batch."
     )
 
 

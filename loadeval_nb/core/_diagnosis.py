@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, a_kind
 from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._report import Fact, Report
 from ._run import Run, describe_steady
@@ -48,7 +48,7 @@ def as_run(x: RunLike, name: str = "run") -> Run:
         if isinstance(run, Run):
             return run
     raise LoadEvalError(
-        f"{name} must be a LoaderEvaluator, a Run or the path of a run log, not a {type(x).__name__}."
+        f"{name} must be a LoaderEvaluator, a Run or the path of a run log, not {a_kind(x)}."
     )
 
 

@@ -46,6 +46,34 @@ class CacheMutationWarning(UserWarning):
     """The training loop changed cached batches in place, so replays saw modified data."""
 
 
+def a_kind(x: Any) -> str:
+    """``x``'s type with its article, for a sentence: "an int", "a list"."""
+    name = type(x).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+def check_interval(name: str, value: Any) -> Any:
+    """A sampling interval: seconds from 0.01 to 3600, or None for no sampling (``inf``
+    crashed the sampler's thread, ``1e-9`` made it spin a core)."""
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.01 <= value <= 3600
+    ):
+        raise OptionError(
+            name,
+            " must be a number of seconds from 0.01 to 3600, or None to turn sampling off, "
+            f"not {value!r}.",
+        )
+    return value
+
+
+def close_match(word: str, choices: Any) -> str:
+    """ " (did you mean 'x'?)" for a near miss among ``choices``, else ""."""
+    import difflib
+
+    near = difflib.get_close_matches(word, [c for c in choices if isinstance(c, str)], n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> Any:
     """``value`` if it is an integer >= ``minimum`` (or None when allowed), else an
     :class:`OptionError` naming ``name``. A bool is not taken for an integer."""

@@ -23,7 +23,7 @@ from ._env import (
     loader_settings,
     safe_len,
 )
-from ._errors import LoadEvalError, check_choice, check_int
+from ._errors import LoadEvalError, a_kind, check_choice, check_int, check_interval
 from ._journal import MetricsWriter
 from ._modes import MODES, LogMode, ReplayMode
 from ._run import Run, build_run
@@ -109,24 +109,13 @@ class LoaderEvaluator(DaliMethods):
         check_int("max_steps", max_steps, 1, allow_none=True)
         check_int("warmup_steps", warmup_steps, 0)
         check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
-        if sample_interval_s is not None and (
-            isinstance(sample_interval_s, bool)
-            or not isinstance(sample_interval_s, (int, float))
-            or not 0.01 <= sample_interval_s <= 3600
-        ):
-            # inf crashed the sampler's thread, 1e-9 made it spin a core
-            raise LoadEvalError(
-                "sample_interval_s must be a number of seconds from 0.01 to 3600, or None to "
-                f"turn sampling off, not {sample_interval_s!r}."
-            )
+        check_interval("sample_interval_s", sample_interval_s)
         if label is not None and not isinstance(label, str):
-            raise LoadEvalError(
-                f"label must be a string such as 'real', not a {type(label).__name__}."
-            )
+            raise LoadEvalError(f"label must be a string such as 'real', not {a_kind(label)}.")
         if not hasattr(dataloader, "__iter__"):
             raise LoadEvalError(
                 f"LoaderEvaluator needs an iterable of batches such as a DataLoader, "
-                f"not a {type(dataloader).__name__}."
+                f"not {a_kind(dataloader)}."
             )
         if metrics_file is not None:
             check_metrics_file(metrics_file)

@@ -36,7 +36,14 @@ from ._format import fmt_bytes, fmt_pct, fmt_seconds
 from ._loader import shutdown_persistent_workers
 from ._report import Report
 from ._run import Run, describe_steady
-from ._runner import check_writable_dir, evaluator_for, log_path, measure, refuse_one_shot
+from ._runner import (
+    check_run_args,
+    check_writable_dir,
+    evaluator_for,
+    log_path,
+    measure,
+    refuse_one_shot,
+)
 from ._samples import sample_rung_loader
 from ._settings import RunHooks, RunSettings
 from ._stats import bootstrap_ratio_ci
@@ -218,7 +225,7 @@ def compare_rungs(result: LadderResult) -> None:
 def run_ladder(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
-    settings: RunSettings,
+    settings: Optional[RunSettings] = None,
     *,
     hooks: Optional[RunHooks] = None,
     label: str = "",
@@ -231,6 +238,7 @@ def run_ladder(
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown or not rungs:
         raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
+    settings = check_run_args(loader, run_once, settings)
     refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
     if settings.log_dir:
         check_writable_dir(settings.log_dir, "log_dir")

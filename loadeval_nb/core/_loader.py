@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ._env import is_dataloader
-from ._errors import LoadEvalError, OptionError, check_int
+from ._errors import LoadEvalError, OptionError, a_kind, check_int
 
 TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The settings :func:`rebuild_loader` may change; everything else is carried over."""
@@ -79,7 +79,7 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
         )
     if not is_dataloader(loader):
         raise LoadEvalError(
-            f"Only a torch.utils.data.DataLoader can be rebuilt with other settings, not a {type(loader).__name__}."
+            f"Only a torch.utils.data.DataLoader can be rebuilt with other settings, not {a_kind(loader)}."
         )
     if type(loader).__module__.split(".")[0] == "accelerate":
         # a rebuilt plain DataLoader would lose accelerate's device placement and sharding

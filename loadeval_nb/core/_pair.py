@@ -19,6 +19,7 @@ from ._ranks import dist_rank
 from ._run import Run
 from ._runner import (
     PAIR_NEEDS_TWO_PASSES,
+    check_run_args,
     check_writable_dir,
     evaluator_for,
     is_one_shot,
@@ -71,7 +72,7 @@ class PairResult:
 def run_pair(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
-    settings: RunSettings,
+    settings: Optional[RunSettings] = None,
     *,
     hooks: Optional[RunHooks] = None,
     label: str = "",
@@ -84,6 +85,7 @@ def run_pair(
     kept, so the caller can show it and then re-raise. A one-shot iterator for a
     whole pair raises :class:`LoadEvalError` before anything runs.
     """
+    settings = check_run_args(loader, run_once, settings)
     if settings.auto and dist_rank() is not None:
         # each rank would stop at its own step, and the ranks' collectives would pair up wrong
         raise OptionError(

@@ -42,7 +42,7 @@ import stat
 from typing import Any
 
 from ._dali import dali_metrics
-from ._errors import LoadEvalError, RunLogError
+from ._errors import LoadEvalError, RunLogError, a_kind
 from ._files import atomic_open, cannot_write_in
 from ._journal import read_journal
 from ._run import PathLike, Run
@@ -105,7 +105,7 @@ def check_metrics_file(path: Any) -> None:
         p = os.fspath(path)
     except TypeError:
         raise LoadEvalError(
-            f"metrics_file must be a path such as 'run.json', not a {type(path).__name__}."
+            f"metrics_file must be a path such as 'run.json', not {a_kind(path)}."
         ) from None
     if os.path.isdir(p):
         raise LoadEvalError(
@@ -137,6 +137,8 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
         )
     try:
         steps = doc["steps"]
+        if not isinstance(steps, dict):
+            raise ValueError("it has no steps")
         step_ns = [int(x) for x in steps["step_ns"]]
         n = len(step_ns)
         start_ns = [int(x) for x in steps["start_ns"]]
@@ -213,7 +215,7 @@ def load_run(path: PathLike) -> Run:
         ) from None
     except json.JSONDecodeError as e:
         raise RunLogError(
-            f"{p!r} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+            f"{p!r} is not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}); "
             "it may be truncated: record the run again."
         ) from None
     except RecursionError:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 from ._cache import nothing_to_measure
 from ._env import interrupts_deferred
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, a_kind
 from ._evaluator import LoaderEvaluator
 from ._files import cannot_write_in
 from ._ranks import dist_rank
@@ -142,6 +142,27 @@ def is_one_shot(loader: Any) -> bool:
 
 
 PAIR_NEEDS_TWO_PASSES = "the real run would use up the batches the replay needs"
+
+
+def check_run_args(loader: Any, run_once: Any, settings: Any) -> RunSettings:
+    """The settings to use (``RunSettings()`` for None), after one sentence for a loader
+    that is not iterable or a ``run_once`` that is not a function."""
+    if not hasattr(loader, "__iter__"):
+        raise LoadEvalError(
+            f"The loader must be an iterable of batches such as a DataLoader, not {a_kind(loader)}."
+        )
+    if not callable(run_once):
+        raise LoadEvalError(
+            "run_once must be a function that runs the training loop over the evaluator it is "
+            f"given (def run_once(ev): for batch in ev: ...), not {a_kind(run_once)}."
+        )
+    if settings is None:
+        return RunSettings()
+    if not isinstance(settings, RunSettings):
+        raise LoadEvalError(
+            f"settings must be a RunSettings such as RunSettings(steps=200), not {a_kind(settings)}."
+        )
+    return settings
 
 
 def refuse_one_shot(loader: Any, loader_name: str, why: str, instead: str = "") -> None:

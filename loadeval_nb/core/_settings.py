@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._adaptive import AutoStop
-from ._errors import OptionError, check_choice, check_int
+from ._errors import OptionError, check_choice, check_int, check_interval
 
 if TYPE_CHECKING:
     from ._evaluator import LoaderEvaluator
@@ -45,6 +45,7 @@ class RunSettings:
     def validate(self) -> None:
         """Raise :class:`OptionError` for a bad value (run when the settings are made)."""
         check_int("warmup", self.warmup, 0)
+        check_interval("sample_interval_s", self.sample_interval_s)
         if self.auto_stop is not None and not self.auto:
             raise OptionError(
                 "auto_stop",

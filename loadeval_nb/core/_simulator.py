@@ -75,7 +75,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from ._errors import LoadEvalError, check_int, check_number
+from ._errors import LoadEvalError, a_kind, check_int, check_number
 
 Draw = Union[Sequence[float], Callable[[random.Random], float]]
 """Measured samples (seconds) to bootstrap from, or ``draw(rng) -> seconds``."""
@@ -125,12 +125,14 @@ def cpu_count() -> int:
 def check_draw(name: str, draw: Any) -> Draw:
     if callable(draw):
         return draw  # type: ignore[no-any-return]
+    if isinstance(draw, (int, float)) and not isinstance(draw, bool):
+        draw = [draw]  # one time in seconds: every batch (or step) takes it
     try:
         values = [float(x) for x in draw]
     except (TypeError, ValueError):
         raise LoadEvalError(
-            f"{name} must be a list of times in seconds or a function rng -> seconds, "
-            f"not {type(draw).__name__}."
+            f"{name} must be a time in seconds, a list of them or a function rng -> seconds, "
+            f"not {a_kind(draw)}."
         ) from None
     if not values:
         raise LoadEvalError(f"{name} is empty; pass at least one measured time in seconds.")

@@ -26,7 +26,7 @@ from ._loader import loader_knobs, shutdown_persistent_workers
 from ._predict import Prediction
 from ._report import Fact, Report
 from ._run import Run, describe_steady
-from ._runner import check_writable_dir, evaluator_for, log_path, measure
+from ._runner import check_run_args, check_writable_dir, evaluator_for, log_path, measure
 from ._settings import RunHooks, RunSettings
 from ._stats import describe
 from ._sweep_spec import SweepPlan, config_label, prepare_sweep
@@ -237,7 +237,7 @@ def run_sweep(
     loader: Any,
     run_once: Callable[[LoaderEvaluator], None],
     configs: Any,
-    settings: RunSettings,
+    settings: Optional[RunSettings] = None,
     *,
     hooks: Optional[RunHooks] = None,
     label: str = "",
@@ -252,6 +252,7 @@ def run_sweep(
     a failure inside a run (kept in the result, the sweep stops there); bad configs
     raise :class:`LoadEvalError` before anything runs.
     """
+    settings = check_run_args(loader, run_once, settings)
     plan = (
         configs if isinstance(configs, SweepPlan) else prepare_sweep(loader, configs, loader_name)
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._env import is_dataloader
-from ._errors import LoadEvalError
+from ._errors import LoadEvalError, a_kind, close_match
 from ._loader import TUNABLE, check_workers, rebuild_loader
 
 
@@ -63,7 +63,7 @@ def parse_sweep(spec: Any) -> list[dict[str, Any]]:
             axes[k] = [_value(k, v) for v in vals.split(",") if v.strip()]
     else:
         raise LoadEvalError(
-            f'A sweep is a string like "num_workers=0,2,4; pin_memory=False,True", not a {type(spec).__name__}.'
+            f'A sweep is a string like "num_workers=0,2,4; pin_memory=False,True", not {a_kind(spec)}.'
         )
     if not axes:
         raise LoadEvalError(
@@ -72,7 +72,8 @@ def parse_sweep(spec: Any) -> list[dict[str, Any]]:
     unknown = sorted(set(axes) - set(TUNABLE))
     if unknown:
         raise LoadEvalError(
-            f"Cannot sweep {', '.join(unknown)}; only {', '.join(TUNABLE)} can be swept."
+            f"Cannot sweep {', '.join(unknown)}{close_match(unknown[0], TUNABLE)}; only "
+            f"{', '.join(TUNABLE)} can be swept."
         )
     for k, tried in axes.items():
         if not tried:

@@ -31,7 +31,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
+from ..core import (
+    LoaderEvaluator,
+    LoadEvalError,
+    PairResult,
+    RunHooks,
+    RunSettings,
+    a_kind,
+    run_pair,
+)
 from ._common import bound_method, cpu_snapshot
 
 AUTO_REFUSED = (
@@ -50,7 +58,7 @@ def is_hf_trainer(obj: Any) -> bool:
 
 def _check(trainer: Any) -> None:
     if not is_hf_trainer(trainer):
-        raise LoadEvalError(f"Expected a transformers.Trainer, not a {type(trainer).__name__}.")
+        raise LoadEvalError(f"Expected a transformers.Trainer, not {a_kind(trainer)}.")
 
 
 @contextmanager

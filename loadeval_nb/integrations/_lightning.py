@@ -28,7 +28,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
+from ..core import (
+    LoaderEvaluator,
+    LoadEvalError,
+    PairResult,
+    RunHooks,
+    RunSettings,
+    a_kind,
+    run_pair,
+)
 from ._common import bound_method
 
 
@@ -81,7 +89,7 @@ def fit_for_measurement(trainer: Any) -> Iterator[None]:
     ``finally``."""
     if not is_lightning_trainer(trainer):
         raise LoadEvalError(
-            f"Expected a lightning.pytorch.Trainer, not a {type(trainer).__name__}; "
+            f"Expected a lightning.pytorch.Trainer, not {a_kind(trainer)}; "
             "loadeval_nb supports the lightning package (pip install lightning)."
         )
     import lightning.pytorch as pl

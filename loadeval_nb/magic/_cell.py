@@ -11,6 +11,8 @@ from typing import Any, Callable, Optional
 
 from IPython.core.error import UsageError
 
+from ..core import close_match
+
 _ABSENT = object()
 
 
@@ -68,7 +70,8 @@ class LoaderRef:
         ns = self.shell.user_ns
         if self.parts[0] not in ns:
             raise UsageError(
-                f"No variable named {self.parts[0]!r} in the notebook; define the loader first."
+                f"No variable named {self.parts[0]!r} in the notebook"
+                f"{close_match(self.parts[0], ns)}; define the loader first."
             )
         obj = ns[self.parts[0]]
         for i, p in enumerate(self.parts[1:-1], start=1):

@@ -18,6 +18,7 @@ from ..core import (
     LoadEvalError,
     OptionError,
     RunSettings,
+    a_kind,
     check_writable_dir,
     prepare_sweep,
     refuse_one_shot,
@@ -112,9 +113,7 @@ def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
             ref.name, loader, lambda ev: bound_method(obj, "train_dataloader", ev), around
         )
     if not hasattr(obj, "__iter__"):
-        raise UsageError(
-            f"{ref.name} is a {type(obj).__name__}, not a loader; pass the DataLoader's name."
-        )
+        raise UsageError(f"{ref.name} is {a_kind(obj)}, not a loader; pass the DataLoader's name.")
     return Target(ref.name, obj, ref.bound, around)
 
 

@@ -114,7 +114,7 @@ def test_bad_arguments_one_sentence(kwargs, match):
 
 def test_non_iterable():
     with pytest.raises(
-        LoadEvalError, match="needs an iterable of batches such as a DataLoader, not a int"
+        LoadEvalError, match="needs an iterable of batches such as a DataLoader, not an int"
     ):
         LoaderEvaluator(3)
 

@@ -32,7 +32,7 @@ def test_parse_sweep_product_and_values():
         ("num_workers", "no '='"),
         ("num_workers=two", "integers"),
         ("", "empty"),
-        (42, "not a int"),
+        (42, "not an int"),
     ],
 )
 def test_parse_sweep_errors(spec, msg):

@@ -107,7 +107,7 @@ def test_sample_intervals_that_would_crash_or_spin(interval):
 
 
 def test_a_label_that_is_not_a_string():
-    with pytest.raises(LoadEvalError, match="label must be a string such as 'real', not a int"):
+    with pytest.raises(LoadEvalError, match="label must be a string such as 'real', not an int"):
         LoaderEvaluator([1, 2], label=3)
 
 

@@ -101,7 +101,7 @@ def test_bad_options_are_one_sentence_usage_errors(shell, line, match):
 
 def test_not_a_loader(shell):
     shell.user_ns["n"] = 3
-    with pytest.raises(UsageError, match="n is a int, not a loader"):
+    with pytest.raises(UsageError, match="n is an int, not a loader"):
         run(shell, "n " + QUIET, "pass\n")
 
 
