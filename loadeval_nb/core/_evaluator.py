@@ -262,7 +262,8 @@ class LoaderEvaluator(DaliMethods):
             self._open = None
 
     def close(self) -> None:
-        """End any epoch still open (e.g. after ``break``) and stop the samplers."""
+        """End any epoch still open (e.g. after ``break``), stop the samplers, and stop the
+        persistent workers of a loader whose workers this evaluator started."""
         self._close_open("stopped")
         if self._sampler is not None:
             self._sampler.stop()

@@ -20,7 +20,7 @@ from ._batches import leading_dim
 from ._cache import ReplayCache
 from ._env import safe_len
 from ._errors import LoadEvalError
-from ._loader import shutdown_source
+from ._loader import shutdown_persistent_workers, shutdown_source
 from ._timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
 from ._worker_timing import WorkerFetchTimer
 
@@ -57,6 +57,9 @@ class LogMode:
         self.ev = ev
         self.timer: Optional[WorkerFetchTimer] = None
         self._samples: Optional[int] = None
+        # whether the loader's persistent workers are ours to stop at close(): they were
+        # not running before our first epoch, so the user's loader is left as it was
+        self._started_persistent: Optional[bool] = None
 
     def samples_per_batch(self) -> Optional[int]:
         return self._samples
@@ -64,6 +67,11 @@ class LogMode:
     def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
         """The timed iterator of one pass, and the source iterator it drives."""
         ev = self.ev
+        if self._started_persistent is None:
+            self._started_persistent = bool(
+                getattr(ev.dataloader, "persistent_workers", False)
+                and getattr(ev.dataloader, "_iterator", False) is None
+            )
         clock = ev.clock
         t = clock()
         # (the timer itself passes a loader without worker processes straight through)
@@ -125,6 +133,9 @@ class LogMode:
     def close(self) -> None:
         if self.timer is not None:
             self.timer.close()
+        if self._started_persistent:
+            shutdown_persistent_workers(self.ev.dataloader)
+            self._started_persistent = None
 
 
 class ReplayMode:
