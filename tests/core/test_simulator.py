@@ -153,7 +153,10 @@ def test_line_when_already_fast_enough():
         (dict(load_s=[L], step_s=[S], num_workers=-1), "num_workers must be an integer >= 0"),
         (dict(load_s=[L], step_s=[S], num_workers=2, prefetch_factor=0), "prefetch_factor"),
         (dict(load_s=[L], step_s=[S], num_workers=1, n_batches=10, warmup=10), "warmup"),
-        (dict(load_s="abc", step_s=[S], num_workers=1), "load_s must be a time in seconds, a list of them"),
+        (
+            dict(load_s="abc", step_s=[S], num_workers=1),
+            "load_s must be a time in seconds, a list of them",
+        ),
         (dict(load_s=lambda rng: -1.0, step_s=[S], num_workers=1), "must return finite"),
         (dict(load_s=[0.0], step_s=[0.0], num_workers=1), "all zero"),
         (dict(load_s=[L], step_s=[S], num_workers=1, handoff_s=-0.1), "handoff_s"),
