@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -46,6 +47,8 @@ def no_leaks():
     yield
     deadline = time.monotonic() + 10
     while True:
+        # a paused sampler's thread ends once its evaluator is collected (cycles: gc)
+        gc.collect()
         threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
         kids = [p for p in _live_children() if p.pid not in children_before]
         if not threads and not kids:

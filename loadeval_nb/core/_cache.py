@@ -210,8 +210,8 @@ class ReplayCache:
         if self._mutation_warned or not self._versions:
             return
         now = [t._version for t in self._tensors]  # grows with every in-place op
-        changed = sum(a != b for a, b in zip(now, self._versions))
-        if changed:
+        if now != self._versions:  # (one C comparison per epoch; count only then)
+            changed = sum(a != b for a, b in zip(now, self._versions))
             self._mutation_warned = True
             yours = (
                 "your own tensors were not changed (the cache holds copies of them)"

@@ -126,13 +126,21 @@ class DaliMethods:
                     f"  Min batch time: {m['min_batch_time']:.4f}s",
                     f"  Max batch time: {m['max_batch_time']:.4f}s",
                 ]
+            startup = self.to_run().startup_s()
+            if startup is not None:
+                lines.append(
+                    f"  Start-up: {fmt_seconds(startup)} (iter() to the first batch; "
+                    "not in the step times)"
+                )
             lines += [
-                f"  Steady steps: {m['steady_steps']} (after {self.warmup_steps} warm-up per epoch)",
+                f"  Steady steps: {m['steady_steps']} (each epoch's first step is its start-up; "
+                f"warm-up {max(self.warmup_steps, 1)} per epoch)",
                 f"  Mean step time: {fmt_seconds(m['avg_step_time'])}"
                 f" (median {fmt_seconds(m['median_step_time'])}, p90 {fmt_seconds(m['p90_step_time'])})",
             ]
             if m["samples_per_s"] is not None:
                 lines.append(f"  Throughput: {m['samples_per_s']:.1f} samples/s")
+            lines.append(f"  CPU: {self.to_run().cpu_text()}")
             if m["wait_share"] is not None:
                 lines.append(f"  Time waiting for data: {m['wait_share']:.1%}")
             if m["status"] != "complete":

@@ -85,6 +85,10 @@ class Diagnosis:
     real_steady_steps: int
     ideal_steady_steps: int
     notes: list[str] = field(default_factory=list)
+    real_startup_s: Optional[float] = None
+    """``iter()`` to the first batch of the real run (worker spawn, first fetch): reported
+    apart, never in the step times."""
+    ideal_startup_s: Optional[float] = None
     prediction: Optional[str] = None
     """The simulator's one line on other ``num_workers`` ("with num_workers=6: about 1.8×
     faster"); None when the pair lacks worker timings."""
@@ -260,6 +264,8 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         real_steady_steps=len(rs),
         ideal_steady_steps=len(is_),
         notes=notes,
+        real_startup_s=r.startup_s(),
+        ideal_startup_s=i.startup_s(),
     )
 
 
@@ -311,6 +317,15 @@ def diagnosis_facts(d: Diagnosis) -> Report:
                 "saved",
                 f"time saved per epoch of {d.steps_per_epoch} steps",
                 f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}",
+            )
+        )
+    if d.real_startup_s is not None:
+        ideal = f", ideal {fmt_seconds(d.ideal_startup_s)}" if d.ideal_startup_s is not None else ""
+        facts.append(
+            Fact(
+                "startup",
+                "start-up (to the first batch)",
+                f"real {fmt_seconds(d.real_startup_s)}{ideal}; not in the step times",
             )
         )
     if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None:

@@ -235,7 +235,7 @@ class LoaderEvaluator(DaliMethods):
             # that the loader is iterable) measured nothing: it is not an epoch
             self._epochs[:] = [r for r in self._epochs if r is not rec]
         if self._sampler is not None:
-            self._sampler.stop()
+            self._sampler.pause()  # no join on the loop's path; close() ends the thread
         self._mode.close_epoch(rec, src, exhausted=status == "complete")
         self._write_metrics(final=False)
 

@@ -82,8 +82,21 @@ class Run:
         else:
             first = np.maximum.accumulate(np.where(np.r_[True, e[1:] != e[:-1]], idx, 0))
             pos = idx - first
-        keep = (pos >= self.warmup_steps) & np.asarray(self.complete, dtype=bool)
+        # an epoch's first step carries its start-up (iter(), worker spawn, the first
+        # fetch): reported apart (startup_s), never in the steady statistics
+        keep = (pos >= max(self.warmup_steps, 1)) & np.asarray(self.complete, dtype=bool)
         return idx[keep]
+
+    def startup_s(self) -> Optional[float]:
+        """Time from ``iter()`` to the first batch of the first epoch (worker spawn, first
+        fetch; for a replay, setting up the epoch), seconds; None without a step."""
+        if not self.epochs or not self.step_ns:
+            return None
+        first = self.epochs[0]
+        if first.get("startup_ns") is not None:
+            return float(first["startup_ns"]) / 1e9
+        wait = self.wait_ns[0] if self.wait_ns else 0
+        return float((first.get("setup_ns") or 0) + wait) / 1e9
 
     def steady_step_s(self) -> list[float]:
         return (np.asarray(self.step_ns, dtype=float)[self._steady()] / 1e9).tolist()
@@ -113,9 +126,24 @@ class Run:
         return sum(vals) / len(vals) if vals else None
 
     def mean_cpu_pct(self, which: str = "process_pct") -> Optional[float]:
+        """Mean CPU % (100 = one core) of this process (``process_pct``) or its loader
+        workers (``workers_pct``); None with fewer than two readings (a run too short to
+        sample: one rate over a few milliseconds says nothing)."""
         cpu = (self.util or {}).get("cpu") or {}
         vals = [v for v in (cpu.get(which) or []) if v is not None]
-        return sum(vals) / len(vals) if vals else None
+        return sum(vals) / len(vals) if len(vals) >= 2 else None
+
+    def cpu_text(self) -> str:
+        """CPU use in words: "process 95%, workers 180% (100% = one core)", "too short to
+        sample", or "not sampled"."""
+        if not (self.util or {}).get("cpu", {}).get("process_pct"):
+            return "not sampled"
+        proc, workers = self.mean_cpu_pct("process_pct"), self.mean_cpu_pct("workers_pct")
+        if proc is None:
+            interval = (self.util or {}).get("interval_s") or 0.1
+            return f"too short to sample (under {2 * interval:g} s of sampling)"
+        w = f", workers {workers:.0f}%" if workers else ""
+        return f"process {proc:.0f}%{w} (100% = one core)"
 
     def gpu_util_per_tick(self) -> Optional[list[Optional[float]]]:
         """Mean GPU utilisation over the visible GPUs at each sampler tick (None: no GPU
@@ -136,6 +164,7 @@ class Run:
             "steps": self.n_steps,
             "steady_steps": len(idx),
             "warmup_steps": self.warmup_steps,
+            "startup_s": self.startup_s(),
             "total_s": total_ns / 1e9,
             "step": d,
             "wait_share": wait_share,
@@ -220,6 +249,9 @@ def build_run(
                 "status": rec.status,
                 "steps": len(s.step_ns),
                 "setup_ns": rec.setup_ns,
+                "startup_ns": (rec.setup_ns or 0) + (s.wait_ns[0] if s.wait_ns else 0)
+                if s.step_ns
+                else None,
                 "sync_ns": rec.sync_ns,
                 **({"auto_stop": rec.auto_reason} if auto_stop else {}),
             }

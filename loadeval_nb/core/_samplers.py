@@ -1,9 +1,13 @@
 """Background utilisation samplers: GPU (NVML) and CPU (psutil).
 
-One daemon thread per evaluator samples every ``interval_s`` (10 Hz by default)
+One daemon thread per sampler samples every ``interval_s`` (10 Hz by default)
 while a run goes, on a drift-corrected schedule (``next_tick += interval``; a
 tick that is already late is skipped, not bunched). The thread only appends to
-lists; readers copy them.
+lists; readers copy them. It is started once and then paused and resumed (an
+event, no thread start or join on the loop's path at each epoch); everything it
+needs (imports, NVML, psutil, the first reading) is set up by the first
+``start()``, before the first timed step. It ends at ``stop()`` or when the
+sampler is collected.
 
 Optional integrations fail soft: without the NVIDIA driver, ``pynvml`` or a GPU,
 one log line says so (once per process) and the GPU series are ``None`` (never
@@ -16,6 +20,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
@@ -123,8 +128,41 @@ class _CpuReader:
         self._last: dict[int, float] = {}
         self._last_t: Optional[int] = None
         self._ticks = 0
+        self._cap = 100.0 * (os.cpu_count() or 1)
+        self.min_dt_ns = 0
+
+    def reset(self) -> None:
+        """The next reading only primes (a paused stretch is not a rate of this run)."""
+        self._last, self._last_t = {}, None
+
+    def _list_children(self) -> list[Any]:
+        """This process's children. psutil's recursive walk reads /proc/*/stat of every
+        process on the machine; while the training loop holds the GIL, each read waits a
+        GIL switch (5 ms), so one walk took 250 ms. Linux lists a task's children in
+        /proc/self/task/*/children (loader workers are direct children): a few reads."""
+        import psutil
+
+        try:
+            pids: list[int] = []
+            for tid in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{tid}/children") as f:
+                    pids += [int(x) for x in f.read().split()]
+        except OSError:
+            return list(self._me.children(recursive=True))
+        out = []
+        for pid in pids:
+            p = self._children.get(pid)
+            if p is None:
+                try:
+                    p = psutil.Process(pid)
+                except psutil.Error:
+                    continue
+            out.append(p)
+        return out
 
     def _cpu_s(self, p: Any) -> Optional[float]:
+        if p is self._me:  # no file to read for our own process: a clock, GIL held
+            return time.process_time_ns() / 1e9
         try:
             t = p.cpu_times()
             return float(t.user + t.system)
@@ -138,7 +176,7 @@ class _CpuReader:
         t = self._ticks
         if not final and 0 < t and (t < 20 or t % 10 == 0):
             try:
-                kids = self._me.children(recursive=True)
+                kids = self._list_children()
                 self._children = {p.pid: p for p in kids}
             except Exception:
                 pass
@@ -153,16 +191,60 @@ class _CpuReader:
             else:
                 cur[pid] = v
         proc = workers = None
+        if self._last_t is not None and now - self._last_t < self.min_dt_ns:
+            # too soon after the last reading: CPU times tick in 10 ms steps, so a rate over
+            # a few ms reads 0 % or 1,000 %; keep the older reading as the base
+            return None, None, len(cur) - (1 if 0 in cur else 0)
         if self._last_t is not None and now > self._last_t:
             dt = (now - self._last_t) / 1e9
+            cap = self._cap
             if 0 in cur and 0 in self._last:
-                proc = max(0.0, (cur[0] - self._last[0]) / dt * 100)
+                proc = min(cap, max(0.0, (cur[0] - self._last[0]) / dt * 100))
             workers = 0.0
             for pid, v in cur.items():
                 if pid != 0 and pid in self._last:
                     workers += max(0.0, (v - self._last[pid]) / dt * 100)
+            workers = min(cap, workers)
         self._last, self._last_t = cur, now
         return proc, workers, len(cur) - (1 if 0 in cur else 0)
+
+
+def _sampler_thread(
+    ref: weakref.ref[UtilSampler], wake: threading.Event, interval: int, clock: Callable[[], int]
+) -> None:
+    """The sampling thread. It holds the sampler only weakly between readings, so a sampler
+    nobody holds is collected and the thread ends."""
+    deadline = clock()
+    while True:
+        s = ref()
+        if s is None:
+            return
+        if s._ended:
+            s._sample(final=True)  # stop(): a last reading at the very end
+            return
+        if not s._active:
+            s._sample(final=True)  # pause(): the epoch's last reading, then sleep
+            del s
+            wake.wait()
+            wake.clear()
+            s = ref()
+            if s is None:
+                return
+            if s._active:
+                s._sample()  # resumed: the first reading of the next stretch
+                deadline = clock()
+            del s
+            continue
+        del s
+        now = clock()
+        deadline = next_deadline(deadline, interval, now)
+        if wake.wait((deadline - now) / 1e9):
+            wake.clear()
+            continue  # paused, resumed or stopped: look again
+        s = ref()
+        if s is not None and s._active:
+            s._sample()
+        del s
 
 
 class UtilSampler:
@@ -187,7 +269,13 @@ class UtilSampler:
         self._want_gpu = gpu
         self._want_cpu = cpu
         self._thread: Optional[threading.Thread] = None
-        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._active = False
+        self._ended = False
+        self._pynvml: Any = None
+        self._handles: list[Any] = []
+        self._cpu_reader: Optional[_CpuReader] = None
+        weakref.finalize(self, self._wake.set)  # a collected sampler ends its thread
         self.t_ns: list[int] = []
         self.process_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
         self.workers_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
@@ -202,12 +290,55 @@ class UtilSampler:
     # -- lifecycle -----------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        """Sampling now (started or resumed, not paused or stopped)."""
+        return self._active
 
     def start(self) -> None:
-        """Start sampling (no-op if already running)."""
-        if self._thread is not None:
+        """Start sampling, or resume after :meth:`pause` (no-op if running). The first call
+        sets everything up and takes the first reading here, before the caller goes on."""
+        if self._active:
             return
+        t = self._thread
+        if t is None or not t.is_alive():
+            self._setup()
+            self._sample()  # the first reading primes the CPU rates, off the timed steps
+            self._active = True
+            self._wake.clear()
+            self._thread = threading.Thread(
+                target=_sampler_thread,
+                args=(weakref.ref(self), self._wake, int(self.interval_s * 1e9), self._clock),
+                name="loadeval-sampler",
+                daemon=True,
+            )
+            self._thread.start()
+            return
+        if self._cpu_reader is not None:
+            self._cpu_reader.reset()
+        self._active = True
+        self._wake.set()  # the thread takes a reading now and goes on with its schedule
+
+    def pause(self) -> None:
+        """Stop sampling until the next :meth:`start`, without waiting: the thread takes a
+        last reading and sleeps (an epoch's end; nothing is started or joined)."""
+        if self._active:
+            self._active = False
+            self._wake.set()
+
+    def stop(self) -> None:
+        """Stop sampling and end the thread, waiting for its last reading (no-op if not
+        started)."""
+        self._active = False
+        t = self._thread
+        if t is None:
+            return
+        self._ended = True
+        self._wake.set()
+        if t is not threading.current_thread():
+            t.join()
+        self._thread = None
+        self._ended = False
+
+    def _setup(self) -> None:
         handles: list[Any] = []
         pynvml = None
         if self._want_gpu:
@@ -223,47 +354,19 @@ class UtilSampler:
                     ]
                     self.gpu_util_pct = [[None] * len(self.t_ns) for _ in handles]
                     self.gpu_mem_used_bytes = [[None] * len(self.t_ns) for _ in handles]
-        cpu_reader = None
-        if self._want_cpu:
+        self._pynvml, self._handles = pynvml, handles
+        if self._want_cpu and self._cpu_reader is None:
             try:
-                cpu_reader = _CpuReader(self._clock)
+                self._cpu_reader = _CpuReader(self._clock)
+                self._cpu_reader.min_dt_ns = int(self.interval_s * 1e9 / 2)
+                self._cpu_reader._list_children()  # its imports, before the loop
             except Exception as e:  # psutil missing or unusable
                 log.warning(
                     "loadeval_nb: no CPU readings (%s); CPU utilisation is recorded as null.", e
                 )
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._loop,
-            args=(pynvml, handles, cpu_reader),
-            name="loadeval-sampler",
-            daemon=True,
-        )
-        self._thread.start()
 
-    def stop(self) -> None:
-        """Stop sampling and wait for the thread to end (no-op if not running)."""
-        t = self._thread
-        if t is None:
-            return
-        self._stop.set()
-        t.join()
-        self._thread = None
-
-    # -- the thread ----------------------------------------------------------
-    def _loop(self, pynvml: Any, handles: list[Any], cpu_reader: Optional[_CpuReader]) -> None:
-        interval = int(self.interval_s * 1e9)
-        deadline = self._clock()
-        while True:
-            self._sample(pynvml, handles, cpu_reader)
-            now = self._clock()
-            deadline = next_deadline(deadline, interval, now)
-            if self._stop.wait((deadline - now) / 1e9):
-                break
-        self._sample(pynvml, handles, cpu_reader, final=True)  # a last reading at the very end
-
-    def _sample(
-        self, pynvml: Any, handles: list[Any], cpu_reader: Optional[_CpuReader], final: bool = False
-    ) -> None:
+    def _sample(self, final: bool = False) -> None:
+        pynvml, handles, cpu_reader = self._pynvml, self._handles, self._cpu_reader
         t = self._clock()
         utils: list[Optional[float]] = []
         mems: list[Optional[int]] = []

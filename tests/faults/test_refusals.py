@@ -218,19 +218,19 @@ def test_repeated_interrupts_while_finishing_keep_the_log(tmp_path, monkeypatch)
 
     path = tmp_path / "run.json"
     ev = LoaderEvaluator(list(range(20)), metrics_file=str(path), sample_interval_s=0.05)
-    stop = UtilSampler.stop
+    pause = UtilSampler.pause
 
-    def interrupted_stop(self):
+    def interrupted_pause(self):
         signal.raise_signal(signal.SIGINT)  # Stop pressed three times while the epoch closes
         signal.raise_signal(signal.SIGINT)
         signal.raise_signal(signal.SIGINT)
-        stop(self)
+        pause(self)
 
-    monkeypatch.setattr(UtilSampler, "stop", interrupted_stop)
+    monkeypatch.setattr(UtilSampler, "pause", interrupted_pause)
     with pytest.raises(KeyboardInterrupt):
         for _ in ev:
             pass
-    monkeypatch.setattr(UtilSampler, "stop", stop)
+    monkeypatch.setattr(UtilSampler, "pause", pause)
     ev.close()
     assert load_run(path).n_steps == 20  # the log was written: finishing completed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -1,0 +1,198 @@
+"""Issue 13: the tool does not change what it measures.
+
+Samplers off the loop's path (one thread per evaluator, paused between epochs, set up
+before the first timed step), start-up reported apart from the steady steps, CPU
+readings that are bounded or say the run was too short, and the first evaluator of a
+fresh process reading a sleep-based loop like an independent stopwatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from loadeval_nb import NOT_INPUT_BOUND, LoaderEvaluator, RunSettings, load_run, run_pair
+
+from ..workloads import SleepyItems, sleep_steps
+
+
+def test_one_sampler_thread_for_all_epochs_and_no_join_at_an_epoch_end(monkeypatch):
+    ev = LoaderEvaluator(list(range(20)), sample_interval_s=0.01)
+    started = []
+    real_start = threading.Thread.start
+
+    def counting_start(self):
+        started.append(self.name)
+        real_start(self)
+
+    def no_join(self, timeout=None):
+        raise AssertionError("an epoch's end joined a thread")
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    for _ in ev:  # the first epoch starts the sampler's thread
+        pass
+    thread = ev.util_sampler._thread
+    monkeypatch.setattr(threading.Thread, "join", no_join)
+    for _ in range(5):
+        for _ in ev:
+            time.sleep(0.002)
+    assert started == ["loadeval-sampler"]
+    assert ev.util_sampler._thread is thread and thread.is_alive()
+    monkeypatch.undo()
+    ev.close()  # close() ends it
+    assert not thread.is_alive()
+
+
+def test_the_sampler_is_set_up_before_the_first_timed_step():
+    ev = LoaderEvaluator(list(range(5)), sample_interval_s=0.05)
+    it = iter(ev)
+    s = ev.util_sampler
+    # imports, psutil and NVML were set up and the first reading taken in iter(), here
+    assert s._cpu_reader is not None and len(s.t_ns) == 1
+    first_step = ev._epochs[0].starts
+    assert not first_step or s.t_ns[0] <= first_step[0]
+    list(it)
+    ev.close()
+
+
+def test_a_sampler_nobody_holds_ends_its_thread():
+    import gc
+
+    ev = LoaderEvaluator(list(range(5)), sample_interval_s=0.01)
+    list(ev)
+    thread = ev.util_sampler._thread
+    del ev
+    gc.collect()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_cpu_readings_are_bounded_and_short_runs_say_so():
+    ev = LoaderEvaluator(list(range(2)), sample_interval_s=0.1)
+    for _ in ev:
+        pass
+    ev.close()
+    run = ev.to_run()
+    assert run.mean_cpu_pct("process_pct") is None
+    assert run.cpu_text() == "too short to sample (under 0.2 s of sampling)"
+    ev = LoaderEvaluator(list(range(40)), sample_interval_s=0.02)
+    for _ in ev:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.01:  # a busy step: about one core
+            pass
+    ev.close()
+    run = ev.to_run()
+    cap = 100 * os.cpu_count()
+    vals = [v for v in run.util["cpu"]["process_pct"] if v is not None]
+    assert vals and all(0 <= v <= cap for v in vals)
+    assert 50 < run.mean_cpu_pct("process_pct") <= cap
+    assert run.cpu_text().startswith("process ")
+
+
+class SlowStart(Dataset):
+    """The first item takes ``first_s`` (a worker's start-up), the rest ``item_s``."""
+
+    def __init__(self, n, first_s, item_s):
+        self.n, self.first_s, self.item_s = n, first_s, item_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.first_s if i == 0 else self.item_s)
+        return torch.zeros(2)
+
+
+def test_start_up_is_reported_apart_and_never_in_the_steady_mean(tmp_path):
+    # warmup_steps=0 (DALI's default): the 300 ms first batch must not reach the mean
+    path = tmp_path / "run.json"
+    ev = LoaderEvaluator(
+        DataLoader(SlowStart(30, 0.3, 0.0), batch_size=1),
+        warmup_steps=0,
+        metrics_file=str(path),
+        sample_interval_s=None,
+    )
+    for _ in ev:
+        time.sleep(0.01)
+    ev.close()
+    run = load_run(path)
+    assert run.startup_s() == pytest.approx(0.3, abs=0.05)
+    assert run.summary()["startup_s"] == pytest.approx(0.3, abs=0.05)
+    assert run.epochs[0]["startup_ns"] >= 0.3e9
+    assert run.summary()["step"]["mean_s"] == pytest.approx(0.0101, abs=0.002)
+    assert max(run.steady_step_s()) < 0.1
+
+
+def test_a_compute_bound_loop_with_workers_is_not_input_bound_at_default_settings():
+    # workers take ~0.25 s to start; each batch is ready long before the 60 ms step needs it
+    # (handing a batch over from a worker costs ~1 ms in the main process: under 5 %)
+    for warmup in (10, 0):
+        loader = DataLoader(SleepyItems(120, 0.001), batch_size=4, num_workers=2)
+        res = run_pair(loader, sleep_steps(0.06), RunSettings(steps=30, warmup=warmup, cache=4))
+        d = res.diagnosis
+        assert d.verdict == NOT_INPUT_BOUND, (warmup, str(d))
+        assert d.real_startup_s is not None and "start-up (to the first batch)" in str(d)
+
+
+FRESH = textwrap.dedent(
+    """
+    import json, sys, time, torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Items(Dataset):
+        def __init__(self, item_s):
+            self.item_s = item_s
+        def __len__(self):
+            return 4000
+        def __getitem__(self, i):
+            time.sleep(self.item_s)
+            return torch.zeros(2)
+
+    item_s, step_s, steps, warmup = (float(sys.argv[1]), float(sys.argv[2]), 60, 5)
+
+    def loader():
+        return DataLoader(Items(item_s), batch_size=1, num_workers=2)
+
+    from loadeval_nb import LoaderEvaluator  # the first evaluator of this process
+    ev = LoaderEvaluator(loader(), max_steps=steps, warmup_steps=warmup)
+    for _ in ev:
+        time.sleep(step_s)
+    ev.close()
+    tool = ev.to_run().summary()["step"]["mean_s"]
+
+    stamps = []  # an independent stopwatch on the same loop, no tool
+    for k, _ in enumerate(loader()):
+        stamps.append(time.perf_counter())
+        if k == steps:
+            break
+        time.sleep(step_s)
+    steady = [b - a for a, b in zip(stamps, stamps[1:])][warmup:]
+    print(json.dumps({"tool": tool, "stopwatch": sum(steady) / len(steady)}))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("item_s", "step_s"),
+    [(0.040, 0.010), (0.004, 0.020)],
+    ids=["input-bound", "compute-bound"],
+)
+def test_the_first_evaluator_of_a_fresh_process_reads_like_a_stopwatch(item_s, step_s):
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH, str(item_s), str(step_s)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["tool"] == pytest.approx(got["stopwatch"], rel=0.03), got
