@@ -52,11 +52,12 @@ from ._loader import (
 from ._pair import PairResult, run_pair
 from ._predict import Prediction, predict
 from ._ranks import RankReport, RankResult, dist_rank, gather_pair, rank_report
+from ._readers import gpu_status
 from ._report import Fact, Report
 from ._run import Run
 from ._runlog import SCHEMA_VERSION, load_run
 from ._runner import PAIR_NEEDS_TWO_PASSES, check_writable_dir, refuse_one_shot
-from ._samplers import UtilSampler, gpu_status
+from ._samplers import UtilSampler
 from ._samples import CachedSamples
 from ._settings import RunHooks, RunSettings, deprecated_name
 from ._simulator import SimResult, simulate, usable_cores

@@ -11,6 +11,7 @@ how an epoch that ended early is classified, and what is left to do when it clos
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -43,7 +44,17 @@ def _auto_chunks(
     return AutoChunker(source, rec.starts, ev.auto_stop, ev.warmup_steps, on_stop).chunks()
 
 
-class LogMode:
+class _Mode:
+    _ev: weakref.ref[LoaderEvaluator]
+
+    @property
+    def ev(self) -> LoaderEvaluator:
+        ev = self._ev()
+        assert ev is not None, "the evaluator of this mode was collected"
+        return ev
+
+
+class LogMode(_Mode):
     """Iterate the real loader and time every step: the wait inside ``next()`` and the step."""
 
     name = "log"
@@ -54,7 +65,7 @@ class LogMode:
     """A full pass over the loader may end with a short batch."""
 
     def __init__(self, ev: LoaderEvaluator) -> None:
-        self.ev = ev
+        self._ev = weakref.ref(ev)  # no cycle: a dropped evaluator is freed at once
         self.timer: Optional[WorkerFetchTimer] = None
         self._samples: Optional[int] = None
         # whether the loader's persistent workers are ours to stop at close(): they were
@@ -138,7 +149,7 @@ class LogMode:
             self._started_persistent = None
 
 
-class ReplayMode:
+class ReplayMode(_Mode):
     """Serve a cache of batches for a whole epoch (``len(loader)`` or ``max_steps`` steps)."""
 
     name = "replay"
@@ -147,7 +158,7 @@ class ReplayMode:
     short_last_batch = False
 
     def __init__(self, ev: LoaderEvaluator) -> None:
-        self.ev = ev
+        self._ev = weakref.ref(ev)  # no cycle: a dropped evaluator is freed at once
         if ev.max_steps is None and safe_len(ev.dataloader) is None:
             raise LoadEvalError(
                 f"Replay needs to know how many steps make an epoch, but this "

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ._samplers import gpu_mean_per_tick
+from ._readers import gpu_mean_per_tick
 from ._stats import describe
 from ._timing import EpochRecord, epoch_steps
 

@@ -17,80 +17,14 @@ zeros); without psutil the CPU series are ``None``.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
+from ._readers import _CpuReader, _init_nvml, gpu_mean_per_tick
+
 log = logging.getLogger("loadeval_nb")
-
-_nvml_lock = threading.Lock()
-_nvml_state: dict[str, Any] = {}
-
-
-def _visible_indices(count: int) -> list[int]:
-    """NVML indices of the GPUs this process may use (``CUDA_VISIBLE_DEVICES`` as integers)."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is None or env.strip() == "":
-        return list(range(count)) if env is None else []
-    out = []
-    for part in env.split(","):
-        part = part.strip()
-        if not part.isdigit():  # UUIDs or MIG names: fall back to all devices
-            return list(range(count))
-        if int(part) < count:
-            out.append(int(part))
-    return out
-
-
-def _init_nvml() -> dict[str, Any]:
-    """Initialise NVML once per process; remember why it failed if it did."""
-    with _nvml_lock:
-        if _nvml_state:
-            return _nvml_state
-        try:
-            import pynvml  # provided by nvidia-ml-py
-
-            pynvml.nvmlInit()
-            count = pynvml.nvmlDeviceGetCount()
-            devices = []
-            for i in _visible_indices(count):
-                h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                name = pynvml.nvmlDeviceGetName(h)
-                if isinstance(name, bytes):
-                    name = name.decode()
-                devices.append({"index": i, "name": str(name), "handle": h})
-            if not devices:
-                raise RuntimeError("no NVIDIA GPU is visible to this process")
-            _nvml_state.update(available=True, reason=None, pynvml=pynvml, devices=devices)
-        except Exception as e:  # no driver, no library, no device
-            reason = _nvml_reason(e)
-            _nvml_state.update(available=False, reason=reason, devices=[])
-            log.warning("loadeval_nb: %s; GPU utilisation is recorded as null.", reason)
-        return _nvml_state
-
-
-def _nvml_reason(e: BaseException) -> str:
-    text = str(e) or type(e).__name__
-    if isinstance(e, ImportError):
-        return "pynvml is not installed (pip install nvidia-ml-py)"
-    if "NVML Shared Library Not Found" in text or "libnvidia-ml" in text:
-        return "no NVIDIA driver found (NVML library missing)"
-    if "Driver Not Loaded" in text:
-        return "the NVIDIA driver is not loaded"
-    return f"no GPU readings ({text})"
-
-
-def gpu_status() -> dict[str, Any]:
-    """``{"available": bool, "reason": str | None, "devices": [{"index", "name"}]}``."""
-    st = _init_nvml()
-    return {
-        "available": bool(st.get("available")),
-        "reason": st.get("reason"),
-        "devices": [{"index": d["index"], "name": d["name"]} for d in st.get("devices", [])],
-    }
 
 
 def next_deadline(previous: int, interval: int, now: int) -> int:
@@ -105,108 +39,6 @@ def next_deadline(previous: int, interval: int, now: int) -> int:
     if nxt <= now:
         nxt += ((now - nxt) // interval + 1) * interval
     return nxt
-
-
-def gpu_mean_per_tick(per_device: Sequence[Sequence[Optional[float]]]) -> list[Optional[float]]:
-    """Per sampler tick, the mean utilisation over the GPUs that answered (None where none did)."""
-    out: list[Optional[float]] = []
-    for vals in zip(*per_device):
-        got = [v for v in vals if v is not None]
-        out.append(sum(got) / len(got) if got else None)
-    return out
-
-
-class _CpuReader:
-    """CPU % (100 = one core) of this process and of its child processes (loader workers)."""
-
-    def __init__(self, clock: Callable[[], int]) -> None:
-        import psutil
-
-        self._clock = clock
-        self._me = psutil.Process()
-        self._children: dict[int, Any] = {}
-        self._last: dict[int, float] = {}
-        self._last_t: Optional[int] = None
-        self._ticks = 0
-        self._cap = 100.0 * (os.cpu_count() or 1)
-        self.min_dt_ns = 0
-
-    def reset(self) -> None:
-        """The next reading only primes (a paused stretch is not a rate of this run)."""
-        self._last, self._last_t = {}, None
-
-    def _list_children(self) -> list[Any]:
-        """This process's children. psutil's recursive walk reads /proc/*/stat of every
-        process on the machine; while the training loop holds the GIL, each read waits a
-        GIL switch (5 ms), so one walk took 250 ms. Linux lists a task's children in
-        /proc/self/task/*/children (loader workers are direct children): a few reads."""
-        import psutil
-
-        try:
-            pids: list[int] = []
-            for tid in os.listdir("/proc/self/task"):
-                with open(f"/proc/self/task/{tid}/children") as f:
-                    pids += [int(x) for x in f.read().split()]
-        except OSError:
-            return list(self._me.children(recursive=True))
-        out = []
-        for pid in pids:
-            p = self._children.get(pid)
-            if p is None:
-                try:
-                    p = psutil.Process(pid)
-                except psutil.Error:
-                    continue
-            out.append(p)
-        return out
-
-    def _cpu_s(self, p: Any) -> Optional[float]:
-        if p is self._me:  # no file to read for our own process: a clock, GIL held
-            return time.process_time_ns() / 1e9
-        try:
-            t = p.cpu_times()
-            return float(t.user + t.system)
-        except Exception:  # exited, zombie or not ours
-            return None
-
-    def read(self, final: bool = False) -> tuple[Optional[float], Optional[float], int]:
-        # Listing children walks /proc (milliseconds): skip it on the first tick (the
-        # workers are not started yet) and the last one (stop() waits for it); do it
-        # every tick for the next 2 s (workers are starting), then every 10th tick.
-        t = self._ticks
-        if not final and 0 < t and (t < 20 or t % 10 == 0):
-            try:
-                kids = self._list_children()
-                self._children = {p.pid: p for p in kids}
-            except Exception:
-                pass
-        self._ticks += 1
-        now = self._clock()
-        me = self._cpu_s(self._me)
-        cur = {0: me} if me is not None else {}
-        for pid, p in list(self._children.items()):
-            v = self._cpu_s(p)
-            if v is None:
-                del self._children[pid]
-            else:
-                cur[pid] = v
-        proc = workers = None
-        if self._last_t is not None and now - self._last_t < self.min_dt_ns:
-            # too soon after the last reading: CPU times tick in 10 ms steps, so a rate over
-            # a few ms reads 0 % or 1,000 %; keep the older reading as the base
-            return None, None, len(cur) - (1 if 0 in cur else 0)
-        if self._last_t is not None and now > self._last_t:
-            dt = (now - self._last_t) / 1e9
-            cap = self._cap
-            if 0 in cur and 0 in self._last:
-                proc = min(cap, max(0.0, (cur[0] - self._last[0]) / dt * 100))
-            workers = 0.0
-            for pid, v in cur.items():
-                if pid != 0 and pid in self._last:
-                    workers += max(0.0, (v - self._last[pid]) / dt * 100)
-            workers = min(cap, workers)
-        self._last, self._last_t = cur, now
-        return proc, workers, len(cur) - (1 if 0 in cur else 0)
 
 
 def _sampler_thread(

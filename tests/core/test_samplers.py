@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+import loadeval_nb.core._readers as rd
 import loadeval_nb.core._samplers as smp
 from loadeval_nb.core import UtilSampler
 
@@ -17,7 +18,7 @@ from loadeval_nb.core import UtilSampler
 @pytest.fixture
 def fresh_nvml(monkeypatch):
     """Forget any NVML initialisation so each test decides what NVML looks like."""
-    monkeypatch.setattr(smp, "_nvml_state", {})
+    monkeypatch.setattr(rd, "_nvml_state", {})
     return monkeypatch
 
 
