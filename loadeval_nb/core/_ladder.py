@@ -23,6 +23,7 @@ IterableDataset, which has no per-item access to cache).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
@@ -218,6 +219,15 @@ def compare_rungs(result: LadderResult) -> None:
             what = " + ".join([STAGES[n] for n in skipped_between] + [what])
         significant = lo is not None and lo > 1.0 and (share is None or share >= MIN_STAGE_SHARE)
         result.stages.append(Stage(upper.name, what, added, (lo, hi), significant, share))
+        if hi is not None and hi < 1.0 and (share is None or -share >= MIN_STAGE_SHARE):
+            # a rung with less cached ran faster than one with more: that is noise or
+            # outside load, never a stage that saves time; say so rather than rank it
+            result.notes.append(
+                f"The {upper.name} rung ran faster than the {lower.name} rung "
+                f"({fmt_seconds(ma)} against {fmt_seconds(mb)} a step), which caching more "
+                "cannot explain: the machine's load changed during the ladder; rerun it "
+                "on a quiet machine before trusting its stages."
+            )
     real_stages = [s for s in result.stages if s.significant and (s.added_s or 0) > 0]
     result.largest = max(real_stages, key=lambda s: s.added_s or 0.0, default=None)
 
@@ -247,7 +257,17 @@ def run_ladder(
     order = [r for r in RUNGS if r in rungs]
     torch = _torch()
     has_cuda = torch is not None and torch.cuda.is_available()
-    total = sum(1 for r in order if r != "device" or has_cuda)
+    runnable = sum(1 for r in order if r != "device" or has_cuda)
+    # two blocks in ABBA order (device, host, samples, real; then back), half the steps
+    # each: a burst of outside load lands on every rung instead of being named a stage
+    blocks = 2 if not settings.auto and settings.steps >= 2 * (settings.warmup + 20) else 1
+    if blocks == 2:
+        settings = dataclasses.replace(settings, steps=-(-settings.steps // 2))
+        result.notes.append(
+            f"Rungs measured in two blocks ({', '.join(order)}, then back), "
+            f"{settings.steps} steps each, so that load on the machine lands on every rung."
+        )
+    total = runnable * blocks
     stamp = time.strftime("%Y%m%d-%H%M%S")
     sample_loader: Any = None
     index = 0
@@ -296,11 +316,26 @@ def run_ladder(
             if error is not None:
                 result.error, result.failed_rung = error, name
                 break
+        if blocks == 2 and result.error is None:
+            for rung in reversed(result.rungs):
+                if rung.ev is None or rung.error is not None or rung.skipped:
+                    continue
+                again = functools.partial(_same, rung.ev)
+                ev, error = measure(rung.name, again, run_once, hooks, index, total, loader_name)
+                index += 1
+                if error is not None:
+                    rung.error = error
+                    result.error, result.failed_rung = error, rung.name
+                    break
     finally:
         if sample_loader is not None:
             shutdown_persistent_workers(sample_loader)
     compare_rungs(result)
     return result
+
+
+def _same(ev: LoaderEvaluator) -> LoaderEvaluator:
+    return ev  # the second block runs a rung's evaluator again: one run, two epochs
 
 
 def _rung_evaluator(

@@ -236,3 +236,48 @@ def test_a_one_shot_iterator_is_refused_before_any_rung_runs():
     with pytest.raises(LoadEvalError, match="one-shot iterator.*once per rung"):
         run_ladder(batches, sleep_steps(0), RunSettings(**SETTINGS))
     assert len(list(batches)) == 40  # nothing was taken from it
+
+
+class Order(RunHooks):
+    def __init__(self):
+        self.started = []
+
+    def run_started(self, which, ev, index, total):
+        self.started.append((which, index, total))
+
+
+def test_rungs_run_in_two_blocks_in_abba_order():
+    loader = DataLoader(SleepyItems(400, 0.0), batch_size=4)
+    hooks = Order()
+    res = run_ladder(
+        loader,
+        sleep_steps(0.002),
+        RunSettings(steps=60, warmup=4, cache=4, sample_interval_s=None),
+        hooks=hooks,
+    )
+    assert res.ok
+    names = [w for w, _, _ in hooks.started]
+    assert names == ["host", "samples", "real", "real", "samples", "host"]  # no CUDA here
+    assert [i for _, i, _ in hooks.started] == list(range(6)) and hooks.started[0][2] == 6
+    for name in ("host", "samples", "real"):
+        run = res.rung(name).ev.to_run()
+        assert sorted(set(run.epoch)) == [0, 1] and run.n_steps == 60  # 30 + 30
+    assert any("two blocks" in n for n in res.notes)
+
+
+def test_a_rung_faster_than_a_more_cached_one_is_called_out():
+    # the host replay is slowed (outside load on that rung only): caching more cannot
+    # make a step slower, so the ladder says the load changed instead of ranking stages
+    def run_once(ev):
+        step = 0.012 if ev.label == "host" else 0.004
+        for _ in ev:
+            time.sleep(step)
+
+    loader = DataLoader(SleepyItems(400, 0.0), batch_size=4)
+    res = run_ladder(
+        loader, run_once, RunSettings(steps=40, warmup=4, cache=4, sample_interval_s=None)
+    )
+    assert any(
+        "ran faster than the host rung" in n and "rerun it on a quiet machine" in n
+        for n in res.notes
+    )
