@@ -85,6 +85,9 @@ class Diagnosis:
     real_steady_steps: int
     ideal_steady_steps: int
     notes: list[str] = field(default_factory=list)
+    disturbed: list[str] = field(default_factory=list)
+    """The runs ("real", "ideal") during which other processes took a material share of
+    the machine's CPU: their times, and the comparison, may be off."""
     real_startup_s: Optional[float] = None
     """``iter()`` to the first batch of the real run (worker spawn, first fetch): reported
     apart, never in the step times."""
@@ -207,6 +210,12 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
             f"the runs were recorded on different machines or setups ({', '.join(differ)} "
             "differ): the comparison mixes them"
         )
+    disturbed = []
+    for name, run in (("real", r), ("ideal", i)):
+        busy = busy_note(run, name)
+        if busy:
+            disturbed.append(name)
+            notes.append(busy)
     used = [
         f"{name} {run.n_steps} steps ({_auto_reasons(run)})"
         for name, run in (("real", r), ("ideal", i))
@@ -214,6 +223,19 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     ]
     if used:
         notes.append("adaptive stop: " + ", ".join(used))
+    for name, run in (("real", r), ("ideal", i)):
+        stops = (
+            [e.get("auto_stop") for e in run.epochs]
+            if (run.settings or {}).get("auto_stop")
+            else []
+        )
+        if stops and "converged" not in stops:
+            notes.append(
+                f"not converged: the {name} run stopped ({', '.join(dict.fromkeys(map(str, stops)))}) "
+                "before its step time was known to the precision asked, so the interval is "
+                "wider than that; give it a longer loader or more steps"
+            )
+            reason = f"{reason} (the {name} run did not converge)"
     for name, run in (("real", r), ("ideal", i)):
         if run.status != "complete":
             notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
@@ -266,6 +288,25 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         notes=notes,
         real_startup_s=r.startup_s(),
         ideal_startup_s=i.startup_s(),
+        disturbed=disturbed,
+    )
+
+
+BUSY_SHARE = 0.2
+"""Other processes using this share of the machine's cores (and half a core at least)
+during a run make it disturbed."""
+
+
+def busy_note(run: Run, name: str) -> Optional[str]:
+    """The sentence for a run during which the machine was busy with other work, or None."""
+    other = run.mean_cpu_pct("other_pct")
+    cores = run.environment.get("cpu_count") or os.cpu_count() or 1
+    if other is None or other < 50 or other / 100 < BUSY_SHARE * cores:
+        return None
+    return (
+        f"the machine was busy with other work during the {name} run: {other / 100:.1f} of "
+        f"{cores} cores in other processes; the comparison is disturbed: rerun when the "
+        "machine is quiet"
     )
 
 

@@ -145,6 +145,9 @@ class LoaderEvaluator(DaliMethods):
         self._sampler: Optional[UtilSampler] = (
             UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
         )
+        if self._sampler is not None:  # "workers" CPU: this loader's workers only
+            me = weakref.ref(self)
+            self._sampler.worker_pids = lambda: _worker_pids(me)
         self._loader_info = loader_settings(dataloader)
         self._final_run: Optional[Run] = None  # to_run() once closed: nothing changes then
         self._closed = False
@@ -356,3 +359,8 @@ class LoaderEvaluator(DaliMethods):
             util=self._sampler.series(t0, since=first_tick) if self._sampler is not None else None,
             worker_load_ns=self.worker_load_ns(),
         )
+
+
+def _worker_pids(ref: weakref.ref[LoaderEvaluator]) -> Optional[set[int]]:
+    ev = ref()
+    return ev._mode.worker_pids() if ev is not None else None

@@ -47,7 +47,7 @@ def _cut_util(util: Optional[dict[str, Any]], k: int) -> Optional[dict[str, Any]
     for key in ("util_pct", "mem_used_bytes"):
         if gpu.get(key) is not None:
             gpu[key] = [s[k:] for s in gpu[key]]
-    for key in ("process_pct", "workers_pct", "workers"):
+    for key in ("process_pct", "workers_pct", "workers", "other_pct"):
         if cpu.get(key) is not None:
             cpu[key] = cpu[key][k:]
     return {**util, "t_ns": util["t_ns"][k:], "gpu": gpu, "cpu": cpu}
@@ -61,7 +61,7 @@ def _join_util(util: Optional[dict[str, Any]], more: Optional[dict[str, Any]]) -
     for key in ("util_pct", "mem_used_bytes"):
         if gpu.get(key) is not None and mgpu.get(key) is not None:
             gpu[key] = [a + b for a, b in zip(gpu[key], mgpu[key])]
-    for key in ("process_pct", "workers_pct", "workers"):
+    for key in ("process_pct", "workers_pct", "workers", "other_pct"):
         if cpu.get(key) is not None and mcpu.get(key) is not None:
             cpu[key] = cpu[key] + mcpu[key]
     return {**util, "t_ns": util["t_ns"] + more["t_ns"], "gpu": gpu, "cpu": cpu}

@@ -71,6 +71,7 @@ class LogMode(_Mode):
         # whether the loader's persistent workers are ours to stop at close(): they were
         # not running before our first epoch, so the user's loader is left as it was
         self._started_persistent: Optional[bool] = None
+        self._src: Any = None
 
     def samples_per_batch(self) -> Optional[int]:
         return self._samples
@@ -94,6 +95,7 @@ class LogMode(_Mode):
             src = iter(ev.dataloader)
         rec.setup_ns = clock() - t
         rec.expected = safe_len(ev)
+        self._src = src  # its worker processes are "workers" to the sampler
         source: Iterator[Any] = src
         if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
             source = _auto_chunks(ev, rec, source, None)
@@ -141,7 +143,13 @@ class LogMode(_Mode):
             return None
         return t.load_ns()
 
+    def worker_pids(self) -> set[int]:
+        """The pids of the DataLoader worker processes of the epoch running now."""
+        workers = getattr(self._src, "_workers", None) or ()
+        return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+
     def close(self) -> None:
+        self._src = None
         if self.timer is not None:
             self.timer.close()
         if self._started_persistent:
@@ -174,6 +182,9 @@ class ReplayMode(_Mode):
 
     def samples_per_batch(self) -> Optional[int]:
         return self.cache.samples_per_batch
+
+    def worker_pids(self) -> set[int]:
+        return set()  # a replay has no workers: its loader's were shut down after caching
 
     def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
         ev = self.ev

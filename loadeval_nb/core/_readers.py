@@ -105,6 +105,9 @@ class _CpuReader:
         self._ticks = 0
         self._cap = 100.0 * (os.cpu_count() or 1)
         self.min_dt_ns = 0
+        self.worker_pids: Optional[Callable[[], Optional[set[int]]]] = None
+        """The DataLoader's worker pids now (None: count every child process)."""
+        self._psutil = psutil
 
     def reset(self) -> None:
         """The next reading only primes (a paused stretch is not a rate of this run)."""
@@ -144,7 +147,19 @@ class _CpuReader:
         except Exception:  # exited, zombie or not ours
             return None
 
-    def read(self, final: bool = False) -> tuple[Optional[float], Optional[float], int]:
+    def _system_busy_s(self) -> Optional[float]:
+        """CPU seconds every process on the machine has used (all cores), from /proc/stat."""
+        try:
+            t = self._psutil.cpu_times()
+            return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+        except Exception:
+            return None
+
+    def read(
+        self, final: bool = False
+    ) -> tuple[Optional[float], Optional[float], int, Optional[float]]:
+        """CPU % over the time since the last reading (100 = one core): this process, its
+        DataLoader workers, how many workers, and every other process on the machine."""
         # Listing children walks /proc (milliseconds): skip it on the first tick (the
         # workers are not started yet) and the last one (stop() waits for it); do it
         # every tick for the next 2 s (workers are starting), then every 10th tick.
@@ -159,26 +174,42 @@ class _CpuReader:
         now = self._clock()
         me = self._cpu_s(self._me)
         cur = {0: me} if me is not None else {}
+        system = self._system_busy_s()
+        if system is not None:
+            cur[-1] = system
         for pid, p in list(self._children.items()):
             v = self._cpu_s(p)
             if v is None:
                 del self._children[pid]
             else:
                 cur[pid] = v
-        proc = workers = None
+        try:
+            wanted = self.worker_pids() if self.worker_pids is not None else None
+        except Exception:
+            wanted = None
+        kids = [pid for pid in cur if pid > 0]
+        n_workers = len(kids) if wanted is None else len(wanted.intersection(kids))
+        proc = workers = other = None
         if self._last_t is not None and now - self._last_t < self.min_dt_ns:
             # too soon after the last reading: CPU times tick in 10 ms steps, so a rate over
             # a few ms reads 0 % or 1,000 %; keep the older reading as the base
-            return None, None, len(cur) - (1 if 0 in cur else 0)
+            return None, None, n_workers, None
         if self._last_t is not None and now > self._last_t:
             dt = (now - self._last_t) / 1e9
             cap = self._cap
-            if 0 in cur and 0 in self._last:
-                proc = min(cap, max(0.0, (cur[0] - self._last[0]) / dt * 100))
-            workers = 0.0
-            for pid, v in cur.items():
-                if pid != 0 and pid in self._last:
-                    workers += max(0.0, (v - self._last[pid]) / dt * 100)
-            workers = min(cap, workers)
+
+            def rate(key: int) -> Optional[float]:
+                if key not in cur or key not in self._last:
+                    return None
+                return min(cap, max(0.0, (cur[key] - self._last[key]) / dt * 100))
+
+            proc = rate(0)
+            children = {pid: rate(pid) or 0.0 for pid in kids}
+            workers = min(
+                cap, sum(v for pid, v in children.items() if wanted is None or pid in wanted)
+            )
+            system = rate(-1)
+            if system is not None:  # ours: this process and its loader's workers
+                other = min(cap, max(0.0, system - (proc or 0.0) - workers))
         self._last, self._last_t = cur, now
-        return proc, workers, len(cur) - (1 if 0 in cur else 0)
+        return proc, workers, n_workers, other

@@ -112,6 +112,10 @@ class UtilSampler:
         self.process_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
         self.workers_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
         self.num_workers_seen: Optional[list[int]] = [] if cpu else None
+        self.other_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
+        """CPU % of every other process on the machine (not ours): a busy machine."""
+        self.worker_pids: Optional[Callable[[], Optional[set[int]]]] = None
+        """The DataLoader's worker pids now, so that "workers" counts them only."""
         self.gpu_available = False
         self.gpu_reason: Optional[str] = "GPU sampling disabled" if not gpu else None
         self.gpu_devices: list[dict[str, Any]] = []
@@ -191,6 +195,7 @@ class UtilSampler:
             try:
                 self._cpu_reader = _CpuReader(self._clock)
                 self._cpu_reader.min_dt_ns = int(self.interval_s * 1e9 / 2)
+                self._cpu_reader.worker_pids = self.worker_pids
                 self._cpu_reader._list_children()  # its imports, before the loop
             except Exception as e:  # psutil missing or unusable
                 log.warning(
@@ -211,11 +216,11 @@ class UtilSampler:
                 mems.append(int(pynvml.nvmlDeviceGetMemoryInfo(h).used))
             except Exception:
                 mems.append(None)
-        proc = workers = None
+        proc = workers = other = None
         nw = 0
         if cpu_reader is not None:
             try:
-                proc, workers, nw = cpu_reader.read(final)
+                proc, workers, nw, other = cpu_reader.read(final)
             except Exception:
                 pass
         with self._lock:
@@ -228,6 +233,7 @@ class UtilSampler:
                 self.process_cpu_pct.append(proc)
                 self.workers_cpu_pct.append(workers)  # type: ignore[union-attr]
                 self.num_workers_seen.append(nw)  # type: ignore[union-attr]
+                self.other_cpu_pct.append(other)  # type: ignore[union-attr]
 
     # -- reading ---------------------------------------------------------------
     def since(self, k: int) -> tuple[dict[str, list[Any]], int]:
@@ -276,5 +282,6 @@ class UtilSampler:
                     "process_pct": cut(self.process_cpu_pct),
                     "workers_pct": cut(self.workers_cpu_pct),
                     "workers": cut(self.num_workers_seen),
+                    "other_pct": cut(self.other_cpu_pct),
                 },
             }

@@ -7,7 +7,7 @@ import time
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
 from loadeval_nb.core import AutoStop, RunSettings, mean_ci, median_ci, run_pair
@@ -203,3 +203,18 @@ def test_a_step_count_and_an_auto_stop_are_not_taken_together():
         RunSettings(steps=50, auto_stop=AutoStop(max_steps=5000))
     ev = LoaderEvaluator([1, 2], auto_stop=AutoStop(max_steps=1000))  # max_steps left out
     assert ev.max_steps == 1000
+
+
+def test_a_loader_that_ends_before_convergence_is_said_not_converged():
+    rng = random.Random(0)
+
+    def noisy(ev):
+        for _ in ev:
+            time.sleep(rng.choice([0.001, 0.02]))  # far too noisy for ±5 % in 40 steps
+
+    loader = DataLoader(TensorDataset(torch.zeros(160, 2)), batch_size=4)  # 40 batches
+    d = run_pair(loader, noisy, RunSettings(steps="auto", warmup=2, cache=4)).diagnosis
+    assert any(
+        n.startswith("not converged: the real run stopped (loader exhausted)") for n in d.notes
+    )
+    assert "did not converge" in d.reason
