@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from ._errors import LoadEvalError, a_kind
-from ._format import fmt_pct, fmt_seconds, fmt_times
-from ._report import Fact, Report
+from ._report import Report
 from ._run import Run, describe_steady
 from ._runlog import load_run
 from ._stats import bootstrap_ratio_ci
@@ -85,6 +84,8 @@ class Diagnosis:
     real_steady_steps: int
     ideal_steady_steps: int
     notes: list[str] = field(default_factory=list)
+    real_h2d_s: Optional[float] = None
+    """Mean host-to-device copy time (GPU, CUDA events) of a real step; None without CUDA."""
     disturbed: list[str] = field(default_factory=list)
     """The runs ("real", "ideal") during which other processes took a material share of
     the machine's CPU: their times, and the comparison, may be off."""
@@ -104,11 +105,13 @@ class Diagnosis:
     def facts(self) -> Report:
         """The diagnosis's facts, once: :meth:`report` and the notebook's verdict card
         render this."""
+        from ._diagnosis_facts import diagnosis_facts
+
         return diagnosis_facts(self)
 
     def report(self) -> str:
         """The plain-text report (``str(diagnosis)``)."""
-        return diagnosis_facts(self).text()
+        return self.facts().text()
 
     def __str__(self) -> str:
         return self.report()
@@ -183,6 +186,8 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)
     verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
 
+    copies = r.steady_h2d_s()
+    real_h2d = sum(copies) / len(copies) if copies else None
     waits = r.steady_wait_s()
     wait_share = real_wait = real_other = None
     if waits is not None and rd["total_s"]:
@@ -289,6 +294,7 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         real_startup_s=r.startup_s(),
         ideal_startup_s=i.startup_s(),
         disturbed=disturbed,
+        real_h2d_s=real_h2d,
     )
 
 
@@ -313,78 +319,3 @@ def busy_note(run: Run, name: str) -> Optional[str]:
 def _auto_reasons(run: Run) -> str:
     reasons = [e.get("auto_stop") or "stopped" for e in run.epochs]
     return ", ".join(dict.fromkeys(reasons)) or "n/a"
-
-
-def _rate(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:,.0f} samples/s"
-
-
-def _step_fact(d: Diagnosis, which: str) -> Fact:
-    mean, median, p90 = (getattr(d, f"{which}_{k}") for k in ("step_s", "median_s", "p90_s"))
-    rate, n = getattr(d, f"{which}_samples_per_s"), getattr(d, f"{which}_steady_steps")
-    return Fact(
-        f"{which}_step",
-        f"{which} step",
-        f"{fmt_seconds(mean)} mean (median {fmt_seconds(median)}, p90 {fmt_seconds(p90)}), "
-        f"{_rate(rate)}, {n} steady steps",
-    )
-
-
-def diagnosis_facts(d: Diagnosis) -> Report:
-    """See :meth:`Diagnosis.facts`."""
-    facts = [_step_fact(d, "real"), _step_fact(d, "ideal")]
-    if d.speedup is not None:
-        lo, hi = d.speedup_ci
-        ci = f" (95% CI {lo:.2f}–{hi:.2f}×)" if lo is not None and hi is not None else ""
-        facts.append(
-            Fact(
-                "speedup",
-                "speedup with an ideal loader",
-                f"{fmt_times(d.speedup)}{ci}; headroom {fmt_pct(d.headroom, 1)}",
-            )
-        )
-    if d.wait_share is not None:
-        facts.append(
-            Fact(
-                "wait",
-                "waiting for data",
-                f"{fmt_seconds(d.real_wait_s)} per step ({fmt_pct(d.wait_share)} of the time), "
-                f"the rest {fmt_seconds(d.real_other_s)} (ideal step {fmt_seconds(d.ideal_step_s)})",
-            )
-        )
-    if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
-        facts.append(
-            Fact(
-                "saved",
-                f"time saved per epoch of {d.steps_per_epoch} steps",
-                f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}",
-            )
-        )
-    if d.real_startup_s is not None:
-        ideal = f", ideal {fmt_seconds(d.ideal_startup_s)}" if d.ideal_startup_s is not None else ""
-        facts.append(
-            Fact(
-                "startup",
-                "start-up (to the first batch)",
-                f"real {fmt_seconds(d.real_startup_s)}{ideal}; not in the step times",
-            )
-        )
-    if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None:
-        gpu = "n/a (no NVIDIA GPU readings)"
-    else:
-        gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
-    facts.append(Fact("gpu", "GPU utilisation", gpu))
-    if d.prediction:
-        facts.append(Fact("prediction", "simulator", d.prediction))
-    return Report(
-        kind="verdict",
-        title="Verdict",
-        badge=d.verdict,
-        headline=f"{d.reason}.",
-        facts=tuple(facts),
-        notes=tuple(d.notes),
-    )
-
-
-def _gpu(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:.0f}%"

@@ -152,6 +152,9 @@ class LoaderEvaluator(DaliMethods):
         self._final_run: Optional[Run] = None  # to_run() once closed: nothing changes then
         self._closed = False
         self._writer: Optional[MetricsWriter] = None
+        self._copies_on: Optional[tuple[str, Any]] = None
+        """Host-to-device copy timing: None times copies to CUDA when this process uses
+        CUDA; tests pass ("meta", an event class on a fake clock)."""
         # replay fills its cache here: a budget or an empty loader is refused at once
         self._mode: LogMode | ReplayMode = MODES[mode](self)
 

@@ -124,6 +124,7 @@ class MetricsWriter:
                 "samples": part.samples,
                 "epoch": part.epoch,
                 "complete": part.complete,
+                "h2d_ns": part.h2d_ns,
             },
             "epochs": part.epochs,
             "util": part.util,

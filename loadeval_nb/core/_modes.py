@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ._adaptive import AutoChunker
 from ._batches import leading_dim
 from ._cache import ReplayCache
-from ._env import safe_len
+from ._copies import CopyTimer
+from ._env import cuda_in_use, safe_len
 from ._errors import LoadEvalError
 from ._loader import shutdown_persistent_workers, shutdown_source
 from ._timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
@@ -72,6 +73,7 @@ class LogMode(_Mode):
         # not running before our first epoch, so the user's loader is left as it was
         self._started_persistent: Optional[bool] = None
         self._src: Any = None
+        self._copies: Optional[CopyTimer] = None
 
     def samples_per_batch(self) -> Optional[int]:
         return self._samples
@@ -96,6 +98,10 @@ class LogMode(_Mode):
         rec.setup_ns = clock() - t
         rec.expected = safe_len(ev)
         self._src = src  # its worker processes are "workers" to the sampler
+        copies = ev._copies_on if ev._copies_on is not None else ("cuda", None)
+        if copies[0] != "cuda" or cuda_in_use():
+            self._copies = CopyTimer(rec.starts, copies[0], copies[1])
+            self._copies.install()
         source: Iterator[Any] = src
         if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
             source = _auto_chunks(ev, rec, source, None)
@@ -128,6 +134,7 @@ class LogMode(_Mode):
         # A loader left mid-epoch (break, error, max_steps, a loop that stopped asking at
         # len()) still has workers: stop them. An exhausted DataLoader iterator has
         # already stopped its own.
+        self.close_copies(rec)
         ev = self.ev
         left_early = not exhausted or ev.max_steps is not None
         if (
@@ -143,6 +150,14 @@ class LogMode(_Mode):
             return None
         return t.load_ns()
 
+    def close_copies(self, rec: EpochRecord) -> None:
+        """Put ``Tensor.to`` back and give each step its copy time (after the epoch's
+        closing synchronisation)."""
+        timer, self._copies = self._copies, None
+        if timer is not None:
+            timer.uninstall()
+            rec.copies = timer.per_step(len(rec.ready))
+
     def worker_pids(self) -> set[int]:
         """The pids of the DataLoader worker processes of the epoch running now."""
         workers = getattr(self._src, "_workers", None) or ()
@@ -150,6 +165,9 @@ class LogMode(_Mode):
 
     def close(self) -> None:
         self._src = None
+        if self._copies is not None:
+            self._copies.uninstall()
+            self._copies = None
         if self.timer is not None:
             self.timer.close()
         if self._started_persistent:

@@ -47,6 +47,9 @@ class Run:
     util: Optional[dict[str, Any]] = None
     worker_load_ns: Optional[list[int]] = None
     """Per-batch production times measured inside worker processes (None: not measured)."""
+    h2d_ns: Optional[list[Optional[int]]] = None
+    """Host-to-device copy time (GPU) in each step, from CUDA events (None: not measured,
+    e.g. on CPU; a None entry: a step of an epoch without copy timing)."""
 
     def __post_init__(self) -> None:
         n = len(self.step_ns)
@@ -100,6 +103,13 @@ class Run:
 
     def steady_step_s(self) -> list[float]:
         return (np.asarray(self.step_ns, dtype=float)[self._steady()] / 1e9).tolist()
+
+    def steady_h2d_s(self) -> Optional[list[float]]:
+        """Host-to-device copy time of the steady steps (None: not measured)."""
+        if self.h2d_ns is None:
+            return None
+        vals = [self.h2d_ns[i] for i in self.steady_indices()]
+        return [v / 1e9 for v in vals if v is not None]
 
     def steady_wait_s(self) -> Optional[list[float]]:
         if self.wait_ns is None:
@@ -235,6 +245,7 @@ def build_run(
     step: list[int] = []
     epoch: list[int] = []
     complete: list[bool] = []
+    h2d: list[Optional[int]] = []
     summaries = []
     for e, rec in enumerate(epochs, start=first_epoch):
         s = epoch_steps(rec, measure_wait=measure_wait, now=now_ns)
@@ -244,6 +255,8 @@ def build_run(
             wait += s.wait_ns
         epoch += [e] * len(s.step_ns)
         complete += s.complete
+        copies = rec.copies or []
+        h2d += [copies[k] if k < len(copies) else None for k in range(len(s.step_ns))]
         summaries.append(
             {
                 "status": rec.status,
@@ -277,6 +290,7 @@ def build_run(
         epochs=summaries,
         util=util,
         worker_load_ns=worker_load_ns,
+        h2d_ns=h2d if any(x is not None for x in h2d) else None,
     )
 
 

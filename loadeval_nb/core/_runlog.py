@@ -16,8 +16,9 @@ Layout (``schema_version`` 2)::
         "wait_ns": [...] | null,        # time inside next() (null: replay, not measured)
         "step_ns": [...],               # next() to next(): the whole step
         "samples": [...],               # samples in the batch (null entries if unknown)
-        "epoch": [...], "complete": [...]
-      },
+        "epoch": [...], "complete": [...],
+        "h2d_ns": [...] | null          # host-to-device copy time per step (CUDA events;
+      },                                # null: not measured, e.g. on CPU)
       "epochs": [{"status", "steps", "setup_ns", "sync_ns"}, ...],
       "util": {"interval_s", "t_ns", "gpu": {...}, "cpu": {...}} | null,
       "worker_load_ns": [...] | null,   # per-batch time inside worker processes (optional)
@@ -72,6 +73,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             "samples": run.samples,
             "epoch": run.epoch,
             "complete": run.complete,
+            "h2d_ns": run.h2d_ns,
         },
         "epochs": run.epochs,
         "util": run.util,
@@ -166,6 +168,9 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             raise ValueError(f"its mode is {doc['mode']!r}, not 'log' or 'replay'")
         settings = dict(doc.get("settings") or {})
         loads = doc.get("worker_load_ns")
+        h2d = steps.get("h2d_ns")
+        if h2d is not None and len(h2d) != n:
+            raise ValueError(f"steps.h2d_ns has {len(h2d)} entries but steps.step_ns has {n}")
         return cls(
             mode=str(doc["mode"]),
             start_ns=start_ns,
@@ -184,6 +189,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             epochs=list(doc.get("epochs") or []),
             util=doc.get("util"),
             worker_load_ns=[int(x) for x in loads] if loads is not None else None,
+            h2d_ns=[None if x is None else int(x) for x in h2d] if h2d is not None else None,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise RunLogError(f"{source} is a damaged run log ({e}); record the run again.") from None

@@ -65,6 +65,8 @@ class EpochRecord:
     batches leaves the last step's end unknown."""
     auto_reason: Optional[str] = None
     """Adaptive stop: why the epoch ended (``converged``, ``max_steps``, ``loader exhausted``)."""
+    copies: Optional[list[int]] = None
+    """Host-to-device copy time (GPU, ns) in each step, when CUDA was in use (log mode)."""
 
     @property
     def open(self) -> bool:

@@ -196,3 +196,84 @@ def test_the_first_evaluator_of_a_fresh_process_reads_like_a_stopwatch(item_s, s
     )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["tool"] == pytest.approx(got["stopwatch"], rel=0.03), got
+
+
+# ---- the per-step split: input wait, host-to-device copies, compute -------------------------
+
+
+class FakeEvent:
+    """A timing event on a fake clock: ``record()`` reads it, ``elapsed_time`` in ms."""
+
+    clock = None
+
+    def record(self):
+        self.t = FakeEvent.clock()
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) / 1e6
+
+
+def test_copies_are_wrapped_only_during_an_epoch_and_put_back(tmp_path, clock):
+    # "meta" stands for "cuda" on this CPU-only machine; the events run on a fake clock
+    FakeEvent.clock = clock
+    to_before, cuda_before = torch.Tensor.to, torch.Tensor.cuda
+    path = tmp_path / "run.json"
+    ev = LoaderEvaluator(
+        [torch.zeros(4) for _ in range(12)],
+        clock=clock,
+        sample_interval_s=None,
+        metrics_file=str(path),
+    )
+    ev._copies_on = ("meta", FakeEvent)
+    with pytest.raises(RuntimeError, match="the user's error"):
+        for k, batch in enumerate(ev):
+            assert torch.Tensor.to is not to_before  # wrapped while the epoch runs
+            assert batch.to("meta").device.type == "meta"  # the copy still happens
+            assert batch.to(torch.float64).dtype == torch.float64  # not a copy: not timed
+            clock.advance(1_000_000)
+            if k == 5:
+                raise RuntimeError("the user's error")
+    assert torch.Tensor.to is to_before and torch.Tensor.cuda is cuda_before  # put back
+    ev.close()
+    run = load_run(path)
+    assert run.h2d_ns == [0] * 6  # one timed copy a step (zero long on this fake clock)
+
+
+def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock):
+    marks = iter([0, 3, 0, 1, 0, 2] * 10)
+
+    class Copy(FakeEvent):
+        def record(self):
+            clock.advance(next(marks) * 1_000_000)  # begin: 0, end: k ms later
+            self.t = clock()
+
+    ev = LoaderEvaluator(
+        [torch.zeros(4) for _ in range(30)], clock=clock, sample_interval_s=None, warmup_steps=0
+    )
+    ev._copies_on = ("meta", Copy)
+    for batch in ev:
+        batch.to("meta")
+        clock.advance(4_000_000)
+    run = ev.to_run()
+    assert run.h2d_ns[:3] == [3_000_000, 1_000_000, 2_000_000]
+    assert run.steady_h2d_s() == pytest.approx([0.001, 0.002] + [0.003, 0.001, 0.002] * 9)
+    replay = LoaderEvaluator(
+        [torch.zeros(4)], mode="replay", max_steps=30, clock=clock, sample_interval_s=None
+    )
+    for _ in replay:
+        clock.advance(3_000_000)
+    from loadeval_nb import diagnose
+
+    d = diagnose(run, replay.to_run())
+    assert d.real_h2d_s == pytest.approx(0.002, rel=0.05)
+    assert "host-to-device copies 2.0 ms" in str(d)
+
+
+def test_on_cpu_no_copy_is_timed_and_the_split_is_null():
+    ev = LoaderEvaluator([torch.zeros(4)] * 5, sample_interval_s=None)
+    to_before = torch.Tensor.to
+    for batch in ev:
+        assert torch.Tensor.to is to_before  # nothing wrapped without CUDA
+        batch.to("cpu")
+    run = ev.to_run()
+    assert run.h2d_ns is None and run.to_dict()["steps"]["h2d_ns"] is None

@@ -148,3 +148,30 @@ def test_magic_ladder_on_cuda():
         _magic.stop_all()
     res = ip.user_ns["_loadeval"]
     assert [r.name for r in res.rungs if r.ev is not None] == ["device", "host", "samples", "real"]
+
+
+def test_the_real_step_is_split_into_wait_copies_and_compute(monkeypatch):
+    # host-to-device copies are timed with CUDA events and read once, at the epoch's end
+    torch.zeros(1, device="cuda")  # CUDA in use before the epoch opens
+    big = [torch.randn(64, 3, 224, 224).pin_memory() for _ in range(4)]
+    syncs = []
+    real_sync = torch.cuda.synchronize
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: (syncs.append(1), real_sync(*a)))
+    ev = LoaderEvaluator(big * 10, sample_interval_s=None, warmup_steps=2)
+    w = torch.randn(224, 224, device="cuda")
+    to_before = torch.Tensor.to
+    for batch in ev:
+        x = batch.to("cuda", non_blocking=True)
+        for _ in range(3):
+            x = x @ w
+    assert torch.Tensor.to is to_before
+    run = ev.to_run()
+    assert len(syncs) == 1  # the epoch's closing synchronisation, never one a step
+    assert run.h2d_ns is not None and all(v > 0 for v in run.h2d_ns)
+    replay = LoaderEvaluator(big, mode="replay", max_steps=40, sample_interval_s=None)
+    for batch in replay:
+        x = batch.to("cuda", non_blocking=True)
+        for _ in range(3):
+            x = x @ w
+    d = diagnose(run, replay.to_run())
+    assert d.real_h2d_s > 0 and "host-to-device copies" in str(d)

@@ -1,0 +1,97 @@
+"""The verdict's facts: what a :class:`Diagnosis` says, once, for the text report and
+the notebook's card."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from ._format import fmt_pct, fmt_seconds, fmt_times
+from ._report import Fact, Report
+
+if TYPE_CHECKING:
+    from ._diagnosis import Diagnosis
+
+
+def _rate(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:,.0f} samples/s"
+
+
+def _step_fact(d: Diagnosis, which: str) -> Fact:
+    mean, median, p90 = (getattr(d, f"{which}_{k}") for k in ("step_s", "median_s", "p90_s"))
+    rate, n = getattr(d, f"{which}_samples_per_s"), getattr(d, f"{which}_steady_steps")
+    return Fact(
+        f"{which}_step",
+        f"{which} step",
+        f"{fmt_seconds(mean)} mean (median {fmt_seconds(median)}, p90 {fmt_seconds(p90)}), "
+        f"{_rate(rate)}, {n} steady steps",
+    )
+
+
+def diagnosis_facts(d: Diagnosis) -> Report:
+    """See :meth:`Diagnosis.facts`."""
+    facts = [_step_fact(d, "real"), _step_fact(d, "ideal")]
+    if d.speedup is not None:
+        lo, hi = d.speedup_ci
+        ci = f" (95% CI {lo:.2f}–{hi:.2f}×)" if lo is not None and hi is not None else ""
+        facts.append(
+            Fact(
+                "speedup",
+                "speedup with an ideal loader",
+                f"{fmt_times(d.speedup)}{ci}; headroom {fmt_pct(d.headroom, 1)}",
+            )
+        )
+    if d.wait_share is not None:
+        facts.append(
+            Fact(
+                "wait",
+                "waiting for data",
+                f"{fmt_seconds(d.real_wait_s)} per step ({fmt_pct(d.wait_share)} of the time), "
+                f"the rest {fmt_seconds(d.real_other_s)} (ideal step {fmt_seconds(d.ideal_step_s)})",
+            )
+        )
+    if d.real_h2d_s is not None and d.real_wait_s is not None and d.real_step_s is not None:
+        rest = max(0.0, d.real_step_s - d.real_wait_s - d.real_h2d_s)
+        facts.append(
+            Fact(
+                "split",
+                "a real step, split",
+                f"input wait {fmt_seconds(d.real_wait_s)}, host-to-device copies "
+                f"{fmt_seconds(d.real_h2d_s)}, compute and the rest {fmt_seconds(rest)}",
+            )
+        )
+    if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
+        facts.append(
+            Fact(
+                "saved",
+                f"time saved per epoch of {d.steps_per_epoch} steps",
+                f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}",
+            )
+        )
+    if d.real_startup_s is not None:
+        ideal = f", ideal {fmt_seconds(d.ideal_startup_s)}" if d.ideal_startup_s is not None else ""
+        facts.append(
+            Fact(
+                "startup",
+                "start-up (to the first batch)",
+                f"real {fmt_seconds(d.real_startup_s)}{ideal}; not in the step times",
+            )
+        )
+    if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None:
+        gpu = "n/a (no NVIDIA GPU readings)"
+    else:
+        gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
+    facts.append(Fact("gpu", "GPU utilisation", gpu))
+    if d.prediction:
+        facts.append(Fact("prediction", "simulator", d.prediction))
+    return Report(
+        kind="verdict",
+        title="Verdict",
+        badge=d.verdict,
+        headline=f"{d.reason}.",
+        facts=tuple(facts),
+        notes=tuple(d.notes),
+    )
+
+
+def _gpu(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.0f}%"
