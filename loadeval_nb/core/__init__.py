@@ -25,7 +25,7 @@ from ._diagnosis import (
     as_run,
     diagnose,
 )
-from ._env import interrupts_deferred, is_dataloader
+from ._env import interrupts_deferred, is_dataloader, torch_threads
 from ._errors import (
     CacheBudgetError,
     CacheMutationWarning,
@@ -61,7 +61,8 @@ from ._samplers import UtilSampler
 from ._samples import CachedSamples
 from ._settings import RunHooks, RunSettings, deprecated_name
 from ._simulator import SimResult, simulate, usable_cores
-from ._sweep import SweepHooks, SweepPoint, SweepResult, run_sweep
+from ._sweep import run_sweep
+from ._sweep_result import SweepHooks, SweepPoint, SweepResult
 from ._sweep_spec import SweepPlan, config_label, parse_sweep, prepare_sweep
 from ._whatif import predict_from_runs
 from ._worker_timing import WorkerFetchTimer
@@ -138,6 +139,7 @@ __all__ = [
     "shutdown_persistent_workers",
     "is_dataloader",
     "interrupts_deferred",
+    "torch_threads",
     # errors and formatting
     "LoadEvalError",
     "OptionError",

@@ -127,3 +127,18 @@ def interrupts_deferred() -> Iterator[None]:
         _signal.signal(signal.SIGINT, previous)
         if caught and not failed:
             raise KeyboardInterrupt
+
+
+@contextmanager
+def torch_threads(n: Optional[int]) -> Iterator[None]:
+    """``torch.set_num_threads(n)`` for the block, the previous count put back after it."""
+    torch = sys.modules.get("torch")
+    if n is None or torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -4,12 +4,18 @@ configurations, their short names, and the loaders built for them before anythin
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from ._env import is_dataloader
 from ._errors import LoadEvalError, a_kind, close_match
 from ._loader import TUNABLE, check_workers, rebuild_loader
+
+SWEEPABLE = (*TUNABLE, "num_threads")
+"""What a sweep may vary: the DataLoader's settings, and torch's intra-op threads
+(``torch.set_num_threads``: on CPU training the main trade-off with ``num_workers``,
+as workers and the training step share the cores)."""
 
 
 def _value(key: str, text: str) -> Any:
@@ -38,6 +44,13 @@ def _checked(key: str, value: Any) -> Any:
             raise LoadEvalError(f"{key}={value!r} must be True or False.")
     elif key == "num_workers":
         check_workers(value)
+    elif key == "num_threads":
+        cores = os.cpu_count() or 1
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4 * cores:
+            raise LoadEvalError(
+                f"num_threads={value!r} must be a number of threads from 1 to {4 * cores} "
+                f"(this machine has {cores} CPUs)."
+            )
     elif key == "prefetch_factor" and value is not None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise LoadEvalError(f"prefetch_factor={value!r} must be an integer >= 1 or None.")
@@ -69,11 +82,11 @@ def parse_sweep(spec: Any) -> list[dict[str, Any]]:
         raise LoadEvalError(
             'The sweep is empty; give settings to try, like "num_workers=0,2,4; pin_memory=False,True".'
         )
-    unknown = sorted(set(axes) - set(TUNABLE))
+    unknown = sorted(set(axes) - set(SWEEPABLE))
     if unknown:
         raise LoadEvalError(
-            f"Cannot sweep {', '.join(unknown)}{close_match(unknown[0], TUNABLE)}; only "
-            f"{', '.join(TUNABLE)} can be swept."
+            f"Cannot sweep {', '.join(unknown)}{close_match(unknown[0], SWEEPABLE)}; only "
+            f"{', '.join(SWEEPABLE)} can be swept."
         )
     for k, tried in axes.items():
         if not tried:
@@ -94,6 +107,8 @@ def config_label(config: dict[str, Any]) -> str:
         parts.append(f"pf{config['prefetch_factor']}")
     if "persistent_workers" in config:
         parts.append("persist" if config["persistent_workers"] else "")
+    if "num_threads" in config:
+        parts.append(f"t{config['num_threads']}")
     return " ".join(p for p in parts if p) or "as is"
 
 
@@ -123,4 +138,7 @@ def prepare_sweep(loader: Any, configs: Any, loader_name: str = "the loader") ->
         configs = parse_sweep(configs)
     if not configs:
         raise LoadEvalError("The sweep has no configurations to run.")
-    return SweepPlan(configs, [rebuild_loader(loader, **c) for c in configs])
+    loaders = [
+        rebuild_loader(loader, **{k: v for k, v in c.items() if k in TUNABLE}) for c in configs
+    ]
+    return SweepPlan(configs, loaders)

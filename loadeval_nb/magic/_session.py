@@ -34,6 +34,7 @@ from ..core import (
     run_sweep,
     save_history,
     shutdown_persistent_workers,
+    torch_threads,
 )
 from ._cell import run_cell_body
 
@@ -212,7 +213,7 @@ class Session:
         self.dashboard.pair_done(result, settings_row)
         if self.panel is None and result.error is None:
             self.panel = RerunPanel(
-                loader_knobs(self.original),
+                {**loader_knobs(self.original), "num_threads": _threads_now()},
                 self.settings.cache,
                 self.rerun,
                 rebuildable=is_dataloader(self.original) and self.target.rebuildable,
@@ -230,6 +231,8 @@ class Session:
     # -- the panel's buttons (a button has nowhere to raise to: errors are shown) -------
     def rerun(self, changes: dict[str, Any], cache: int) -> None:
         """ "Rerun pair": rebuild the loader with ``changes``, run the pair with ``cache``."""
+        changes = dict(changes)
+        threads = changes.pop("num_threads", None)
         try:
             settings = replace(self.settings, cache=cache)
             loader = rebuild_loader(self.original, **changes) if changes else self.original
@@ -239,9 +242,12 @@ class Session:
         nw = changes.get("num_workers", loader_knobs(self.original)["num_workers"])
         # PyTorch's default prefetch factor comes with workers: not worth a mention
         shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
+        if threads is not None:
+            shown["num_threads"] = threads
         label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
         try:
-            result = self.run(loader, settings, {"label": label})
+            with torch_threads(threads):  # both runs of the pair, then put back
+                result = self.run(loader, settings, {"label": label})
             if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
                 self.dashboard.show_error(result.error)
         finally:
@@ -296,3 +302,10 @@ def _close_tree(widget: Any) -> None:
     for child in getattr(widget, "children", ()):
         _close_tree(child)
     widget.close()
+
+
+def _threads_now() -> int:
+    """torch's intra-op threads now (``torch.get_num_threads()``)."""
+    import torch
+
+    return int(torch.get_num_threads())

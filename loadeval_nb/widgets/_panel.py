@@ -1,7 +1,9 @@
-"""The rerun panel: other cache size / num_workers / pin_memory / prefetch / persistence."""
+"""The rerun panel: other cache size / num_workers / pin_memory / prefetch / persistence /
+torch threads."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Optional
 
 import ipywidgets as W
@@ -52,6 +54,17 @@ class RerunPanel:
             style=style,
             layout=lay,
         )
+        cores = os.cpu_count() or 1
+        self.num_threads = W.BoundedIntText(
+            value=int(knobs.get("num_threads") or 1),
+            min=1,
+            max=4 * cores,
+            description="torch threads",
+            tooltip="torch.set_num_threads for both runs: on CPU training, the cores the "
+            "training step uses compete with the loader's workers",
+            style=style,
+            layout=lay,
+        )
         self.persistent_workers = W.Checkbox(
             value=bool(knobs.get("persistent_workers")),
             description="persistent_workers",
@@ -87,7 +100,7 @@ class RerunPanel:
         rows: list[Any] = [
             W.HTML("<b>Try other settings</b>"),
             W.HBox([self.cache, self.num_workers, self.prefetch_factor]),
-            W.HBox([self.pin_memory, self.persistent_workers, self.button]),
+            W.HBox([self.pin_memory, self.persistent_workers, self.num_threads, self.button]),
         ]
         if on_sweep is not None and rebuildable:
             rows.append(W.HBox([self.sweep_spec, self.sweep_button]))
@@ -103,8 +116,13 @@ class RerunPanel:
 
     def changes(self) -> dict[str, Any]:
         """The loader settings that differ from the loader's own."""
+        threads = (
+            {"num_threads": self.num_threads.value}
+            if "num_threads" in self._knobs and self.num_threads.value != self._knobs["num_threads"]
+            else {}
+        )
         if not self._rebuildable:
-            return {}
+            return threads
         want = {
             "num_workers": self.num_workers.value,
             "pin_memory": self.pin_memory.value,
@@ -113,7 +131,7 @@ class RerunPanel:
             if self.num_workers.value
             else False,
         }
-        return {k: v for k, v in want.items() if v != self._knobs.get(k)}
+        return {**{k: v for k, v in want.items() if v != self._knobs.get(k)}, **threads}
 
     def set_busy(self, busy: bool) -> None:
         self.button.disabled = busy

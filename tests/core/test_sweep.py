@@ -185,3 +185,29 @@ def test_a_configuration_still_faster_than_the_ideal_is_called_noise():
         and "measured faster than the ideal loader (measured twice)" in text
     )
     assert "%" not in text.split("Recommended:")[1].split(")")[0].replace("~100%", "")
+
+
+def test_torch_threads_are_a_sweep_axis_and_put_back():
+    seen = []
+
+    def run_once(ev):
+        seen.append((ev.mode, torch.get_num_threads()))
+        for _ in ev:
+            time.sleep(0.002)
+
+    before = torch.get_num_threads()
+    loader = DataLoader(TensorDataset(torch.zeros(200, 2)), batch_size=4)
+    res = run_sweep(
+        loader, run_once, "num_threads=1,2", RunSettings(steps=15, warmup=2, sample_interval_s=None)
+    )
+    assert [p.label for p in res.points] == ["t1", "t2"]
+    assert [t for mode, t in seen if mode == "log"] == [1, 2]
+    assert [t for mode, t in seen if mode == "replay"] == [before]  # the ideal: as the user has it
+    assert torch.get_num_threads() == before
+    assert res.points[1].knobs["num_threads"] == 2
+
+
+@pytest.mark.parametrize("bad", ["num_threads=0", "num_threads=two", "num_threads=100000"])
+def test_bad_thread_counts_are_refused(bad):
+    with pytest.raises(LoadEvalError, match="num_threads="):
+        parse_sweep(bad)

@@ -367,7 +367,7 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "sweep-unknown-setting",
         lambda u: parse_sweep("num_wrkers=0,2"),
         LoadEvalError,
-        "Cannot sweep num_wrkers (did you mean 'num_workers'?); only num_workers, pin_memory, prefetch_factor, persistent_workers can be swept.",
+        "Cannot sweep num_wrkers (did you mean 'num_workers'?); only num_workers, pin_memory, prefetch_factor, persistent_workers, num_threads can be swept.",
     ),
     (
         "sweep-not-a-number",

@@ -187,6 +187,24 @@ def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     assert len(dash.step_src["real"].data["step"]) == 20
 
 
+def test_the_panel_reruns_with_other_torch_threads_and_puts_them_back(shell):
+    import torch
+
+    before = torch.get_num_threads()
+    threads = []
+    shell.user_ns["threads"] = threads
+    cell = LOOP + "threads.append(__import__('torch').get_num_threads())\n"
+    run(shell, "train_loader --steps 20 --warmup 2 --cache 3", cell)
+    session = magic.latest_session()
+    assert session.panel.num_threads.value == before
+    session.panel.num_threads.value = 1 if before != 1 else 2
+    session.panel.button.click()
+    want = session.panel.num_threads.value
+    assert threads == [before, before, want, want]  # both runs of the rerun pair
+    assert torch.get_num_threads() == before
+    assert session.dashboard.rows[1]["label"].endswith(f"t{want} c3")
+
+
 # ---- issue 4: --ladder, --sweep, --steps auto, the panel's sweep ------------------------------
 
 
