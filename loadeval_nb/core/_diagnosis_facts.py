@@ -64,7 +64,10 @@ def diagnosis_facts(d: Diagnosis) -> Report:
             Fact(
                 "saved",
                 f"time saved per epoch of {d.steps_per_epoch} steps",
-                f"{fmt_seconds(max(d.time_saved_per_epoch_s, 0.0))} of {fmt_seconds(d.real_epoch_s)}",
+                f"{fmt_seconds(d.time_saved_per_epoch_s)} of {fmt_seconds(d.real_epoch_s)}"
+                if d.time_saved_per_epoch_s > 0
+                else f"none: an ideal loader would not shorten the {fmt_seconds(d.real_epoch_s)} "
+                "epoch",
             )
         )
     if d.real_startup_s is not None:
@@ -83,6 +86,7 @@ def diagnosis_facts(d: Diagnosis) -> Report:
     facts.append(Fact("gpu", "GPU utilisation", gpu))
     if d.prediction:
         facts.append(Fact("prediction", "simulator", d.prediction))
+    facts.append(Fact("advice", "what to do", advice(d)))
     return Report(
         kind="verdict",
         title="Verdict",
@@ -95,3 +99,61 @@ def diagnosis_facts(d: Diagnosis) -> Report:
 
 def _gpu(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.0f}%"
+
+
+CONTENTION = 0.15
+"""Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
+
+
+def advice(d: Diagnosis) -> str:
+    """The next step, from what was measured: the cause named, then what to try."""
+    from ._diagnosis import NOT_ENOUGH_DATA, NOT_INPUT_BOUND
+
+    if d.disturbed:
+        runs = " and ".join(d.disturbed)
+        return (
+            f"Rerun when the machine is quiet: other processes used its CPU during the {runs} "
+            "run, so these numbers may be off."
+        )
+    if d.verdict == NOT_ENOUGH_DATA:
+        return (
+            "Run more steps (--steps 400, or --steps auto) so that the difference can be told "
+            "from noise."
+        )
+    if d.verdict == NOT_INPUT_BOUND:
+        return (
+            "The loader is not what holds training back: make the step itself faster (model, "
+            "batch size, mixed precision); other loader settings will not buy much."
+        )
+    out = []
+    step = d.real_step_s or 0.0
+    if d.real_h2d_s and step and d.real_h2d_s / step >= CONTENTION:
+        out.append(
+            f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step: use "
+            "pin_memory=True with .to(device, non_blocking=True), or keep the data on the GPU "
+            "(--cache-on device shows what that buys)."
+        )
+    waits = d.wait_share is not None and d.wait_share >= 0.1
+    if waits:
+        more = f" ({d.prediction})" if d.prediction else ""
+        out.append(
+            f"The loop waits for data {fmt_pct(d.wait_share)} of the time: add DataLoader "
+            f"workers{more}. If more workers do not help, the per-sample work is the cost: "
+            "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU "
+            "(--ladder says which stage costs most)."
+        )
+    slower = (
+        d.real_other_s / d.ideal_step_s - 1.0
+        if d.real_other_s is not None and d.ideal_step_s
+        else None
+    )
+    if slower is not None and slower > CONTENTION and not out:
+        out.append(
+            f"Steps are {fmt_pct(slower)} slower than ideal ones although the loop hardly "
+            "waits: the loader's workers compete with training for CPU cores. Try fewer "
+            'workers or fewer intra-op threads (--sweep "num_workers=1,2; num_threads=1,2").'
+        )
+    return " ".join(out) or (
+        "Collation and handing batches over cost time in the training process: try "
+        "pin_memory, a lighter collate_fn, or larger batches with fewer steps."
+    )

@@ -176,3 +176,41 @@ def test_ground_truth_compute_bound():
     assert 0.079 <= d.real_step_s <= 0.088, d
     assert d.speedup < 1.05, d
     assert d.wait_share < 0.05, d
+
+
+# ---- advice: the cause named, and what to do (issue 14) --------------------------------------
+
+
+def jitter(ms, n=200, spread=0.02):
+    return [ms * (1 + spread * ((i * 7919) % 11 - 5) / 5) for i in range(n)]
+
+
+def advice_of(real, ideal):
+    d = diagnose(real, ideal)
+    fact = next(f for f in d.facts().facts if f.key == "advice")
+    return d, fact.text
+
+
+def test_advice_for_a_loop_that_waits_on_data():
+    real = run_of(jitter(20), wait_ms=jitter(10))
+    d, text = advice_of(real, run_of(jitter(10), mode="replay"))
+    assert d.verdict == INPUT_BOUND
+    assert text.startswith("The loop waits for data 50% of the time: add DataLoader workers")
+
+
+def test_advice_for_workers_competing_for_cores():
+    # hardly any wait, yet real steps 30 % slower than ideal ones
+    real = run_of(jitter(13), wait_ms=[0.1] * 200)
+    d, text = advice_of(real, run_of(jitter(10), mode="replay"))
+    assert "compete with training for CPU cores" in text and "num_threads" in text
+
+
+def test_advice_for_host_to_device_copies():
+    real = run_of(jitter(20), wait_ms=[0.1] * 200, h2d_ns=[int(6 * MS)] * 200)
+    d, text = advice_of(real, run_of(jitter(10), mode="replay"))
+    assert text.startswith("Host-to-device copies take 30% of a step: use pin_memory=True")
+
+
+def test_advice_when_the_loader_is_not_the_bottleneck():
+    d, text = advice_of(run_of(jitter(10), wait_ms=[0.1] * 200), run_of(jitter(10), mode="replay"))
+    assert d.verdict == NOT_INPUT_BOUND and text.startswith("The loader is not what holds")
