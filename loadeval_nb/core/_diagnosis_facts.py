@@ -71,7 +71,9 @@ def diagnosis_facts(d: Diagnosis) -> Report:
             )
         )
     if d.real_startup_s is not None:
-        ideal = f", ideal {fmt_seconds(d.ideal_startup_s)}" if d.ideal_startup_s is not None else ""
+        # a replay starts from memory: its start-up is worth a mention only when it took time
+        slow = d.ideal_startup_s is not None and d.ideal_startup_s >= 1e-3
+        ideal = f", ideal {fmt_seconds(d.ideal_startup_s)}" if slow else ""
         facts.append(
             Fact(
                 "startup",
