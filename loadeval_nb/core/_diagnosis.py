@@ -6,6 +6,7 @@ See ``docs/verdict.md`` for the method and thresholds.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
@@ -184,6 +185,10 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         speedup = rd["mean_s"] / idd["mean_s"]
         headroom = 1.0 - idd["mean_s"] / rd["mean_s"]
         ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)
+    repeats = between_repeats(r, i)
+    if repeats is not None and ci[0] is not None and ci[1] is not None:
+        ratios, (blo, bhi) = repeats
+        ci = (min(ci[0], blo), max(ci[1], bhi))  # the spread between repeats counts too
     verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
 
     copies = r.steady_h2d_s()
@@ -214,6 +219,13 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         notes.append(
             f"the runs were recorded on different machines or setups ({', '.join(differ)} "
             "differ): the comparison mixes them"
+        )
+    if repeats is not None:
+        each = ", ".join(f"{x:.2f}×" for x in repeats[0])
+        notes.append(
+            f"each run holds {len(repeats[0])} epochs (a pair repeated in ABBA order with "
+            f"--repeat, or a loop of several epochs): speedup per epoch {each}; the interval "
+            "holds the spread between them"
         )
     disturbed = []
     for name, run in (("real", r), ("ideal", i)):
@@ -301,6 +313,36 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
 BUSY_SHARE = 0.2
 """Other processes using this share of the machine's cores (and half a core at least)
 during a run make it disturbed."""
+
+
+T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
+"""Student's t, 97.5th percentile, for 1 to 10 degrees of freedom (2.0 beyond)."""
+
+
+def epoch_means(run: Run) -> list[float]:
+    """Mean steady step of each epoch (seconds), in order."""
+    sums: dict[int, list[float]] = {}
+    for k in run.steady_indices():
+        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
+    return [sum(v) / len(v) for _, v in sorted(sums.items()) if v]
+
+
+def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
+    """For a pair repeated in ABBA order (one epoch per repeat on each side): the speedup
+    of each repeat and a 95 % t-interval of their geometric mean; None without repeats."""
+    a, b = epoch_means(r), epoch_means(i)
+    n = min(len(a), len(b))
+    if n < 2:
+        return None
+    ratios = [x / y for x, y in zip(a[:n], b[:n]) if y > 0]
+    if len(ratios) < 2:
+        return None
+    logs = [math.log(x) for x in ratios]
+    m = sum(logs) / len(logs)
+    sd = math.sqrt(sum((v - m) ** 2 for v in logs) / (len(logs) - 1))
+    t = T975[len(logs) - 2] if len(logs) - 1 <= len(T975) else 2.0
+    half = t * sd / math.sqrt(len(logs))
+    return ratios, (math.exp(m - half), math.exp(m + half))
 
 
 def busy_note(run: Run, name: str) -> Optional[str]:

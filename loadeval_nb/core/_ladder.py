@@ -44,6 +44,7 @@ from ._runner import (
     log_path,
     measure,
     refuse_one_shot,
+    same_evaluator,
 )
 from ._samples import sample_rung_loader
 from ._settings import RunHooks, RunSettings
@@ -320,7 +321,7 @@ def run_ladder(
             for rung in reversed(result.rungs):
                 if rung.ev is None or rung.error is not None or rung.skipped:
                     continue
-                again = functools.partial(_same, rung.ev)
+                again = functools.partial(same_evaluator, rung.ev)
                 ev, error = measure(rung.name, again, run_once, hooks, index, total, loader_name)
                 index += 1
                 if error is not None:
@@ -332,10 +333,6 @@ def run_ladder(
             shutdown_persistent_workers(sample_loader)
     compare_rungs(result)
     return result
-
-
-def _same(ev: LoaderEvaluator) -> LoaderEvaluator:
-    return ev  # the second block runs a rung's evaluator again: one run, two epochs
 
 
 def _rung_evaluator(

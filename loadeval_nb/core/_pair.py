@@ -6,6 +6,8 @@ Framework-agnostic: ``run_once(wrapper)`` is whatever runs the user's loop with
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -26,6 +28,7 @@ from ._runner import (
     log_path,
     measure,
     refuse_one_shot,
+    same_evaluator,
 )
 from ._settings import RunHooks, RunSettings
 
@@ -77,8 +80,14 @@ def run_pair(
     hooks: Optional[RunHooks] = None,
     label: str = "",
     loader_name: str = "the loader",
+    repeats: Optional[int] = None,
 ) -> PairResult:
     """Run ``run_once`` with a log-mode wrapper of ``loader``, then with a replay wrapper.
+
+    ``repeats`` (or ``settings.repeat``) runs the pair that many times in ABBA order (real,
+    ideal, ideal, real, real, ideal, ...), each side's repeats as epochs of one wrapper, so
+    that load on the machine lands on both sides and the interval holds the spread
+    between repeats.
 
     Never raises for a failure inside a run: the error is stored in the result
     (``error``, ``failed_run``) after everything is cleaned up and the partial run
@@ -86,6 +95,8 @@ def run_pair(
     whole pair raises :class:`LoadEvalError` before anything runs.
     """
     settings = check_run_args(loader, run_once, settings)
+    if repeats is not None:
+        settings = dataclasses.replace(settings, repeat=repeats)
     if settings.auto and dist_rank() is not None:
         # each rank would stop at its own step, and the ranks' collectives would pair up wrong
         raise OptionError(
@@ -108,20 +119,22 @@ def run_pair(
     hooks = hooks or RunHooks()
     result = PairResult(label=label, loader=loader_settings(loader))
     which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
+    order = [
+        which
+        for r in range(settings.repeat)
+        for which in (which_runs if r % 2 == 0 else which_runs[::-1])
+    ]
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for index, which in enumerate(which_runs):
-        path = log_path(settings, stamp, label, which)
-        if path:
-            result.log_paths[which] = path
-        ev, error = measure(
-            which,
-            lambda: evaluator_for(loader, which, settings, metrics_file=path),  # noqa: B023
-            run_once,
-            hooks,
-            index,
-            len(which_runs),
-            loader_name,
-        )
+    for index, which in enumerate(order):
+        made = getattr(result, which)
+        if made is not None:  # a repeat: the same wrapper again, one more epoch
+            make: Callable[[], LoaderEvaluator] = functools.partial(same_evaluator, made)
+        else:
+            path = log_path(settings, stamp, label, which)
+            if path:
+                result.log_paths[which] = path
+            make = functools.partial(evaluator_for, loader, which, settings, metrics_file=path)
+        ev, error = measure(which, make, run_once, hooks, index, len(order), loader_name)
         if ev is not None:
             setattr(result, which, ev)
         if error is not None:

@@ -165,6 +165,12 @@ def check_run_args(loader: Any, run_once: Any, settings: Any) -> RunSettings:
     return settings
 
 
+def same_evaluator(ev: LoaderEvaluator) -> LoaderEvaluator:
+    """For :func:`measure`: run a wrapper again (a repeat, a ladder's second block): one
+    run, one more epoch."""
+    return ev
+
+
 def refuse_one_shot(loader: Any, loader_name: str, why: str, instead: str = "") -> None:
     """One sentence (a :class:`LoadEvalError`) for a one-shot iterator where the loop runs
     more than once; ``why`` says why it must, ``instead`` what else the user may do."""

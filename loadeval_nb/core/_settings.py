@@ -34,6 +34,9 @@ class RunSettings:
     auto_stop: Optional[AutoStop] = None
     worker_timing: bool = True
     """Time each batch inside the DataLoader's worker processes (feeds the simulator)."""
+    repeat: int = 1
+    """Run the pair this many times in ABBA order (real, ideal, ideal, real, ...): the
+    verdict's interval then holds the spread between repeats, not only between steps."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -45,6 +48,9 @@ class RunSettings:
     def validate(self) -> None:
         """Raise :class:`OptionError` for a bad value (run when the settings are made)."""
         check_int("warmup", self.warmup, 0)
+        check_int("repeat", self.repeat, 1)
+        if self.repeat > 20:
+            raise OptionError("repeat", f" must be from 1 to 20, not {self.repeat!r}.")
         check_interval("sample_interval_s", self.sample_interval_s)
         if self.auto_stop is not None and not self.auto:
             raise OptionError(

@@ -45,6 +45,7 @@ FLAGS = {
     "cache_on": "--cache-on",
     "only": "--only",
     "log_dir": "--log-dir",
+    "repeat": "--repeat",
 }
 """The option behind each setting, so an error names what the user typed."""
 
@@ -154,6 +155,13 @@ class LoadEvalMagics(Magics):
     )
     @argument("--log-dir", default=None, help="also save both runs' JSON logs in this folder")
     @argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the pair N times in ABBA order (real, ideal, ideal, real, ...); the "
+        "verdict's interval then holds the spread between repeats (default 1)",
+    )
+    @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
     )
     @argument(
@@ -259,6 +267,7 @@ class LoadEvalMagics(Magics):
                 cache_on=args.cache_on,
                 only=args.only,
                 log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
+                repeat=args.repeat,
             )
             if settings.log_dir:
                 check_writable_dir(settings.log_dir, "--log-dir")

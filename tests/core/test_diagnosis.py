@@ -6,6 +6,7 @@ import random
 import time
 
 import pytest
+import torch
 from torch.utils.data import DataLoader
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, Run, diagnose
@@ -214,3 +215,38 @@ def test_advice_for_host_to_device_copies():
 def test_advice_when_the_loader_is_not_the_bottleneck():
     d, text = advice_of(run_of(jitter(10), wait_ms=[0.1] * 200), run_of(jitter(10), mode="replay"))
     assert d.verdict == NOT_INPUT_BOUND and text.startswith("The loader is not what holds")
+
+
+def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from loadeval_nb import RunHooks, RunSettings, run_pair
+
+    order, calls = [], {"real": 0}
+
+    class Seen(RunHooks):
+        def run_started(self, which, ev, index, total):
+            order.append((which, index, total))
+
+    def run_once(ev):
+        # the real side is slower in its 2nd repeat (outside load): between-run spread
+        if ev.mode == "log":
+            calls["real"] += 1
+        step = 0.006 if ev.mode == "replay" else (0.012 if calls["real"] != 2 else 0.018)
+        for _ in ev:
+            time.sleep(step)
+
+    loader = DataLoader(TensorDataset(torch.zeros(400, 2)), batch_size=4)
+    settings = RunSettings(steps=20, warmup=2, cache=4, sample_interval_s=None)
+    res = run_pair(loader, run_once, settings, hooks=Seen(), repeats=3)
+    assert [w for w, _, _ in order] == ["real", "ideal", "ideal", "real", "real", "ideal"]
+    assert order[-1][1:] == (5, 6)
+    real = res.real.to_run()
+    assert sorted(set(real.epoch)) == [0, 1, 2] and real.n_steps == 60
+    d = res.diagnosis
+    note = next(n for n in d.notes if n.startswith("each run holds 3 epochs"))
+    assert "speedup per epoch" in note
+    single = run_pair(loader, run_once, settings).diagnosis
+    lo, hi = d.speedup_ci
+    assert hi - lo > (single.speedup_ci[1] - single.speedup_ci[0])  # wider: it holds the spread
+    assert lo < 2.0 < hi or hi > 2.4  # the repeats' speedups were 2.0, 3.0 and 2.0

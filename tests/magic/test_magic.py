@@ -384,3 +384,12 @@ def test_running_a_cell_again_releases_its_previous_session(shell):
         assert ref() is None  # nothing holds the replaced session any more
     finally:
         del shell.parent_header
+
+
+def test_repeat_runs_the_pair_in_abba_order(shell):
+    run(shell, f"train_loader {QUIET} --repeat 2", LOOP)
+    res = shell.user_ns["_loadeval"]
+    assert sorted(set(res.real.to_run().epoch)) == [0, 1]
+    assert sorted(set(res.ideal.to_run().epoch)) == [0, 1]
+    with pytest.raises(UsageError, match=r"^--repeat must be an integer >= 1, not 0\.$"):
+        run(shell, f"train_loader {QUIET} --repeat 0", LOOP)
