@@ -253,6 +253,21 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
                 "wider than that; give it a longer loader or more steps"
             )
             reason = f"{reason} (the {name} run did not converge)"
+    asked, got = (r.settings or {}).get("max_steps"), r.steps_per_epoch()
+    if isinstance(asked, int) and got and got < asked and r.status == "complete":
+        notes.append(
+            f"the loader has {got} batches an epoch, fewer than the {asked} steps asked: "
+            f"each run measured {got}"
+        )
+    cached, want = (
+        (i.settings or {}).get("batches_cached"),
+        (i.settings or {}).get("num_cached_batches"),
+    )
+    if isinstance(cached, int) and isinstance(want, int) and 0 < cached < want:
+        notes.append(
+            f"the ideal run replayed {cached} cached batches, fewer than the {want} asked: "
+            "the loader had no more"
+        )
     for name, run in (("real", r), ("ideal", i)):
         if run.status != "complete":
             notes.append(f"the {name} run ended early ({run.status}); its last step is left out")

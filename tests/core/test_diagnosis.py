@@ -250,3 +250,23 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
     lo, hi = d.speedup_ci
     assert hi - lo > (single.speedup_ci[1] - single.speedup_ci[0])  # wider: it holds the spread
     assert lo < 2.0 < hi or hi > 2.4  # the repeats' speedups were 2.0, 3.0 and 2.0
+
+
+def test_a_short_epoch_and_a_short_cache_are_noted():
+    from loadeval_nb import RunSettings, run_pair
+
+    def run_once(ev):
+        for _ in ev:
+            time.sleep(0.002)
+
+    d = run_pair(
+        [torch.zeros(2)] * 30, run_once, RunSettings(steps=50, warmup=2, cache=40)
+    ).diagnosis
+    assert (
+        "the loader has 30 batches an epoch, fewer than the 50 steps asked: each run measured 30"
+        in d.notes
+    )
+    assert (
+        "the ideal run replayed 30 cached batches, fewer than the 40 asked: the loader had no more"
+        in d.notes
+    )
