@@ -46,7 +46,11 @@ def _auto_chunks(
 
 
 class _Mode:
-    _ev: weakref.ref[LoaderEvaluator]
+    """What both modes share: the evaluator, held weakly (no cycle: a dropped evaluator,
+    and its sampler's thread, are freed at once)."""
+
+    def __init__(self, ev: LoaderEvaluator) -> None:
+        self._ev = weakref.ref(ev)
 
     @property
     def ev(self) -> LoaderEvaluator:
@@ -66,7 +70,7 @@ class LogMode(_Mode):
     """A full pass over the loader may end with a short batch."""
 
     def __init__(self, ev: LoaderEvaluator) -> None:
-        self._ev = weakref.ref(ev)  # no cycle: a dropped evaluator is freed at once
+        super().__init__(ev)
         self.timer: Optional[WorkerFetchTimer] = None
         self._samples: Optional[int] = None
         # whether the loader's persistent workers are ours to stop at close(): they were
@@ -184,7 +188,7 @@ class ReplayMode(_Mode):
     short_last_batch = False
 
     def __init__(self, ev: LoaderEvaluator) -> None:
-        self._ev = weakref.ref(ev)  # no cycle: a dropped evaluator is freed at once
+        super().__init__(ev)
         if ev.max_steps is None and safe_len(ev.dataloader) is None:
             raise LoadEvalError(
                 f"Replay needs to know how many steps make an epoch, but this "
