@@ -15,6 +15,7 @@ CPU-only machine with ``meta`` tensors and events on a fake clock.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Callable, Optional
 
 
@@ -32,12 +33,68 @@ def _targets(device: Any, device_type: str) -> bool:
     return getattr(dev, "type", None) == device_type
 
 
+_active: list[CopyTimer] = []
+"""The timers of the epochs running now (overlapping loops each have one)."""
+_original: dict[str, Any] = {}
+"""``Tensor.to`` / ``Tensor.cuda`` as found when the first timer was installed."""
+
+
+def _install_wrappers() -> None:
+    torch = sys.modules["torch"]
+    cls = torch.Tensor
+    _original.update({name: cls.__dict__.get(name) for name in ("to", "cuda")})
+    to, cuda = cls.to, cls.cuda
+
+    def timed(call: Callable[..., Any], t: Any, args: Any, kwargs: Any, kind: str) -> Any:
+        me = threading.get_ident()
+        timers = [x for x in _active if x.device_type == kind and x.thread == me]
+        if not timers:  # another thread's copy (a prefetcher): not this loop's step
+            return call(t, *args, **kwargs)
+        begin = [x.event() for x in timers]
+        for e in begin:
+            e.record()
+        out = call(t, *args, **kwargs)
+        for x, b in zip(timers, begin):
+            end = x.event()
+            end.record()
+            x.records.append((len(x.starts) - 1, b, end))
+        return out
+
+    def timed_to(t: Any, *args: Any, **kwargs: Any) -> Any:
+        if t.device.type == "cpu":
+            target = kwargs.get("device", args[0] if args else None)
+            for kind in {x.device_type for x in _active}:
+                if _targets(target, kind):
+                    return timed(to, t, args, kwargs, kind)
+        return to(t, *args, **kwargs)
+
+    def timed_cuda(t: Any, *args: Any, **kwargs: Any) -> Any:
+        if t.device.type == "cpu":
+            return timed(cuda, t, args, kwargs, "cuda")
+        return cuda(t, *args, **kwargs)
+
+    cls.to, cls.cuda = timed_to, timed_cuda
+
+
+def _remove_wrappers() -> None:
+    cls = sys.modules["torch"].Tensor
+    for name, original in _original.items():
+        if original is None:
+            if name in cls.__dict__:
+                delattr(cls, name)  # the base class's method shows through again
+        else:
+            setattr(cls, name, original)
+    _original.clear()
+
+
 class CopyTimer:
-    """Times the host-to-``device_type`` copies made while it is installed.
+    """Times the host-to-``device_type`` copies made, on the thread that installs it,
+    while it is installed.
 
     ``starts`` is the epoch's list of step-start stamps: a copy belongs to the step that
     started last. ``event`` makes a timing event (``torch.cuda.Event(enable_timing=True)``
-    by default) with ``record()`` and ``elapsed_time(end)`` in milliseconds.
+    by default) with ``record()``, ``query()`` and ``elapsed_time(end)`` in milliseconds.
+    Overlapping epochs share one pair of wrappers, put back when the last one ends.
     """
 
     def __init__(
@@ -51,56 +108,33 @@ class CopyTimer:
         self.device_type = device_type
         self.event = event or (lambda: torch.cuda.Event(enable_timing=True))
         self.records: list[tuple[int, Any, Any]] = []
-        self._saved: Optional[dict[str, Any]] = None
+        self.thread = threading.get_ident()
 
     def install(self) -> None:
-        torch = sys.modules["torch"]
-        cls = torch.Tensor
-        self._saved = {name: cls.__dict__.get(name) for name in ("to", "cuda")}
-        to, cuda = cls.to, cls.cuda
-        starts, records, make, kind = self.starts, self.records, self.event, self.device_type
-
-        def timed(call: Callable[..., Any], t: Any, args: Any, kwargs: Any) -> Any:
-            begin = make()
-            begin.record()
-            out = call(t, *args, **kwargs)
-            end = make()
-            end.record()
-            records.append((len(starts) - 1, begin, end))
-            return out
-
-        def timed_to(t: Any, *args: Any, **kwargs: Any) -> Any:
-            if t.device.type == "cpu" and _targets(
-                kwargs.get("device", args[0] if args else None), kind
-            ):
-                return timed(to, t, args, kwargs)
-            return to(t, *args, **kwargs)
-
-        def timed_cuda(t: Any, *args: Any, **kwargs: Any) -> Any:
-            if t.device.type == "cpu" and kind == "cuda":
-                return timed(cuda, t, args, kwargs)
-            return cuda(t, *args, **kwargs)
-
-        cls.to, cls.cuda = timed_to, timed_cuda
+        if not _active:
+            _install_wrappers()
+        if self not in _active:
+            _active.append(self)
 
     def uninstall(self) -> None:
-        """Put ``Tensor.to`` and ``Tensor.cuda`` back as they were (idempotent)."""
-        saved, self._saved = self._saved, None
-        if saved is None:
-            return
-        cls = sys.modules["torch"].Tensor
-        for name, original in saved.items():
-            if original is None:
-                if name in cls.__dict__:
-                    delattr(cls, name)  # the base class's method shows through again
-            else:
-                setattr(cls, name, original)
+        """Stop timing; the last timer out puts ``Tensor.to`` / ``.cuda`` back (idempotent)."""
+        if self in _active:
+            _active.remove(self)
+            if not _active:
+                _remove_wrappers()
 
     def per_step(self, n_steps: int) -> list[int]:
-        """Nanoseconds of copies in each of the epoch's ``n_steps`` steps (after the epoch's
-        closing synchronisation: reading an event before its work ran would wait)."""
+        """Nanoseconds of copies in each of the epoch's ``n_steps`` steps, read after the
+        epoch's closing synchronisation. A copy whose events have not completed (made on
+        another device's stream) is left out rather than waited for; never raises."""
         out = [0] * n_steps
         for step, begin, end in self.records:
-            if 0 <= step < n_steps:
+            if not 0 <= step < n_steps:
+                continue
+            try:
+                if hasattr(end, "query") and not end.query():
+                    continue
                 out[step] += max(0, int(begin.elapsed_time(end) * 1e6))
+            except Exception:  # an event the driver cannot time: leave it out
+                continue
         return out

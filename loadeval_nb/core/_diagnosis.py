@@ -334,22 +334,19 @@ T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
 """Student's t, 97.5th percentile, for 1 to 10 degrees of freedom (2.0 beyond)."""
 
 
-def epoch_means(run: Run) -> list[float]:
-    """Mean steady step of each epoch (seconds), in order."""
+def epoch_means(run: Run) -> dict[int, float]:
+    """Mean steady step of each epoch that has steady steps (seconds), by epoch."""
     sums: dict[int, list[float]] = {}
     for k in run.steady_indices():
         sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
-    return [sum(v) / len(v) for _, v in sorted(sums.items()) if v]
+    return {e: sum(v) / len(v) for e, v in sums.items() if v}
 
 
 def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
     """For a pair repeated in ABBA order (one epoch per repeat on each side): the speedup
     of each repeat and a 95 % t-interval of their geometric mean; None without repeats."""
     a, b = epoch_means(r), epoch_means(i)
-    n = min(len(a), len(b))
-    if n < 2:
-        return None
-    ratios = [x / y for x, y in zip(a[:n], b[:n]) if y > 0]
+    ratios = [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
     if len(ratios) < 2:
         return None
     logs = [math.log(x) for x in ratios]

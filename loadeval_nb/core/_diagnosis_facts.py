@@ -56,7 +56,8 @@ def diagnosis_facts(d: Diagnosis) -> Report:
                 "split",
                 "a real step, split",
                 f"input wait {fmt_seconds(d.real_wait_s)}, host-to-device copies "
-                f"{fmt_seconds(d.real_h2d_s)}, compute and the rest {fmt_seconds(rest)}",
+                f"{fmt_seconds(d.real_h2d_s)} (GPU time; non_blocking copies overlap compute), "
+                f"compute and the rest {fmt_seconds(rest)}",
             )
         )
     if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
@@ -131,9 +132,10 @@ def advice(d: Diagnosis) -> str:
     step = d.real_step_s or 0.0
     if d.real_h2d_s and step and d.real_h2d_s / step >= CONTENTION:
         out.append(
-            f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step: use "
-            "pin_memory=True with .to(device, non_blocking=True), or keep the data on the GPU "
-            "(--cache-on device shows what that buys)."
+            f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step (GPU "
+            "time): unless they already are, make them pin_memory=True with "
+            ".to(device, non_blocking=True) so they overlap compute, or keep the data on the "
+            "GPU (--cache-on device shows what that buys)."
         )
     waits = d.wait_share is not None and d.wait_share >= 0.1
     if waits:

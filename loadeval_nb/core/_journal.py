@@ -68,11 +68,14 @@ def _join_util(util: Optional[dict[str, Any]], more: Optional[dict[str, Any]]) -
 
 
 def _worse(a: Any, b: Any) -> Any:
-    """The status of a run made of two parts (as ``build_run`` ranks them)."""
+    """The status of a run made of two parts (as ``build_run`` ranks them; a part that
+    had not started says nothing about the other)."""
     for s in ("running", "source-error", "stopped"):
         if s in (a, b):
             return s
-    return a if a is not None else b
+    if a in (None, "not-started"):
+        return b if b is not None else a
+    return a
 
 
 class MetricsWriter:
@@ -157,29 +160,46 @@ def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
     epochs = list(doc.get("epochs") or [])
     util, loads = doc.get("util"), doc.get("worker_load_ns")
     status, used = doc.get("status"), 0
-    with open(jpath, encoding="utf-8") as f:
-        for raw in f:
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                break  # the last line, cut short by a crash
-            if not isinstance(line, dict) or line.get("kind") != JOURNAL_KIND:
-                break
-            if line.get("after_steps") != n or line.get("after_epochs") != len(epochs):
-                continue  # already in the document (written just before a crash)
-            try:
-                new = line["steps"]
-                for key, have in steps.items():
-                    if have is not None:
-                        have += list(new.get(key) or [])
-                n = len(steps["step_ns"] or [])
-                epochs += list(line["epochs"])
-            except (KeyError, TypeError):
-                break
+    try:
+        with open(jpath, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return doc, 0
+    for raw in lines:
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            break  # the last line, cut short by a crash
+        if not isinstance(line, dict) or line.get("kind") != JOURNAL_KIND:
+            break
+        if line.get("after_steps") != n or line.get("after_epochs") != len(epochs):
+            continue  # already in the document (written just before a crash)
+        try:  # the whole line or nothing: checked into temporaries first
+            new = line["steps"]
+            k = len(new["step_ns"])
+            add = {}
+            for key, have in steps.items():
+                got = new.get(key)
+                if have is None and (key != "h2d_ns" or got is None):
+                    continue  # a series the document does not hold (wait_ns in a replay)
+                got = [None] * k if got is None else list(got)
+                if len(got) != k:
+                    raise ValueError(f"steps.{key} has {len(got)} entries, not {k}")
+                add[key] = got
+            more_epochs = list(line["epochs"])
+        except Exception:
+            break
+        for key, got in add.items():
+            steps[key] = (steps[key] or [None] * n) + got  # copy times begin later: pad
+        n += k
+        epochs += more_epochs
+        try:
             util = _join_util(util, line.get("util"))
-            if loads is not None and line.get("worker_load_ns") is not None:
-                loads = list(loads) + list(line["worker_load_ns"])
-            status, used = _worse(status, line.get("status")), used + 1
+        except Exception:  # utilisation is a bonus: never lose the steps over it
+            pass
+        if loads is not None and line.get("worker_load_ns") is not None:
+            loads = list(loads) + list(line["worker_load_ns"])
+        status, used = _worse(status, line.get("status")), used + 1
     if not used:
         return doc, 0
     # summary and DALI keys are derived: recomputed on load, so they are left stale here

@@ -261,7 +261,8 @@ def run_ladder(
     runnable = sum(1 for r in order if r != "device" or has_cuda)
     # two blocks in ABBA order (device, host, samples, real; then back), half the steps
     # each: a burst of outside load lands on every rung instead of being named a stage
-    blocks = 2 if not settings.auto and settings.steps >= 2 * (settings.warmup + 20) else 1
+    steps = settings.steps
+    blocks = 2 if isinstance(steps, int) and steps >= 2 * (settings.warmup + 20) else 1
     if blocks == 2:
         settings = dataclasses.replace(settings, steps=-(-settings.steps // 2))
         result.notes.append(

@@ -110,8 +110,10 @@ class _CpuReader:
         self._psutil = psutil
 
     def reset(self) -> None:
-        """The next reading only primes (a paused stretch is not a rate of this run)."""
+        """The next reading only primes (a paused stretch is not a rate of this run), and
+        the next readings list the children again (a new epoch starts new workers)."""
         self._last, self._last_t = {}, None
+        self._ticks = 1
 
     def _list_children(self) -> list[Any]:
         """This process's children. psutil's recursive walk reads /proc/*/stat of every
@@ -151,7 +153,9 @@ class _CpuReader:
         """CPU seconds every process on the machine has used (all cores), from /proc/stat."""
         try:
             t = self._psutil.cpu_times()
-            return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+            # guest time is inside user/nice already (psutil leaves it in both)
+            counted = t.idle + sum(getattr(t, k, 0.0) for k in ("iowait", "guest", "guest_nice"))
+            return float(sum(t) - counted)
         except Exception:
             return None
 
@@ -164,7 +168,12 @@ class _CpuReader:
         # workers are not started yet) and the last one (stop() waits for it); do it
         # every tick for the next 2 s (workers are starting), then every 10th tick.
         t = self._ticks
-        if not final and 0 < t and (t < 20 or t % 10 == 0):
+        try:
+            wanted = self.worker_pids() if self.worker_pids is not None else None
+        except Exception:
+            wanted = None
+        unseen = wanted is not None and not wanted.issubset(self._children)
+        if not final and 0 < t and (t < 20 or t % 10 == 0 or unseen):
             try:
                 kids = self._list_children()
                 self._children = {p.pid: p for p in kids}
@@ -183,10 +192,6 @@ class _CpuReader:
                 del self._children[pid]
             else:
                 cur[pid] = v
-        try:
-            wanted = self.worker_pids() if self.worker_pids is not None else None
-        except Exception:
-            wanted = None
         kids = [pid for pid in cur if pid > 0]
         n_workers = len(kids) if wanted is None else len(wanted.intersection(kids))
         proc = workers = other = None

@@ -63,9 +63,10 @@ def measure(
     error: Optional[BaseException] = None
     try:
         ev = make()
+        before = ev.total_steps  # a repeat runs the same wrapper again: count this run only
         hooks.run_started(which, ev, index, total)
         run_once(ev)
-        if ev.total_steps == 0:
+        if ev.total_steps == before:
             if ev.to_run().epochs:  # the loop did iterate: the loader had nothing to give
                 raise LoadEvalError(nothing_to_measure(ev.dataloader, loader_name))
             raise LoadEvalError(

@@ -52,7 +52,8 @@ def _sampler_thread(
         if s is None:
             return
         if s._ended:
-            s._sample(final=True)  # stop(): a last reading at the very end
+            if s._ended == "read":
+                s._sample(final=True)  # stop(): a last reading at the very end
             return
         if not s._active:
             s._sample(final=True)  # pause(): the epoch's last reading, then sleep
@@ -103,7 +104,8 @@ class UtilSampler:
         self._thread: Optional[threading.Thread] = None
         self._wake = threading.Event()
         self._active = False
-        self._ended = False
+        self._ended = ""
+        """Set by stop(): "read" (take a last reading) or "quiet" (already paused)."""
         self._pynvml: Any = None
         self._handles: list[Any] = []
         self._cpu_reader: Optional[_CpuReader] = None
@@ -136,6 +138,8 @@ class UtilSampler:
             return
         t = self._thread
         if t is None or not t.is_alive():
+            if self._cpu_reader is not None:
+                self._cpu_reader.reset()  # restarted after stop(): not a rate over the gap
             self._setup()
             self._sample()  # the first reading primes the CPU rates, off the timed steps
             self._active = True
@@ -163,16 +167,17 @@ class UtilSampler:
     def stop(self) -> None:
         """Stop sampling and end the thread, waiting for its last reading (no-op if not
         started)."""
-        self._active = False
+        was_active, self._active = self._active, False
         t = self._thread
         if t is None:
             return
-        self._ended = True
+        # paused: the last reading was taken at the pause; one now would rate the idle gap
+        self._ended = "read" if was_active else "quiet"
         self._wake.set()
         if t is not threading.current_thread():
             t.join()
         self._thread = None
-        self._ended = False
+        self._ended = ""
 
     def _setup(self) -> None:
         handles: list[Any] = []

@@ -131,8 +131,8 @@ def run_sweep(
                 ),
                 run_once,
                 hooks,
-                index,
                 index + 1,
+                index + 2,
                 loader_name,
             )
             result.ideal_again = ev

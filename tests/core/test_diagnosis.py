@@ -209,7 +209,7 @@ def test_advice_for_workers_competing_for_cores():
 def test_advice_for_host_to_device_copies():
     real = run_of(jitter(20), wait_ms=[0.1] * 200, h2d_ns=[int(6 * MS)] * 200)
     d, text = advice_of(real, run_of(jitter(10), mode="replay"))
-    assert text.startswith("Host-to-device copies take 30% of a step: use pin_memory=True")
+    assert text.startswith("Host-to-device copies take 30% of a step (GPU time): unless")
 
 
 def test_advice_when_the_loader_is_not_the_bottleneck():

@@ -277,3 +277,20 @@ def test_on_cpu_no_copy_is_timed_and_the_split_is_null():
         batch.to("cpu")
     run = ev.to_run()
     assert run.h2d_ns is None and run.to_dict()["steps"]["h2d_ns"] is None
+
+
+def test_overlapping_epochs_share_the_wrappers_and_put_them_back(clock):
+    FakeEvent.clock = clock
+    to_before = torch.Tensor.to
+    a = LoaderEvaluator([torch.zeros(2)] * 4, clock=clock, sample_interval_s=None)
+    b = LoaderEvaluator([torch.zeros(2)] * 6, clock=clock, sample_interval_s=None)
+    a._copies_on = b._copies_on = ("meta", FakeEvent)
+    open_b = iter(b)
+    for x in a:  # a's epoch ends first, while b's is still open
+        next(open_b)
+        x.to("meta")
+    assert torch.Tensor.to is not to_before  # b's epoch still times copies
+    del open_b
+    b.close()
+    assert torch.Tensor.to is to_before and "to" not in torch.Tensor.__dict__
+    assert a.to_run().h2d_ns == [0] * 4
