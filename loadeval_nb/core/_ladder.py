@@ -325,10 +325,17 @@ def run_ladder(
                 again = functools.partial(same_evaluator, rung.ev)
                 ev, error = measure(rung.name, again, run_once, hooks, index, total, loader_name)
                 index += 1
-                if error is not None:
-                    rung.error = error
-                    result.error, result.failed_rung = error, rung.name
-                    break
+                if error is None:
+                    continue
+                if rung.name == "samples" and not isinstance(error, KeyboardInterrupt):
+                    # as in the first block: a loader we built failed; its first block stands
+                    result.notes.append(
+                        f"samples rung failed in its second block ({type(error).__name__}: "
+                        f"{error}); its first block is kept."
+                    )
+                    continue
+                result.error, result.failed_rung = error, rung.name
+                break
     finally:
         if sample_loader is not None:
             shutdown_persistent_workers(sample_loader)
