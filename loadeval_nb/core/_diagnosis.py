@@ -359,6 +359,14 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
 
 def busy_note(run: Run, name: str) -> Optional[str]:
     """The sentence for a run during which the machine was busy with other work, or None."""
+    procs = [
+        n for n in ((run.util or {}).get("gpu") or {}).get("other_procs") or [] if n is not None
+    ]
+    if procs and sum(1 for n in procs if n > 0) >= 0.3 * len(procs):
+        return (
+            f"other processes ran work on the GPU during the {name} run (up to {max(procs)} at "
+            "a time); the comparison is disturbed: rerun when the GPU is yours alone"
+        )
     other = run.mean_cpu_pct("other_pct")
     cores = run.environment.get("cpu_count") or os.cpu_count() or 1
     if other is None or other < 50 or other / 100 < BUSY_SHARE * cores:

@@ -50,6 +50,8 @@ def _cut_util(util: Optional[dict[str, Any]], k: int) -> Optional[dict[str, Any]
     for key in ("process_pct", "workers_pct", "workers", "other_pct"):
         if cpu.get(key) is not None:
             cpu[key] = cpu[key][k:]
+    if gpu.get("other_procs") is not None:
+        gpu["other_procs"] = gpu["other_procs"][k:]
     return {**util, "t_ns": util["t_ns"][k:], "gpu": gpu, "cpu": cpu}
 
 
@@ -64,6 +66,8 @@ def _join_util(util: Optional[dict[str, Any]], more: Optional[dict[str, Any]]) -
     for key in ("process_pct", "workers_pct", "workers", "other_pct"):
         if cpu.get(key) is not None and mcpu.get(key) is not None:
             cpu[key] = cpu[key] + mcpu[key]
+    if gpu.get("other_procs") is not None and mgpu.get("other_procs") is not None:
+        gpu["other_procs"] = gpu["other_procs"] + mgpu["other_procs"]
     return {**util, "t_ns": util["t_ns"] + more["t_ns"], "gpu": gpu, "cpu": cpu}
 
 

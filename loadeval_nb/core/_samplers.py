@@ -17,6 +17,7 @@ zeros); without psutil the CPU series are ``None``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -123,6 +124,8 @@ class UtilSampler:
         self.gpu_devices: list[dict[str, Any]] = []
         self.gpu_util_pct: Optional[list[list[Optional[float]]]] = None
         self.gpu_mem_used_bytes: Optional[list[list[Optional[int]]]] = None
+        self.gpu_other_procs: Optional[list[Optional[int]]] = None
+        """Per tick, how many other processes ran work on the visible GPUs (NVML)."""
         self._lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
@@ -194,6 +197,7 @@ class UtilSampler:
                         {"index": d["index"], "name": d["name"]} for d in st["devices"]
                     ]
                     self.gpu_util_pct = [[None] * len(self.t_ns) for _ in handles]
+                    self.gpu_other_procs = [None] * len(self.t_ns)
                     self.gpu_mem_used_bytes = [[None] * len(self.t_ns) for _ in handles]
         self._pynvml, self._handles = pynvml, handles
         if self._want_cpu and self._cpu_reader is None:
@@ -221,6 +225,7 @@ class UtilSampler:
                 mems.append(int(pynvml.nvmlDeviceGetMemoryInfo(h).used))
             except Exception:
                 mems.append(None)
+        others = self._gpu_others(pynvml, handles, cpu_reader) if handles else None
         proc = workers = other = None
         nw = 0
         if cpu_reader is not None:
@@ -234,11 +239,26 @@ class UtilSampler:
                 for i in range(len(self.gpu_util_pct)):
                     self.gpu_util_pct[i].append(utils[i] if i < len(utils) else None)
                     self.gpu_mem_used_bytes[i].append(mems[i] if i < len(mems) else None)
+                if self.gpu_other_procs is not None:
+                    self.gpu_other_procs.append(others)
             if self.process_cpu_pct is not None:
                 self.process_cpu_pct.append(proc)
                 self.workers_cpu_pct.append(workers)  # type: ignore[union-attr]
                 self.num_workers_seen.append(nw)  # type: ignore[union-attr]
                 self.other_cpu_pct.append(other)  # type: ignore[union-attr]
+
+    @staticmethod
+    def _gpu_others(pynvml: Any, handles: list[Any], cpu_reader: Any) -> Optional[int]:
+        """How many processes that are not this one or its children run work on the
+        visible GPUs (None: NVML cannot say)."""
+        ours = {os.getpid(), *(cpu_reader._children if cpu_reader is not None else ())}
+        pids: set[int] = set()
+        try:
+            for h in handles:
+                pids.update(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h))
+        except Exception:  # not supported (MIG, some drivers) or no permission
+            return None
+        return len(pids - ours)
 
     # -- reading ---------------------------------------------------------------
     def since(self, k: int) -> tuple[dict[str, list[Any]], int]:
@@ -282,6 +302,7 @@ class UtilSampler:
                     "mem_used_bytes": [s[k:] for s in self.gpu_mem_used_bytes]
                     if self.gpu_mem_used_bytes is not None
                     else None,
+                    "other_procs": cut(self.gpu_other_procs),
                 },
                 "cpu": {
                     "process_pct": cut(self.process_cpu_pct),

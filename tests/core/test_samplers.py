@@ -122,3 +122,41 @@ def test_stop_joins_thread():
     s.stop()
     s.stop()
     assert not s.running
+
+
+def test_other_processes_on_the_gpu_are_counted_and_make_the_run_disturbed(fresh_nvml):
+    import os
+
+    from loadeval_nb import Run, diagnose
+
+    fake = _fake_pynvml([40])
+    others = types.SimpleNamespace(pid=os.getpid() + 100_000)  # someone else's training
+    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        types.SimpleNamespace(pid=os.getpid()),
+        others,
+    ]
+    fresh_nvml.setitem(sys.modules, "pynvml", fake)
+    s = UtilSampler(0.01, cpu=False)
+    s.start()
+    time.sleep(0.06)
+    s.stop()
+    procs = s.series()["gpu"]["other_procs"]
+    assert procs and set(procs) == {1}  # our own process is not "other"
+
+    def run(mode, util):
+        step = [10_000_000] * 30
+        wait = [1] * 30 if mode == "log" else None
+        return Run(
+            mode=mode,
+            start_ns=[i * 10_000_000 for i in range(30)],
+            step_ns=step,
+            wait_ns=wait,
+            util=util,
+        )
+
+    d = diagnose(run("log", None), run("replay", s.series()))
+    assert d.disturbed == ["ideal"]
+    assert any(
+        n.startswith("other processes ran work on the GPU during the ideal run (up to 1")
+        for n in d.notes
+    )
