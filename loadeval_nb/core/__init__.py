@@ -39,7 +39,7 @@ from ._errors import (
 )
 from ._evaluator import LoaderEvaluator
 from ._files import atomic_open, write_text_atomic
-from ._format import fmt_bytes, fmt_pct, fmt_seconds, fmt_times
+from ._format import fmt_bytes, fmt_pct, fmt_rate, fmt_seconds, fmt_times
 from ._ladder import RUNGS, STAGES, LadderResult, Rung, Stage, run_ladder
 from ._loader import (
     TUNABLE,
@@ -150,6 +150,7 @@ __all__ = [
     "fmt_bytes",
     "fmt_pct",
     "fmt_times",
+    "fmt_rate",
     "atomic_open",
     "write_text_atomic",
     "check_int",

@@ -36,6 +36,15 @@ def fmt_bytes(n: Optional[float]) -> str:
     return f"{x:.1f} TiB"  # pragma: no cover
 
 
+def fmt_rate(x: Optional[float]) -> str:
+    """A rate with three significant figures: ``"17.3"``, ``"0.482"``, ``"1,234"``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if x else "0"
+
+
 def fmt_times(x: Optional[float], digits: int = 2) -> str:
     """Format a ratio: ``"1.42×"``; ``None`` gives ``"n/a"``."""
     return "n/a" if x is None else f"{x:.{digits}f}×"

@@ -173,7 +173,8 @@ class LadderResult:
                 continue
             add = ""
             if r["added_s"] is not None:
-                add = f"+{fmt_seconds(r['added_s'])} {r['adds'] or ''}"
+                sign = "+" if r["added_s"] >= 0 else "−"  # a faster rung: "−2.1 ms", not "+-2.1"
+                add = f"{sign}{fmt_seconds(abs(r['added_s']))} {r['adds'] or ''}"
                 if not r["significant"]:
                     add += " (within noise or under 5%)"
             rate = f"{r['samples_per_s']:,.0f}/s" if r["samples_per_s"] else "n/a"

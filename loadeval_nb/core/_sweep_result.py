@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from ._adaptive import mean_ci
 from ._evaluator import LoaderEvaluator
-from ._format import fmt_pct
+from ._format import fmt_pct, fmt_rate
 from ._predict import Prediction
 from ._report import Fact, Report
 from ._run import Run, describe_steady
@@ -166,7 +166,7 @@ class SweepResult:
         elif ideal:
             of_ideal = f", {fmt_pct(rate / ideal)} of the ideal loader's speed"
         settings = ", ".join(f"{k}={v}" for k, v in b.config.items())
-        return f"Recommended: {settings} ({rate:,.1f} steps/s{vs_first}{of_ideal})."
+        return f"Recommended: {settings} ({fmt_rate(rate)} steps/s{vs_first}{of_ideal})."
 
     def facts(self) -> Report:
         """The sweep's facts, once: :meth:`report` and the notebook's card render this."""
@@ -180,8 +180,8 @@ class SweepResult:
             rows.append(
                 (
                     r["label"],
-                    "n/a" if rate is None else f"{rate:,.1f}{noise}",
-                    "n/a" if pred is None else f"{pred:,.1f}",
+                    "n/a" if rate is None else f"{fmt_rate(rate)}{noise}",
+                    fmt_rate(pred),
                     self._of_ideal(rate),
                     f"{r['repeats']} run{'s' if r['repeats'] > 1 else ''}",
                 )
@@ -193,7 +193,11 @@ class SweepResult:
             title=f"Sweep{' ' + self.label if self.label else ''}",
             headline=self.recommendation(),
             facts=(
-                Fact("ideal", "ideal loader", "n/a" if ideal is None else f"{ideal:,.1f} steps/s"),
+                Fact(
+                    "ideal",
+                    "ideal loader",
+                    "n/a" if ideal is None else f"{fmt_rate(ideal)} steps/s",
+                ),
             ),
             columns=("configuration", "steps/s measured", "simulator", "of ideal", "runs"),
             rows=tuple(rows),

@@ -23,3 +23,20 @@ from loadeval_nb.core import fmt_pct
 )
 def test_fmt_pct(x, digits, text):
     assert fmt_pct(x, digits) == text
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [
+        (17.345, "17.3"),
+        (0.48212, "0.482"),
+        (1234.4, "1,234"),
+        (123.6, "124"),
+        (0, "0"),
+        (None, "n/a"),
+    ],
+)
+def test_rates_keep_three_significant_figures(x, text):
+    from loadeval_nb.core import fmt_rate
+
+    assert fmt_rate(x) == text
