@@ -30,7 +30,7 @@ def _value(key: str, text: str) -> Any:
         return int(t)
     except ValueError:
         raise LoadEvalError(
-            f"{key}={t!r} is not a value a DataLoader takes; use integers, True/False or None."
+            f"{key}={t!r} is not a value a sweep can try; use integers, True/False or None."
         ) from None
 
 

@@ -373,7 +373,7 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "sweep-not-a-number",
         lambda u: parse_sweep("num_workers=two"),
         LoadEvalError,
-        "num_workers='two' is not a value a DataLoader takes; use integers, True/False or None.",
+        "num_workers='two' is not a value a sweep can try; use integers, True/False or None.",
     ),
     (
         "sweep-negative-workers",
@@ -391,13 +391,13 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "sweep-not-a-bool",
         lambda u: parse_sweep("pin_memory=maybe"),
         LoadEvalError,
-        "pin_memory='maybe' is not a value a DataLoader takes; use integers, True/False or None.",
+        "pin_memory='maybe' is not a value a sweep can try; use integers, True/False or None.",
     ),
     (
         "sweep-dict-string-bool",
         lambda u: parse_sweep({"pin_memory": ["maybe"]}),
         LoadEvalError,
-        "pin_memory='maybe' is not a value a DataLoader takes; use integers, True/False or None.",
+        "pin_memory='maybe' is not a value a sweep can try; use integers, True/False or None.",
     ),
     (
         "sweep-empty",
@@ -633,7 +633,7 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "magic-bad-sweep",
         lambda u: run_cell(u, 'train_loader --sweep "num_workers=many"'),
         Refused,
-        "num_workers='many' is not a value a DataLoader takes; use integers, True/False or None.",
+        "num_workers='many' is not a value a sweep can try; use integers, True/False or None.",
     ),
     (
         "magic-ladder-and-sweep",
