@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import traceback
 from typing import Any, Callable
 
@@ -43,10 +44,11 @@ def _rank_main(
     try:
         value = fn()
         if rank == 0:
-            out.put(("ok", value))
+            out.put(("ok", rank, value, 0.0))
     except BaseException:
-        if rank == 0:
-            out.put(("error", traceback.format_exc()))
+        # every rank says when it failed (CLOCK_MONOTONIC is one clock for the whole machine):
+        # the first to fail is the cause, the others usually fail in a collective after it
+        out.put(("error", rank, traceback.format_exc(), time.monotonic()))
         raise
     finally:
         dist.destroy_process_group()
@@ -75,13 +77,24 @@ def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo
         join=False,
         start_method="fork",
     )
-    got: Any = None
+    got: list[tuple[str, int, Any, float]] = []
+
+    def drain() -> None:
+        while not out.empty():
+            got.append(out.get())  # read as it comes: a large result must not fill the pipe
+
     try:
         while not procs.join(timeout=0.05):
-            if got is None and not out.empty():
-                got = out.get()  # read as it comes: a large result must not fill the pipe
+            drain()
     except tmp.ProcessRaisedException as e:
-        raise RuntimeError(f"a rank failed:\n{e}") from None
+        drain()
+        failed = sorted((m for m in got if m[0] == "error"), key=lambda m: m[3])
+        if not failed:
+            raise RuntimeError(f"a rank failed:\n{e}") from None
+        _, rank, tb, _ = failed[0]
+        also = sorted({m[1] for m in failed[1:]} - {rank})
+        after = f" (then rank {', '.join(map(str, also))} failed too)" if also else ""
+        raise RuntimeError(f"rank {rank} failed first{after}:\n{tb}") from None
     except BaseException:  # Ctrl-C in the notebook: no rank outlives the launch
         for p in procs.processes:
             if p.is_alive():
@@ -89,11 +102,8 @@ def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo
         for p in procs.processes:
             p.join(5)
         raise
-    if got is None and not out.empty():
-        got = out.get()
-    if got is None:
+    drain()
+    ok = [m for m in got if m[0] == "ok"]
+    if not ok:
         raise RuntimeError("rank 0 returned nothing (it exited before fn() finished).")
-    status, value = got
-    if status != "ok":
-        raise RuntimeError(f"rank 0 failed:\n{value}")
-    return value
+    return ok[0][2]
