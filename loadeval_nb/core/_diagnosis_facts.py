@@ -66,7 +66,7 @@ def diagnosis_facts(d: Diagnosis) -> Report:
                 "saved",
                 f"time saved per epoch of {d.steps_per_epoch} steps",
                 f"{fmt_seconds(d.time_saved_per_epoch_s)} of {fmt_seconds(d.real_epoch_s)}"
-                if d.time_saved_per_epoch_s > 0
+                if d.time_saved_per_epoch_s >= 1e-9  # less is said in words, never "0 ns"
                 else f"none: an ideal loader would not shorten the {fmt_seconds(d.real_epoch_s)} "
                 "epoch",
             )
@@ -113,10 +113,10 @@ def advice(d: Diagnosis) -> str:
     from ._diagnosis import NOT_ENOUGH_DATA, NOT_INPUT_BOUND
 
     if d.disturbed:
-        runs = " and ".join(d.disturbed)
+        runs = " and ".join(d.disturbed) + (" runs" if len(d.disturbed) > 1 else " run")
         return (
-            f"Rerun when the machine is quiet: other processes used its CPU during the {runs} "
-            "run, so these numbers may be off."
+            "Rerun when the machine is quiet: other processes were using it during the "
+            f"{runs}, so these numbers may be off."
         )
     if d.verdict == NOT_ENOUGH_DATA:
         return (

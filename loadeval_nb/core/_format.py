@@ -7,10 +7,13 @@ from typing import Optional
 
 
 def fmt_seconds(s: Optional[float]) -> str:
-    """Format a duration given in seconds: ``"20.3 ms"``, ``"4.1 s"``, ``"n/a"``."""
+    """Format a duration given in seconds: ``"20.3 ms"``, ``"4.1 s"``, ``"n/a"``; a duration
+    too short to show is ``"<1 ns"``, never ``"0 ns"`` (only zero is ``"0 ns"``)."""
     if s is None or (isinstance(s, float) and math.isnan(s)):
         return "n/a"
     a = abs(s)
+    if 0 < a < 0.5e-9:
+        return "<1 ns" if s > 0 else "-<1 ns"
     if a >= 3600:
         return f"{s / 3600:.1f} h"
     if a >= 120:
@@ -37,12 +40,13 @@ def fmt_bytes(n: Optional[float]) -> str:
 
 
 def fmt_rate(x: Optional[float]) -> str:
-    """A rate with three significant figures: ``"17.3"``, ``"0.482"``, ``"1,234"``."""
+    """A rate with three significant figures: ``"17.3"``, ``"0.482"``, ``"1.00"``, and whole
+    numbers from 100 (``"1,234"``)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    if abs(x) >= 100:
+    if abs(x) >= 99.95:  # what rounds to three digits or more before the point
         return f"{x:,.0f}"
-    return f"{x:.3g}" if x else "0"
+    return f"{x:#.3g}" if x else "0"  # "#": trailing zeros are figures too ("1.00")
 
 
 def fmt_times(x: Optional[float], digits: int = 2) -> str:

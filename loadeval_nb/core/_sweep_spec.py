@@ -97,19 +97,9 @@ def parse_sweep(spec: Any) -> list[dict[str, Any]]:
 
 
 def config_label(config: dict[str, Any]) -> str:
-    """Short name of a configuration: ``w4 pin pf4``."""
-    parts = []
-    if "num_workers" in config:
-        parts.append(f"w{config['num_workers']}")
-    if "pin_memory" in config:
-        parts.append("pin" if config["pin_memory"] else "nopin")
-    if config.get("prefetch_factor") is not None:
-        parts.append(f"pf{config['prefetch_factor']}")
-    if "persistent_workers" in config:
-        parts.append("persist" if config["persistent_workers"] else "")
-    if "num_threads" in config:
-        parts.append(f"t{config['num_threads']}")
-    return " ".join(p for p in parts if p) or "as is"
+    """The name of a configuration, in the sweep's own words: ``num_workers=4 pin_memory=True``
+    (each setting as it is written in a sweep spec; ``as is`` for none)."""
+    return " ".join(f"{k}={v}" for k, v in config.items()) or "as is"
 
 
 @dataclass(frozen=True)

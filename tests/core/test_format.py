@@ -32,6 +32,10 @@ def test_fmt_pct(x, digits, text):
         (0.48212, "0.482"),
         (1234.4, "1,234"),
         (123.6, "124"),
+        (1.0, "1.00"),  # trailing zeros are significant figures too
+        (17.0, "17.0"),
+        (99.96, "100"),  # not "100."
+        (9.996, "10.0"),
         (0, "0"),
         (None, "n/a"),
     ],
@@ -40,3 +44,20 @@ def test_rates_keep_three_significant_figures(x, text):
     from loadeval_nb.core import fmt_rate
 
     assert fmt_rate(x) == text
+
+
+@pytest.mark.parametrize(
+    ("s", "text"),
+    [
+        (0.0203, "20.3 ms"),
+        (4e-7, "400 ns"),
+        (3e-10, "<1 ns"),  # too short to show is not zero
+        (-3e-10, "-<1 ns"),
+        (0.0, "0 ns"),
+        (None, "n/a"),
+    ],
+)
+def test_fmt_seconds_never_rounds_a_duration_to_zero(s, text):
+    from loadeval_nb.core import fmt_seconds
+
+    assert fmt_seconds(s) == text

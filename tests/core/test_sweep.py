@@ -22,7 +22,7 @@ def test_parse_sweep_product_and_values():
         {"prefetch_factor": 2},
         {"prefetch_factor": 4},
     ]
-    assert config_label({"num_workers": 4, "pin_memory": True}) == "w4 pin"
+    assert config_label({"num_workers": 4, "pin_memory": True}) == "num_workers=4 pin_memory=True"
 
 
 @pytest.mark.parametrize(
@@ -68,16 +68,16 @@ def test_sweep_against_sleep_truth():
         hooks=Hooks(),
     )
     assert res.ok, res.error
-    assert points == ["w0", "w1", "w2", "w4"]
+    assert points == ["num_workers=0", "num_workers=1", "num_workers=2", "num_workers=4"]
     rates = {r["label"]: r["steps_per_s"] for r in res.table()}
-    truth = {"w0": 1 / 0.056, "w1": 1 / 0.040, "w2": 1 / 0.020, "w4": 1 / 0.016}
+    truth = {f"num_workers={w}": 1 / s for w, s in ((0, 0.056), (1, 0.040), (2, 0.020), (4, 0.016))}
     for k, v in truth.items():
         assert rates[k] == pytest.approx(v, rel=0.2), (k, rates)
     assert res.ideal_steps_per_s == pytest.approx(62.5, rel=0.15)
     # the simulator, fed from the w0 run's waits and the ideal steps, lands near the truth
     for r in res.table():
         assert r["predicted_steps_per_s"] == pytest.approx(truth[r["label"]], rel=0.25), r
-    assert res.best.label == "w4"
+    assert res.best.label == "num_workers=4"
     assert "Recommended: num_workers=4" in res.recommendation()
     assert dl.num_workers == 0  # the user's loader is untouched
 
@@ -118,7 +118,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
         RunSettings(steps=12, warmup=1, sample_interval_s=None),
         max_repeats=1,
     )
-    assert isinstance(res.error, RuntimeError) and res.failed_run == "w0 #2"
+    assert isinstance(res.error, RuntimeError) and res.failed_run == "num_workers=0 #2"
     assert [p.error is None for p in res.points] == [True, False]
     assert res.points[1].evs[0].total_steps >= 2  # partial run kept
     assert "failed" in res.report()
@@ -200,11 +200,11 @@ def test_torch_threads_are_a_sweep_axis_and_put_back():
     res = run_sweep(
         loader, run_once, "num_threads=1,2", RunSettings(steps=15, warmup=2, sample_interval_s=None)
     )
-    assert [p.label for p in res.points] == ["t1", "t2"]
+    assert [p.label for p in res.points] == ["num_threads=1", "num_threads=2"]
     # each configuration's runs (one, or two when noisy) had its threads
     assert {(label.split()[0], t) for mode, label, t in seen if mode == "log"} == {
-        ("t1", 1),
-        ("t2", 2),
+        ("num_threads=1", 1),
+        ("num_threads=2", 2),
     }
     assert {t for mode, _, t in seen if mode == "replay"} == {
         before
