@@ -1,4 +1,5 @@
-"""loadeval_nb.viz: pure Bokeh figures from run logs (no ipywidgets), and static SVG charts.
+"""loadeval_nb.viz: pure Bokeh figures from run logs (no ipywidgets), static SVG charts, and
+the HTML cards that render a result's facts (the notebook's and the report's verdict).
 
 Usable in scripts to write a standalone HTML report. The widgets layer builds its
 live dashboard from the figures and data functions exported here (this ``__init__``
@@ -7,6 +8,16 @@ is the layer's one seam).
 
 from __future__ import annotations
 
+from ._cards import (
+    VERDICT_COLORS,
+    advice_html,
+    history_html,
+    ladder_html,
+    pair_html,
+    report_html,
+    sweep_html,
+    verdict_html,
+)
 from ._comparison import plot_comparison, save_report
 from ._data import decimate, hist_data, steps_data, util_data
 from ._live import (
@@ -41,4 +52,12 @@ __all__ = [
     "sweep_data",
     "steps_svg",
     "bars_svg",
+    "report_html",
+    "verdict_html",
+    "advice_html",
+    "ladder_html",
+    "sweep_html",
+    "history_html",
+    "pair_html",
+    "VERDICT_COLORS",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.plotting import figure
 
+from ..core import fmt_rate
 from ._style import COLORS, UTIL_SERIES, base_figure
 
 RUNS = ("real", "ideal")
@@ -111,10 +112,11 @@ def sweep_figure(width: int = 700, height: int = 260) -> tuple[Any, dict[str, An
         height=height,
         tools="save,hover",
         toolbar_location=None,
-        tooltips=[("config", "@x"), ("steps/s", "@rate{0.0}")],
+        # plain text: Bokeh writes tooltip values as text, never as HTML
+        tooltips=[("configuration", "@x"), ("steps/s", "@rate_text")],
     )
-    measured = ColumnDataSource({"x": [], "rate": []}, name="sweep_measured")
-    predicted = ColumnDataSource({"x": [], "rate": []}, name="sweep_predicted")
+    measured = ColumnDataSource({"x": [], "rate": [], "rate_text": []}, name="sweep_measured")
+    predicted = ColumnDataSource({"x": [], "rate": [], "rate_text": []}, name="sweep_predicted")
     p.scatter("x", "rate", source=measured, size=11, color=COLORS["real"], legend_label="measured")
     p.scatter(
         "x",
@@ -137,15 +139,15 @@ def sweep_figure(width: int = 700, height: int = 260) -> tuple[Any, dict[str, An
 
 
 def sweep_data(rows: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
-    """Factors, measured and predicted data for :func:`sweep_figure` from sweep table rows."""
+    """Factors, measured and predicted data for :func:`sweep_figure` from sweep table rows
+    (rates also as text with three significant figures, for the tooltip)."""
     factors = [r["label"] for r in rows]
-    measured: dict[str, list[Any]] = {"x": [], "rate": []}
-    predicted: dict[str, list[Any]] = {"x": [], "rate": []}
+    measured: dict[str, list[Any]] = {"x": [], "rate": [], "rate_text": []}
+    predicted: dict[str, list[Any]] = {"x": [], "rate": [], "rate_text": []}
     for r in rows:
-        if r.get("steps_per_s"):
-            measured["x"].append(r["label"])
-            measured["rate"].append(r["steps_per_s"])
-        if r.get("predicted_steps_per_s"):
-            predicted["x"].append(r["label"])
-            predicted["rate"].append(r["predicted_steps_per_s"])
+        for data, key in ((measured, "steps_per_s"), (predicted, "predicted_steps_per_s")):
+            if r.get(key):
+                data["x"].append(r["label"])
+                data["rate"].append(r[key])
+                data["rate_text"].append(fmt_rate(r[key]))
     return factors, measured, predicted

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from ..core import Run
 from ._data import decimate
@@ -86,12 +86,17 @@ def bars_svg(
     ceiling: Optional[float] = None,
     width: int = 640,
     bar_h: int = 18,
-    fmt: str = "{:.1f}",
+    fmt: Union[str, Callable[[float], str]] = "{:.1f}",
 ) -> str:
     """Horizontal bars (label, value, colour) with optional grey markers per bar (the
     simulator's predictions) and a dashed ceiling line (the ideal rate). A value that is
-    a string (``"skipped"``, ``"failed"``) is written in grey in place of its bar."""
-    left, right, top = 130, 70, 26
+    a string (``"skipped"``, ``"failed"``) is written in grey in place of its bar.
+    ``fmt`` writes a bar's value: a format string or a function (``fmt_rate``).
+    Labels are plain text; the left margin grows to fit the longest."""
+    write = fmt.format if isinstance(fmt, str) else fmt
+    # ~6.5 px per character at 11 px sans-serif, with room for the gap to the bars
+    left = max(130, 12 + round(6.5 * max((len(str(b[0])) for b in bars), default=0)))
+    left, right, top = min(left, width // 2), 70, 26
     height = top + len(bars) * (bar_h + 6) + 24
     pw = width - left - right
     vals = [v for _, v, _ in bars if isinstance(v, (int, float))]
@@ -118,7 +123,8 @@ def bars_svg(
             out.append(
                 f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}" opacity="0.85"/>'
             )
-            out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 5}">{fmt.format(v)}</text>')
+            value = html.escape(write(v))
+            out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 5}">{value}</text>')
         m = markers[i] if markers else None
         if m is not None:
             mx = left + pw * min(m, x_max) / x_max

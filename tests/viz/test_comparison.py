@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import pytest
 from bokeh.models import ColumnDataSource, Plot
 
@@ -66,14 +70,68 @@ def test_one_run_only_and_no_run():
         plot_comparison()
 
 
+def report_divs(text):
+    """The Div texts of a saved report as the browser gets them: Bokeh's document is
+    JSON in a script tag, HTML-escaped once more for the file; BokehJS reads it back."""
+    blob = re.search(r'<script type="application/json"[^>]*>(.*?)</script>', text, re.S)
+    doc = json.loads(html.unescape(blob.group(1)))
+    found = {}
+
+    def walk(x):
+        if isinstance(x, dict):
+            if x.get("type") == "object" and x.get("name") == "Div":
+                attrs = x.get("attributes", {})
+                found[attrs.get("name")] = attrs.get("text", "")
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    return found
+
+
 def test_report_is_standalone_html(tmp_path):
-    out = save_report(
-        run_of([20] * 20, util=CPU_ONLY), run_of([10] * 20, mode="replay"), tmp_path / "r.html"
-    )
+    real = run_of([20] * 20, util=CPU_ONLY)
+    real.warmup_steps = 3
+    out = save_report(real, run_of([10] * 20, mode="replay"), tmp_path / "r.html")
     text = open(out, encoding="utf-8").read()
-    assert "Verdict: INPUT-BOUND" in text
-    assert "cdn.bokeh.org" not in text  # BokehJS is inlined: opens offline
+    assert "cdn.bokeh.org" not in text and "<script src=" not in text  # opens offline
     assert "Bokeh" in text and len(text) > 100_000
+    divs = report_divs(text)
+    # the verdict is the notebook's card, not a <pre> dump of the text report
+    assert "loadeval-verdict" in divs["verdict"] and "<pre" not in divs["verdict"]
+    assert "INPUT-BOUND" in divs["verdict"] and "loadeval-speedup" in divs["verdict"]
+    assert "loadeval-advice" not in divs["verdict"]  # the advice is said last, once
+    assert "What to do" in divs["advice"]
+    assert "loadeval_nb report" in divs["title"]
+
+
+def test_the_report_reads_top_to_bottom_and_uses_the_page_width():
+    from bokeh.models import Div, Label, Legend
+
+    real = run_of([20] * 20, util=CPU_ONLY)
+    real.warmup_steps = 3
+    layout = plot_comparison(real, run_of([10] * 20, mode="replay", util=CPU_ONLY))
+    kids = layout.children
+    assert isinstance(kids[0], Div) and "loadeval-verdict" in kids[0].text
+    assert isinstance(kids[-1], Div) and kids[-1].name == "advice"
+    assert layout.sizing_mode == "stretch_width"
+    assert all(k.sizing_mode == "stretch_width" for k in kids)
+    plots = [k for k in kids if isinstance(k, Plot)]
+    assert len(plots) == 3
+    for p in plots:  # legends beside the plot, never over the data
+        assert not [r for r in p.center if isinstance(r, Legend)]
+        assert [r for r in p.right if isinstance(r, Legend)]
+    labels = [a.text for a in plots[0].select({"type": Label})]
+    assert labels == ["warm-up"]  # the shaded band says what it is
+
+
+def test_a_fixed_width_is_kept_when_asked():
+    layout = plot_comparison(run_of([20] * 12), run_of([10] * 12, mode="replay"), width=700)
+    assert layout.sizing_mode != "stretch_width"
+    assert all(k.width == 700 for k in layout.children)
 
 
 def test_decimate_keeps_spikes_and_bounds_size():

@@ -1,0 +1,146 @@
+"""Every user-facing string is escaped exactly once where it meets HTML (the cards, the
+report's Divs), and left as text where Bokeh writes text (titles, legends, axis factors,
+tooltips): hostile labels show as typed, never run, never as ``&amp;lt;``."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from bokeh.models import ColumnDataSource, Title
+
+from loadeval_nb import Run, diagnose, save_report
+from loadeval_nb.core import Fact, Report, SweepPoint, SweepResult
+from loadeval_nb.viz import (
+    bars_svg,
+    history_data,
+    history_html,
+    report_html,
+    sweep_data,
+    sweep_html,
+    verdict_html,
+)
+
+from .test_comparison import report_divs
+
+MS = 1_000_000
+HOSTILE = "<script>alert('x')</script> & <1% \"q\""
+ESCAPED = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;1% &quot;q&quot;"
+TWICE = ("&amp;lt;", "&amp;amp;", "&amp;quot;", "&amp;#x27;")
+
+
+def assert_escaped_once(html_text: str, times: int = 1) -> None:
+    assert "<script" not in html_text and "<1%" not in html_text
+    assert html_text.count(ESCAPED) >= times, html_text
+    for twice in TWICE:
+        assert twice not in html_text, twice
+
+
+def run_of(step_ms, mode="log", wait_frac=0.5, label=None):
+    step = [int(s * MS) for s in step_ms]
+    return Run(
+        mode=mode,
+        start_ns=[sum(step[:i]) for i in range(len(step))],
+        step_ns=step,
+        wait_ns=[int(s * wait_frac) for s in step] if mode == "log" else None,
+        label=label,
+    )
+
+
+def test_a_report_card_escapes_every_part():
+    report = Report(
+        kind="verdict",
+        title=HOSTILE,
+        headline=HOSTILE,
+        badge="INPUT-BOUND",
+        facts=(Fact("speedup", HOSTILE, HOSTILE), Fact("x", "plain", HOSTILE)),
+        columns=("configuration", HOSTILE),
+        rows=((HOSTILE, HOSTILE),),
+        notes=(HOSTILE,),
+    )
+    card = report_html(report)
+    assert_escaped_once(card, times=8)
+    # the text report is the same facts unescaped
+    assert HOSTILE in report.text()
+
+
+def test_a_small_share_is_written_escaped_in_the_verdict_card():
+    d = diagnose(run_of([20] * 30, wait_frac=0.002), run_of([10] * 30, mode="replay"))
+    assert "(<1% of the time)" in str(d)
+    card = verdict_html(d)
+    assert "(&lt;1% of the time)" in card and "<1%" not in card
+
+
+def test_history_and_sweep_cards_escape_labels_once():
+    table = history_html([{"label": HOSTILE, "verdict": "<1%", "real_step_s": 0.02}])
+    assert_escaped_once(table)
+    assert "&lt;1%" in table
+
+    class Ev:  # a finished evaluator, as far as a sweep's point needs one
+        def __init__(self, run):
+            self.run = run
+
+        def to_run(self):
+            return self.run
+
+        def worker_load_ns(self):
+            return None
+
+    points = [SweepPoint({"num_workers": 2}, HOSTILE, {}, evs=[Ev(run_of([2074] * 12))])]
+    res = SweepResult("", {}, points=points, ideal=Ev(run_of([1000] * 12, mode="replay")))
+    card = sweep_html(res)
+    # the table row and the SVG bar's label, each escaped once
+    assert_escaped_once(card, times=2)
+    # steps/s with three significant figures, in the table and on the bar
+    assert "'>0.482 ±" in card and ">0.482</text>" in card
+
+
+def test_svg_values_and_labels_are_escaped():
+    svg = bars_svg([(HOSTILE, "<skipped>", "#111"), ("a", 0.48212, "#111")], HOSTILE)
+    assert "&lt;skipped&gt;" in svg and svg.count(ESCAPED) == 2
+    assert not any(t in svg for t in TWICE)
+
+
+def test_bokeh_text_is_left_as_text():
+    # Bokeh draws titles, legends, axis factors and tooltip values as text: escaping them
+    # would show "&lt;" to the user
+    factors, data = history_data([{"label": HOSTILE, "real_step_s": 0.02}])
+    assert factors == [(HOSTILE, "real")]
+    factors, measured, _ = sweep_data([{"label": HOSTILE, "steps_per_s": 0.48212}])
+    assert factors == [HOSTILE] and measured["rate_text"] == ["0.482"]
+
+
+def test_hostile_labels_and_title_in_the_report_are_escaped_once(tmp_path):
+    out = save_report(
+        run_of([20] * 20, wait_frac=0.002, label=HOSTILE),
+        run_of([10] * 20, mode="replay"),
+        tmp_path / "r.html",
+        title=HOSTILE,
+    )
+    text = open(out, encoding="utf-8").read()
+    assert "<script>alert" not in text  # not in the page, not in its embedded document
+    title = re.search("<title>(.*)</title>", text).group(1)
+    assert "<" not in title and html.unescape(title) == HOSTILE
+    divs = report_divs(text)
+    assert_escaped_once(divs["title"])
+    assert_escaped_once(divs["verdict"])  # the run's label, in the line on what was compared
+    assert "&lt;1% of the time" in divs["verdict"]
+
+
+def test_bokeh_models_of_the_report_carry_plain_text():
+    from loadeval_nb import plot_comparison
+
+    layout = plot_comparison(run_of([20] * 20, label=HOSTILE), run_of([10] * 20, mode="replay"))
+    names = {m.name for m in layout.select({"type": ColumnDataSource})}
+    assert "steps_real" in names
+    titles = [t.text for t in layout.select({"type": Title}) if t.text]
+    assert titles and not any("&" in t for t in titles)
+
+
+@pytest.mark.parametrize("name", ["report_html", "verdict_html", "history_html", "sweep_html"])
+def test_the_notebook_and_the_report_share_one_card(name):
+    import loadeval_nb.viz as viz
+    import loadeval_nb.widgets as widgets
+
+    assert getattr(widgets, name) is getattr(viz, name)
