@@ -55,6 +55,7 @@ from .core import (
     run_pair,
     run_sweep,
     simulate,
+    split_transforms,
 )
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "PairResult",
     "run_ladder",
     "LadderResult",
+    "split_transforms",
     "run_sweep",
     "SweepResult",
     "SweepHooks",

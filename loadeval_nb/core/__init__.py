@@ -64,6 +64,7 @@ from ._simulator import SimResult, simulate, usable_cores
 from ._sweep import run_sweep
 from ._sweep_result import SweepHooks, SweepPoint, SweepResult
 from ._sweep_spec import SweepPlan, config_label, parse_sweep, prepare_sweep
+from ._transform_split import TransformPart, TransformSplit, split_transforms
 from ._whatif import predict_from_runs
 from ._worker_timing import WorkerFetchTimer
 
@@ -103,6 +104,9 @@ __all__ = [
     "RUNGS",
     "STAGES",
     "CachedSamples",
+    "split_transforms",
+    "TransformSplit",
+    "TransformPart",
     "run_sweep",
     "SweepResult",
     "SweepPoint",

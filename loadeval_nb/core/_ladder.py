@@ -18,7 +18,9 @@ Each stage's cost is the difference of mean step times between neighbouring rung
 that ran; it counts as real only when the block-bootstrap interval of the ratio of
 the two means lies above 1 and the difference is at least 5 % of the real step.
 Rungs that cannot run are skipped with the reason (no CUDA device; an
-IterableDataset, which has no per-item access to cache).
+IterableDataset, which has no per-item access to cache). After the rungs, the real
+rung's per-sample work is split by transform step when the dataset has a pipeline
+(:mod:`._transform_split`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ._runner import (
 from ._samples import sample_rung_loader
 from ._settings import RunHooks, RunSettings
 from ._stats import bootstrap_ratio_ci
+from ._transform_split import TransformSplit, check_ladder_transforms, ladder_split
 
 RUNGS = ("device", "host", "samples", "real")
 RUNG_TITLES = {
@@ -117,6 +120,8 @@ class LadderResult:
     failed_rung: Optional[str] = None
     notes: list[str] = field(default_factory=list)
     log_paths: dict[str, str] = field(default_factory=dict)
+    transforms: Optional[TransformSplit] = None
+    """The real rung's per-sample time split by transform step, when there was a split."""
 
     @property
     def ok(self) -> bool:
@@ -162,7 +167,9 @@ class LadderResult:
             )
         s = self.largest
         share = f" ({fmt_pct(s.share_of_real)} of the real step)" if s.share_of_real else ""
-        return f"Largest stage: {s.what}, +{fmt_seconds(s.added_s)} per step{share}."
+        top = self.transforms.costliest(1) if self.transforms and s.name == "real" else []
+        step = f"; {top[0].name} takes {fmt_pct(top[0].share)} of a sample's time" if top else ""
+        return f"Largest stage: {s.what}, +{fmt_seconds(s.added_s)} per step{share}{step}."
 
     def facts(self) -> Report:
         """The ladder's facts, once: :meth:`report` and the notebook's card render this."""
@@ -183,6 +190,7 @@ class LadderResult:
             kind="ladder",
             title=f"Caching ladder{' ' + self.label if self.label else ''}",
             headline=self.conclusion(),
+            facts=(self.transforms.ladder_fact(),) if self.transforms else (),
             columns=("rung", "the loop gets", "mean step", "samples/s", "adds over the rung above"),
             rows=tuple(rows),
             notes=tuple(self.notes),
@@ -243,13 +251,19 @@ def run_ladder(
     label: str = "",
     loader_name: str = "the loader",
     rungs: tuple[str, ...] = RUNGS,
+    transforms: Any = "auto",
 ) -> LadderResult:
     """Run ``run_once`` once per rung (device, host, samples, real) and say which stage of
     the input pipeline costs the most. Like :func:`run_pair`, never raises for a failure
-    inside a run: the error is kept in the result with the partial run."""
+    inside a run: the error is kept in the result with the partial run.
+
+    After the rungs, ``transforms`` splits the real rung's per-sample time by step (see
+    :func:`split_transforms`): ``"auto"`` when the dataset has a pipeline, a list of the
+    callables to time, or None for no split."""
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown or not rungs:
         raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
+    check_ladder_transforms(loader, transforms, rungs)
     settings = check_run_args(loader, run_once, settings)
     refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
     if settings.log_dir:
@@ -340,6 +354,9 @@ def run_ladder(
     finally:
         if sample_loader is not None:
             shutdown_persistent_workers(sample_loader)
+    if result.error is None and "real" in order:
+        result.transforms, notes = ladder_split(loader, transforms, settings.cache, hooks.progress)
+        result.notes += notes
     compare_rungs(result)
     return result
 
