@@ -99,7 +99,7 @@ class CopyTimer:
 
     def __init__(
         self,
-        starts: list[int],
+        starts: list[Any],
         device_type: str = "cuda",
         event: Optional[Callable[[], Any]] = None,
     ) -> None:

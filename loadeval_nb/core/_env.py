@@ -101,32 +101,43 @@ def loader_settings(loader: Any) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
+class interrupts_deferred:
     """Finish the block even if Ctrl-C (SIGINT) arrives, however many times, then raise one
     ``KeyboardInterrupt``: a run's finishing path (partial log written, workers stopped)
     must complete once started. Only in the main thread (where SIGINT is delivered);
-    elsewhere the block runs as is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    try:
-        # _signal.signal: signal.signal's enum conversions cost ~15 us an epoch
-        previous = _signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    except ValueError:  # not the main interpreter
-        yield
-        return
-    failed = False
-    try:
-        yield
-    except BaseException:
-        failed = True
-        raise
-    finally:
+    elsewhere the block runs as is.
+
+    A class rather than a ``@contextmanager`` generator: it runs at the end of every epoch,
+    inside the loop's time, and this way costs a third as much."""
+
+    __slots__ = ("_previous", "_caught")
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._caught: list[int] = []
+
+    def __enter__(self) -> None:
+        if threading.get_ident() != _MAIN_IDENT:
+            return
+        try:
+            # _signal.signal: signal.signal's enum conversions cost ~15 us an epoch
+            self._previous = _signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main interpreter
+            self._previous = None
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self._caught.append(signum)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return
         _signal.signal(signal.SIGINT, previous)
-        if caught and not failed:
+        if self._caught and exc_type is None:
             raise KeyboardInterrupt
+
+
+_MAIN_IDENT = threading.main_thread().ident
 
 
 @contextmanager

@@ -236,7 +236,7 @@ class LoaderEvaluator(DaliMethods):
         rec.status = self._mode.settle_status(rec, status)
         if self._open is not None and self._open[0] is rec:
             self._open = None
-        if not rec.starts and rec.status != "complete":
+        if not rec.start_stamps and rec.status != "complete":
             # an iterator made and dropped before asking for a batch (a framework checking
             # that the loader is iterable) measured nothing: it is not an epoch
             self._epochs[:] = [r for r in self._epochs if r is not rec]
