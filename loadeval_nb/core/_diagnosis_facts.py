@@ -139,13 +139,7 @@ def advice(d: Diagnosis) -> str:
         )
     waits = d.wait_share is not None and d.wait_share >= 0.1
     if waits:
-        more = f" ({d.prediction})" if d.prediction else ""
-        out.append(
-            f"The loop waits for data {fmt_pct(d.wait_share)} of the time: add DataLoader "
-            f"workers{more}. If more workers do not help, the per-sample work is the cost: "
-            "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU "
-            "(--ladder says which stage costs most)."
-        )
+        out.append(f"The loop waits for data {fmt_pct(d.wait_share)} of the time: {_workers(d)}")
     slower = (
         d.real_other_s / d.ideal_step_s - 1.0
         if d.real_other_s is not None and d.ideal_step_s
@@ -160,4 +154,31 @@ def advice(d: Diagnosis) -> str:
     return " ".join(out) or (
         "Collation and handing batches over cost time in the training process: try "
         "pin_memory, a lighter collate_fn, or larger batches with fewer steps."
+    )
+
+
+_PER_SAMPLE = (
+    "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU "
+    "(--ladder says which stage costs most)."
+)
+
+
+def _workers(d: Diagnosis) -> str:
+    """Whether more workers are the answer, as the simulator's line says (its gist only:
+    the whole line is the fact above the advice)."""
+    line = d.prediction or ""
+    if line.startswith("with num_workers="):
+        gist = line.split(" (")[0].split(", still")[0]  # "with num_workers=4: about 2.0× faster"
+        return (
+            f"add DataLoader workers ({gist}). If more workers do not help, the per-sample "
+            f"work is the cost: {_PER_SAMPLE}"
+        )
+    if line:  # the simulator finds no number of workers that helps
+        return (
+            "more workers would not help (see the simulator's line); the per-sample work "
+            f"is the cost: {_PER_SAMPLE}"
+        )
+    return (
+        "add DataLoader workers. If more workers do not help, the per-sample work is the "
+        f"cost: {_PER_SAMPLE}"
     )

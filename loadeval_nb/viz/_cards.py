@@ -73,10 +73,8 @@ def _sentence(label: str) -> str:
 def report_html(report: Report, extra: str = "") -> str:
     """A :class:`~loadeval_nb.Report` as a card: headline, facts, table, ``extra`` (a chart:
     HTML or SVG, inserted as it is), notes. Everything from the report is escaped."""
-    headline = (
-        f"<span class='{esc(' '.join(['loadeval-headline', *_HEADLINE_CLASS.get(report.kind, ())]))}'>"
-        f"{esc(report.headline)}</span>"
-    )
+    classes = " ".join(["loadeval-headline", *_HEADLINE_CLASS.get(report.kind, ())])
+    headline = f"<span class='{esc(classes)}'>{esc(report.headline)}</span>"
     if report.badge:
         color = VERDICT_COLORS.get(report.badge, "#333")
         head = (

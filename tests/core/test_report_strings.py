@@ -83,3 +83,33 @@ def test_a_faster_rung_reads_minus_not_plus_minus():
     )
     text = res.report()
     assert "−22.1 ms" in text and "+-" not in text and "+−" not in text
+
+
+@pytest.mark.parametrize(
+    ("prediction", "says"),
+    [
+        (
+            "with num_workers=4: about 2.0× faster (loading mostly waits, so workers need not "
+            "have a core each)",
+            "add DataLoader workers (with num_workers=4: about 2.0× faster). If more",
+        ),
+        (
+            "with num_workers=6: about 1.4× faster, still short of the loader-free speed on "
+            "2 cores: loading itself must get cheaper to go further.",
+            "add DataLoader workers (with num_workers=6: about 1.4× faster). If more",
+        ),
+        (
+            "no num_workers setting gets within 5 % of the loader-free speed on 2 cores, nor "
+            "beats num_workers=2: loading itself must get cheaper.",
+            "more workers would not help (see the simulator's line); the per-sample work",
+        ),
+        (None, "add DataLoader workers. If more workers do not help"),
+    ],
+)
+def test_the_advice_on_waits_follows_the_simulator_without_repeating_it(prediction, says):
+    d = diagnose(run_of([20] * 30), run_of([10] * 30, mode="replay"))
+    d = dataclasses.replace(d, prediction=prediction)
+    advice = next(f for f in d.facts().facts if f.key == "advice").text
+    assert advice.startswith("The loop waits for data 50% of the time: ")
+    assert says in advice and advice.count("(") == advice.count(")") <= 2
+    assert "((" not in advice and "))" not in advice
