@@ -178,7 +178,7 @@ def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     session.panel.button.click()
     assert len(dash.rows) == 2 and dash.history.value.count("loadeval-history-row") == 2
     assert dash.rows[1]["num_workers"] == 1 and dash.rows[0]["num_workers"] == 0
-    assert [r["label"] for r in dash.rows] == ["#1 as is", "#2 w1 c4"]
+    assert [r["label"] for r in dash.rows] == ["#1 as is", "#2 num_workers=1 c4"]
     assert [r["cache"] for r in dash.rows] == [3, 4]
     assert session.settings.cache == 3  # a rerun derives its own settings
     assert shell.user_ns["train_loader"] is original and original.num_workers == 0
@@ -202,7 +202,7 @@ def test_the_panel_reruns_with_other_torch_threads_and_puts_them_back(shell):
     want = session.panel.num_threads.value
     assert threads == [before, before, want, want]  # both runs of the rerun pair
     assert torch.get_num_threads() == before
-    assert session.dashboard.rows[1]["label"].endswith(f"t{want} c3")
+    assert session.dashboard.rows[1]["label"].endswith(f"num_threads={want} c3")
 
 
 # ---- issue 4: --ladder, --sweep, --steps auto, the panel's sweep ------------------------------
@@ -239,16 +239,16 @@ def test_sweep_from_the_magic(shell):
         LOOP,
     )
     res = shell.user_ns["_loadeval"]
-    assert [p.label for p in res.points] == ["w0", "w1"]
+    assert [p.label for p in res.points] == ["num_workers=0", "num_workers=1"]
     assert res.ideal is not None and res.best is not None
     assert original.num_workers == 0 and shell.user_ns["train_loader"] is original
     dash = magic.latest_session().dashboard
     assert dash.sweep_fig is not None
-    assert list(dash.sweep_fig.x_range.factors) == ["w0", "w1"]
+    assert list(dash.sweep_fig.x_range.factors) == ["num_workers=0", "num_workers=1"]
     assert len(dash.sweep_src["measured"].data["rate"]) == 2
     assert "loadeval-recommendation" in dash.verdict.value
     # the widget's own state (what a page reload renders) has the last configuration too
-    assert '"w1"' in json.dumps(dash.live_view.render_bundle)
+    assert '"num_workers=1"' in json.dumps(dash.live_view.render_bundle)
 
 
 def test_sweep_from_the_panel(shell, capsys):
@@ -258,7 +258,7 @@ def test_sweep_from_the_panel(shell, capsys):
     session.panel.sweep_spec.value = "num_workers=0,1"
     session.panel.sweep_button.click()
     res = shell.user_ns["_loadeval"]
-    assert [p.label for p in res.points] == ["w0", "w1"]
+    assert [p.label for p in res.points] == ["num_workers=0", "num_workers=1"]
     # a sweep view below the panel; the pair's history is untouched
     assert len(session.dashboard.panel_box.children) == 2
     assert len(session.dashboard.rows) == 1
@@ -348,7 +348,10 @@ def test_sweep_to_no_workers_with_a_multiprocessing_context(shell):
     run(
         shell, "train_loader --sweep 'num_workers=0,1' --steps 8 --warmup 1 --cache 2 --quiet", LOOP
     )
-    assert [p.label for p in shell.user_ns["_loadeval"].points] == ["w0", "w1"]
+    assert [p.label for p in shell.user_ns["_loadeval"].points] == [
+        "num_workers=0",
+        "num_workers=1",
+    ]
 
 
 def test_history_exports_and_imports_as_json(shell, tmp_path):
