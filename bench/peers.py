@@ -42,6 +42,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from loadeval_nb import LoaderEvaluator
+from loadeval_nb.core import step_path
 
 clock = time.perf_counter_ns
 GOALS = {
@@ -148,6 +149,7 @@ def main() -> None:
     a = ap.parse_args()
     source = [torch.zeros(4) for _ in range(a.steps)]
     vs, notes = variants(source, a.cache)
+    print(f"our per-step path: {step_path()} (LOADEVAL_NB_PURE_PYTHON=1: the pure-Python one)")
     print("\n".join(notes))
     rounds = [one_round(vs, a.reps, a.steps) for _ in range(a.rounds)]
     print(f"\nadded ns/step over the bare loop ({a.steps:,}-step epochs; median of {a.reps} paired")

@@ -64,6 +64,7 @@ from ._simulator import SimResult, simulate, usable_cores
 from ._sweep import run_sweep
 from ._sweep_result import SweepHooks, SweepPoint, SweepResult
 from ._sweep_spec import SweepPlan, config_label, parse_sweep, prepare_sweep
+from ._timing import step_path
 from ._transform_split import TransformPart, TransformSplit, split_transforms
 from ._whatif import predict_from_runs
 from ._worker_timing import WorkerFetchTimer
@@ -143,6 +144,7 @@ __all__ = [
     "shutdown_persistent_workers",
     "is_dataloader",
     "interrupts_deferred",
+    "step_path",
     "torch_threads",
     # errors and formatting
     "LoadEvalError",

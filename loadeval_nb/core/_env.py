@@ -15,6 +15,12 @@ from typing import Any, Optional
 from .._version import __version__
 
 
+def _step_path() -> str:
+    from ._timing import step_path
+
+    return step_path()
+
+
 def _torch() -> Any:
     return sys.modules.get("torch")
 
@@ -53,6 +59,7 @@ def environment() -> dict[str, Any]:
         "cuda_available": False,
         "cuda_version": None,
         "devices": [],
+        "step_path": _step_path(),
     }
     torch = _torch()
     if torch is not None:

@@ -207,6 +207,7 @@ class LoaderEvaluator(DaliMethods):
         self._close_open("stopped")
         self._closed, self._final_run = False, None
         rec = EpochRecord()
+        rec.use_clock(self.clock)  # its stamp lists are made now, before anything holds them
         source: list[Any] = [None]  # the closure reads it when the epoch ends
         guard = EpochGuard(lambda status: self._finish(rec, status, source[0]))
         if self._sampler is not None:

@@ -115,8 +115,7 @@ class LogMode(_Mode):
         return timed_log_iter(source, rec, guard, clock, hook), src
 
     def _first_batch_hook(self) -> Callable[[Any], Any]:
-        def hook(item: tuple[Any, Any, Any]) -> Any:
-            batch = item[1]
+        def hook(batch: Any) -> Any:
             try:
                 self._samples = leading_dim(batch)
             except Exception:

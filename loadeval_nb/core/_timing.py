@@ -15,7 +15,13 @@ step. A trailing ``iter(guard.end, DONE)`` calls back once at exhaustion; if the
 loop leaves early (``break``, an exception), the iterator is dropped and the
 guard's ``__del__`` closes the epoch instead.
 
-With the default clock (``time.perf_counter_ns``) the stamps are taken with
+With the default clock on Linux, where the optional C extension ``_cstamp`` was built
+(``setup.py``), the same two iterators are one C object each: it reads
+``CLOCK_MONOTONIC`` (the clock of ``time.perf_counter_ns`` there) and appends integer
+nanoseconds, at about half the cost per step. ``LOADEVAL_NB_PURE_PYTHON=1`` turns it
+off; it is also off when its clock does not agree with ``perf_counter_ns`` at import.
+
+Otherwise, with the default clock (``time.perf_counter_ns``) the stamps are taken with
 ``time.perf_counter``, the same clock in float seconds: a float comes from CPython's
 free list where an integer of nanoseconds is a fresh allocation, which makes each stamp
 ~10 % cheaper. The record turns them into integer nanoseconds when they are read
@@ -28,6 +34,8 @@ Everything else (turning stamps into steps) happens off the hot path, in
 
 from __future__ import annotations
 
+import importlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,6 +52,31 @@ _DONE = object()
 DEFAULT_CLOCK: Clock = time.perf_counter_ns
 _SECONDS_STAMP = time.perf_counter
 """DEFAULT_CLOCK in float seconds (one clock: perf_counter() is perf_counter_ns() / 1e9)."""
+
+
+def _c_path() -> Any:
+    """The C extension, if it is built, wanted, and agrees with ``perf_counter_ns``."""
+    if os.environ.get("LOADEVAL_NB_PURE_PYTHON"):
+        return None
+    try:
+        _cstamp: Any = importlib.import_module(f"{__package__}._cstamp")
+    except ImportError:
+        return None
+    for _ in range(3):
+        before, t, after = DEFAULT_CLOCK(), _cstamp.now(), DEFAULT_CLOCK()
+        if not before <= t <= after:
+            return None
+    return _cstamp
+
+
+C_PATH: Any = _c_path()
+"""The C per-step path (``loadeval_nb.core._cstamp``), or None: the iterators below."""
+
+
+def step_path() -> str:
+    """Which per-step path times the loop with the default clock: ``"C"`` (the optional
+    extension) or ``"Python"`` (C-level iterators of the standard library)."""
+    return "C" if C_PATH is not None else "Python"
 
 
 def stamp_clock(clock: Clock) -> tuple[Callable[[], Any], Optional[float]]:
@@ -72,10 +105,10 @@ class EpochRecord:
 
     setup_ns: int = 0
     """Time spent in ``iter(source)`` before the first step (worker start-up)."""
-    start_stamps: list[Any] = field(default_factory=list)
+    start_stamps: Any = field(default_factory=list)
     """Stamp when the loop asked for each batch (plus one at exhaustion), in the units of
     the stamping clock: read :attr:`starts` for nanoseconds."""
-    ready_stamps: list[Any] = field(default_factory=list)
+    ready_stamps: Any = field(default_factory=list)
     """Stamp when each batch was handed over (log mode only): read :attr:`ready`."""
     stamp_scale: Optional[float] = None
     """Multiplies a stamp into nanoseconds (None: the stamps are nanoseconds)."""
@@ -97,6 +130,8 @@ class EpochRecord:
     copies: Optional[list[int]] = None
     """Host-to-device copy time (GPU, ns) in each step, when CUDA was in use (log mode)."""
 
+    stamper: Optional[Callable[[], Any]] = field(default=None, repr=False)
+    """What the Python-composed iterators stamp with (set by :meth:`use_clock`)."""
     _starts_ns: list[int] = field(default_factory=list, repr=False)
     _ready_ns: list[int] = field(default_factory=list, repr=False)
 
@@ -106,22 +141,35 @@ class EpochRecord:
 
     @property
     def starts(self) -> list[int]:
-        """Clock (ns) when the loop asked for each batch (plus one at exhaustion)."""
+        """Clock (ns) when the loop asked for each batch (plus one at exhaustion): a list, or
+        the C path's ``Stamps`` (read like one: ``len``, ``s[i]``, ``s[a:b]``)."""
         if self.stamp_scale is None:
-            return self.start_stamps
+            return self.start_stamps  # type: ignore[no-any-return]
         return _to_ns(self.start_stamps, self._starts_ns, self.stamp_scale)
 
     @property
     def ready(self) -> list[int]:
         """Clock (ns) when each batch was handed over (log mode only)."""
         if self.stamp_scale is None:
-            return self.ready_stamps
+            return self.ready_stamps  # type: ignore[no-any-return]
         return _to_ns(self.ready_stamps, self._ready_ns, self.stamp_scale)
 
     def use_clock(self, clock: Clock) -> Callable[[], Any]:
-        """Set the record up to be stamped for ``clock``; returns the stamping callable."""
-        stamp, self.stamp_scale = stamp_clock(clock)
-        return stamp
+        """Set the record up to be stamped for ``clock`` (before anything holds its stamp
+        lists); returns what a Python-composed iterator stamps with."""
+        if self.stamper is None:
+            if clock is DEFAULT_CLOCK and C_PATH is not None:
+                self.stamp_scale = None  # integer ns of the same clock, 8 bytes each
+                self.start_stamps, self.ready_stamps = C_PATH.Stamps(), C_PATH.Stamps()
+                self.stamper = DEFAULT_CLOCK
+            else:
+                self.stamper, self.stamp_scale = stamp_clock(clock)
+        return self.stamper
+
+    @property
+    def c_path(self) -> bool:
+        """Stamped by the C extension's iterators."""
+        return C_PATH is not None and type(self.start_stamps) is C_PATH.Stamps
 
 
 class EpochGuard:
@@ -165,14 +213,19 @@ def timed_log_iter(
     clock: Clock,
     first_hook: Optional[Callable[[Any], Any]] = None,
 ) -> Iterator[Any]:
-    """Iterate ``source``, stamping before and after every ``next()``."""
+    """Iterate ``source``, stamping before and after every ``next()``; ``first_hook(batch)``
+    sees the first batch and returns what is served."""
     stamp = rec.use_clock(clock)
+    if rec.c_path:
+        return C_PATH.log_iter(  # type: ignore[no-any-return]
+            source, rec.start_stamps, rec.ready_stamps, guard.end, first_hook
+        )
     z = zip(_stamps(rec.start_stamps, stamp), source, _stamps(rec.ready_stamps, stamp))
     tail = iter(guard.end, _DONE)
     if first_hook is None:
         return chain(map(_second, z), tail)
     # islice(z, 1) stops before advancing z again, so z resumes at the second batch.
-    return chain(map(first_hook, islice(z, 1)), map(_second, z), tail)
+    return chain(map(first_hook, map(_second, islice(z, 1))), map(_second, z), tail)
 
 
 _NO_KEYS: dict[Any, Any] = {}
@@ -227,6 +280,8 @@ def timed_replay_iter(
     rec.expected = len(order)
     if wrap is not None:  # adaptive stop: it closes the guard itself when it stops
         return map(_NO_KEYS.get, _stamps(rec.start_stamps, stamp), wrap(iter(order)))
+    if rec.c_path:
+        return C_PATH.replay_iter(order, rec.start_stamps)  # type: ignore[no-any-return]
     return map(_NO_KEYS.get, _stamps(rec.start_stamps, stamp), order)
 
 

@@ -1,0 +1,22 @@
+"""The optional C extension of the per-step path (see loadeval_nb/core/_cstamp.c).
+
+Everything else is in pyproject.toml. ``optional=True``: where it cannot be compiled
+(no compiler, not Linux), the package installs without it and times steps with the
+pure-Python iterators of loadeval_nb/core/_timing.py.
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+ext = []
+if sys.platform.startswith("linux"):
+    ext.append(
+        Extension(
+            "loadeval_nb.core._cstamp",
+            ["loadeval_nb/core/_cstamp.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
+    )
+setup(ext_modules=ext)
