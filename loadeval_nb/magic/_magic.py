@@ -35,6 +35,7 @@ from ..integrations import (
     trainer_train_loader,
     wrapped_train_dataloader,
 )
+from ._busy import reads_busy
 from ._cell import LoaderRef, find_callers, find_loader_names, find_names, trainers_made_in
 from ._session import Session, Target, sessions
 
@@ -205,9 +206,10 @@ class LoadEvalMagics(Magics):
         session = self._request(args, cell)
         global _latest
         _latest = session
-        session.show()
         try:
-            result = session.start()
+            with reads_busy(self.shell):  # JupyterLab shows Busy until the cell ends
+                session.show()
+                result = session.start()
         except LoadEvalError as e:  # refused before anything ran (the cache, a path)
             raise _usage(e) from None
         if result.error is not None:

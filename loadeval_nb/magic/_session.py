@@ -36,6 +36,7 @@ from ..core import (
     shutdown_persistent_workers,
     torch_threads,
 )
+from ._busy import reads_busy
 from ._cell import run_cell_body
 
 sessions: weakref.WeakSet[Session] = weakref.WeakSet()
@@ -78,7 +79,6 @@ class Session:
         self.dashboard: Any = None
         self.panel: Any = None
         self.static_handle: Any = None
-        self.bokehjs_handle: Any = None
         self.n_pairs = 0
         # the saved notebook's copy: the cell's own result, then each sweep run from the panel
         self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
@@ -95,12 +95,15 @@ class Session:
 
     # -- display ----------------------------------------------------------------------
     def show(self) -> None:
-        if self.quiet:
-            return
-        from ..widgets import Dashboard, load_bokehjs
+        """The dashboard, then its saved copy (a line saying the run has not finished, until
+        it has). BokehJS goes to the page first, in an output emptied at once: the page
+        ran it as it showed it, so a notebook saved during the run does not keep it."""
+        from ..widgets import Dashboard, gpu_notice, load_bokehjs, unload_bokehjs_output
 
-        if self.live:
-            self.bokehjs_handle = load_bokehjs()
+        if self.quiet:
+            gpu_notice()  # nothing shown, not even the no-GPU line
+            return
+        bokehjs = load_bokehjs() if self.live else None
         self.dashboard = Dashboard(
             loader_name=self.target.name,
             steps_per_run=self.settings.steps,
@@ -108,24 +111,22 @@ class Session:
             runs=RUNGS if self.ladder_mode else ("real", "ideal"),
             sweep=self.sweep_plan is not None,
         )
-        display(self.dashboard.widget)
+        display(self.dashboard.mimebundle(), raw=True)
+        unload_bokehjs_output(bokehjs)
+        self._write_static()
 
     def _run_once(self, ev: Any) -> None:
         with self.target.around(ev), self.target.bind(ev):
             run_cell_body(self.shell, self.cell)
 
     def _write_static(self) -> None:
-        """Write (or rewrite) the saved-notebook copy, and drop the BokehJS output it replaces."""
-        from ..widgets import static_bundle, unload_bokehjs_output
-
+        """Write (or rewrite) the saved-notebook copy."""
         cards = ([self.main_card] if self.main_card else []) + self.panel_cards
-        bundle = static_bundle(self.dashboard.static_class, cards)
+        bundle = self.dashboard.saved_copy(cards)
         if self.static_handle is None:
             self.static_handle = display(bundle, raw=True, display_id=True)
         else:
             self.static_handle.update(bundle, raw=True)
-        unload_bokehjs_output(self.bokehjs_handle)
-        self.bokehjs_handle = None
 
     # -- what the cell asked for --------------------------------------------------------
     def start(self) -> Any:
@@ -192,6 +193,8 @@ class Session:
     def run(self, loader: Any, settings: RunSettings, row: dict[str, Any]) -> PairResult:
         """Run the pair with ``loader`` bound to the cell's name; show it; never raise."""
         self.n_pairs += 1
+        if self.dashboard is not None:
+            self.dashboard.pair_starting()
         result = run_pair(
             loader,
             self._run_once,
@@ -246,7 +249,7 @@ class Session:
             shown["num_threads"] = threads
         label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
         try:
-            with torch_threads(threads):  # both runs of the pair, then put back
+            with reads_busy(self.shell), torch_threads(threads):  # both runs, then put back
                 result = self.run(loader, settings, {"label": label})
             if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
                 self.dashboard.show_error(result.error)
@@ -259,7 +262,8 @@ class Session:
         try:
             plan = prepare_sweep(self.original, spec, self.target.name)
             cache = self.panel.cache.value if self.panel is not None else self.settings.cache
-            result = self.sweep(plan, replace(self.settings, cache=cache))
+            with reads_busy(self.shell):
+                result = self.sweep(plan, replace(self.settings, cache=cache))
         except Exception as e:
             self.dashboard.show_error(e)
             return

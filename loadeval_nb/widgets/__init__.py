@@ -13,13 +13,14 @@ from ._cards import (
     sweep_html,
     verdict_html,
 )
-from ._dashboard import Dashboard
+from ._dashboard import Dashboard, gpu_notice
 from ._panel import RerunPanel
 from ._pusher import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
 from ._ranks import ranks_view
 
 __all__ = [
     "Dashboard",
+    "gpu_notice",
     "RerunPanel",
     "ranks_view",
     "Pusher",

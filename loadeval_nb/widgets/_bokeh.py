@@ -11,8 +11,12 @@ regression test in ``tests/widgets/test_dashboard.py``):
 2. The widget needs ``window.Bokeh`` before it renders. Bokeh's default CDN
    resources fail offline. :func:`load_bokehjs` sends BokehJS inline (it works
    offline and under any URL prefix, e.g. JupyterHub) in an output that
-   :func:`unload_bokehjs_output` empties once the dashboard has rendered: the
-   page keeps BokehJS, the saved notebook does not carry megabytes of it.
+   :func:`unload_bokehjs_output` may empty at once: the page runs BokehJS as it
+   shows that output, before any later message (the widgets that need it), and
+   keeps it; a notebook saved from then on (an autosave during the run) does not
+   carry megabytes of it.
+
+What the browser sends to these plots waits for the main shell (see :mod:`._comms`).
 """
 
 from __future__ import annotations
@@ -21,14 +25,21 @@ from typing import Any, Optional
 
 from jupyter_bokeh import BokehModel
 
+from ._comms import on_main_shell
+
 
 class DisplayOnlyBokehModel(BokehModel):
     """A ``BokehModel`` that never applies state sent back by the browser.
 
     Only ``MessageSent`` events (Bokeh UI events such as a tap) are passed on;
     ``ColumnsStreamed``, ``ColumnsPatched`` and ``ModelChanged`` echoes are dropped.
-    ``close()`` may be called more than once.
+    ``close()`` may be called more than once. The browser's messages to it are handled
+    by the main shell, after the cell, never beside the user's loop.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        on_main_shell(self)
 
     def close(self) -> None:
         # jupyter_bokeh's close() is not idempotent (KeyError from Bokeh on the second

@@ -4,13 +4,23 @@ The widget and the hooks that feed it during a pair, a ladder or a sweep; the
 cards it shows are in :mod:`._cards`, the thread that streams the plots in
 :mod:`._pusher`. Series roll over at ``LIVE_ROLLOVER`` points; when a run ends its
 plot is replaced by the whole run, decimated.
+
+Its saved copy (:meth:`Dashboard.saved_copy`) stands in for it wherever the live widget
+cannot render: a reopened notebook (no widget state: "Loading widget…" or "model not
+found") or a reloaded page (BokehJS is no longer on it). CSS in the copy hides this
+cell's widget outputs that did not render and the dashboard if a plot failed; the
+dashboard's own CSS hides the copy while the dashboard works.
 """
 
 from __future__ import annotations
 
 import html
 import itertools
+import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 import ipywidgets as W
@@ -38,10 +48,16 @@ from ..viz import (
     sweep_figure,
 )
 from ._bokeh import DisplayOnlyBokehModel
-from ._cards import history_html, ladder_html, sweep_html, verdict_html
+from ._cards import history_html, ladder_html, static_bundle, sweep_html, verdict_html
 from ._pusher import Pusher
 
 _ids = itertools.count(1)
+
+NOT_YET = (
+    "<div class='loadeval-not-yet' style='font-family:sans-serif;font-size:12px;color:#777'>"
+    "No result yet: the run had not finished when this copy was saved.</div>",
+    "loadeval_nb: no result yet (the run had not finished when this copy was saved).",
+)
 
 RUN_TITLES = {
     "real": "real loader",
@@ -75,13 +91,19 @@ class Dashboard(SweepHooks):
         self.push_budget = push_budget
         self.uid = f"loadeval-{next(_ids)}-{int(time.time() * 1000) % 100000}"
         self.static_class = f"{self.uid}-static"
+        self.note = gpu_notice()  # the core's one line about missing GPU readings, once
         self.gpu = bool(gpu_status()["available"])
         self.rows: list[dict[str, Any]] = []
         self._pusher: Optional[Pusher] = None
         self.status = W.HTML(value=self._status_html("Starting…"))
-        # Hides this dashboard's static copy while the live widget is on the page (saved
-        # notebooks, where the widget cannot render, show the static copy instead).
-        self.style = W.HTML(value=f"<style>.{self.static_class}{{display:none}}</style>")
+        # Hides this dashboard's static copy while the live widget is on the page and its
+        # plots rendered (otherwise the copy shows: a reopened notebook, a reloaded page);
+        # dims the verdict of the pair a rerun replaces.
+        self.style = W.HTML(
+            value=f"<style>body:not(:has(.{self.uid} .jupyter-widgets-error-widget)) "
+            f".{self.static_class}{{display:none}} "
+            f".{self.uid} .loadeval-stale{{opacity:0.35}}</style>"
+        )
         self.verdict = W.HTML(value="")
         self.history = W.HTML(value="")
         self.errors = W.Output()
@@ -110,6 +132,7 @@ class Dashboard(SweepHooks):
         children += [self.panel_box, self.history_box]
         self.widget = W.VBox(children, layout=W.Layout(width=f"{width + 40}px"))
         self.widget.add_class("loadeval-dashboard")
+        self.widget.add_class(self.uid)
 
     @property
     def pusher(self) -> Optional[Pusher]:
@@ -118,15 +141,51 @@ class Dashboard(SweepHooks):
 
     # -- status ------------------------------------------------------------------
     def _status_html(self, text: str, color: str = "#333") -> str:
+        note = (
+            f"<span class='loadeval-note' style='color:#999'> · {html.escape(self.note)}</span>"
+            if self.note
+            else ""
+        )
         return (
             f"<div class='loadeval-status' style='font-family:monospace;font-size:13px;color:{color}'>"
-            f"{html.escape(text)}</div>"
+            f"{html.escape(text)}{note}</div>"
         )
 
     def set_status(self, text: str, color: str = "#333") -> None:
         self.status.value = self._status_html(text, color)
 
+    def mimebundle(self) -> dict[str, Any]:
+        """The dashboard's cell output: its widget view, and no text for frontends that do
+        not render widgets (nbconvert, GitHub: they show the saved copy instead of
+        ``VBox(children=(HTML(...``)."""
+        return {**self.widget._repr_mimebundle_(), "text/plain": ""}
+
+    # -- the saved copy -----------------------------------------------------------------
+    def saved_copy(self, cards: list[tuple[str, str]]) -> dict[str, str]:
+        """The cell output kept in a saved notebook: ``cards`` (or a line saying the run had
+        not finished) and the CSS that lets it stand in for this dashboard."""
+        bundle = static_bundle(self.static_class, cards or [NOT_YET])
+        # JupyterLab: a widget output of this cell (the widget renderer is its one output
+        # that is a panel) holding no view ("Loading widget…", "Error displaying widget:
+        # model not found"), and this dashboard if a plot could not render, are hidden;
+        # the copy shows instead (the dashboard's CSS hides it while it works)
+        style = (
+            f"<style>.jp-OutputArea:has(.{self.static_class}) .jp-OutputArea-output.lm-Panel"
+            f":not(:has(> .lm-Widget)){{display:none}} "
+            f".{self.uid}:has(.jupyter-widgets-error-widget){{display:none}}</style>"
+        )
+        return {**bundle, "text/html": style + bundle["text/html"]}
+
     # -- hooks: called by run_pair ------------------------------------------------
+    def pair_starting(self) -> None:
+        """A pair starts (a rerun from the panel, say): the previous pair's series are
+        cleared and its verdict dimmed until the new one replaces it."""
+        for src in (*self.step_src.values(), *self.util_src.values()):
+            src.data = {k: [] for k in src.data}
+        if self.verdict.value:
+            self.verdict.add_class("loadeval-stale")
+        self.widget.add_class("loadeval-running")
+
     def run_started(self, which: str, ev: LoaderEvaluator, index: int, total: int) -> None:
         what = RUN_TITLES.get(which, which)
         if which == "real" and ev.label not in (None, "real"):
@@ -172,6 +231,8 @@ class Dashboard(SweepHooks):
     # -- after a pair ----------------------------------------------------------------
     def pair_done(self, result: PairResult, settings_row: dict[str, Any]) -> None:
         """Show the verdict and add a history row."""
+        self.verdict.remove_class("loadeval-stale")
+        self.widget.remove_class("loadeval-running")
         d = result.diagnosis
         if d is not None:
             self.verdict.value = verdict_html(d)
@@ -237,3 +298,34 @@ class Dashboard(SweepHooks):
             self._pusher.stop_event.set()
             self._pusher.join()
             self._pusher = None
+
+
+def gpu_notice() -> Optional[str]:
+    """Initialise the GPU readings, holding back the line the core prints when there are
+    none (the first time in a process: a dashboard's status line says why instead, not a
+    red stderr box); why there are none (``"GPU: no NVIDIA driver found (...)"``) when that
+    line was held back, else None."""
+    with _held_log_lines() as held:
+        reason = gpu_status()["reason"]
+    return f"GPU: {reason}" if held and reason else None
+
+
+@contextmanager
+def _held_log_lines() -> Iterator[list[str]]:
+    """What the ``loadeval_nb`` logger would print from this thread during the block:
+    held back and collected."""
+    held: list[str] = []
+    me = threading.get_ident()
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.thread != me:
+            return True
+        held.append(record.getMessage())
+        return False
+
+    logger = logging.getLogger("loadeval_nb")
+    logger.addFilter(hold)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(hold)

@@ -8,6 +8,8 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
+from ._comms import on_main_shell
+
 
 class RerunPanel:
     """Controls and a "Rerun pair" button.
@@ -74,6 +76,7 @@ class RerunPanel:
         self.button = W.Button(description="Rerun pair", button_style="primary", icon="refresh")
         self.button.add_class("loadeval-rerun")
         self.note = W.HTML("")
+        self.busy_note = W.HTML("")
         loader_controls = [
             self.num_workers,
             self.pin_memory,
@@ -97,6 +100,8 @@ class RerunPanel:
         self.sweep_button = W.Button(description="Run sweep", icon="th-list")
         self.sweep_button.add_class("loadeval-sweep-button")
         self.sweep_button.on_click(self._sweep_clicked)
+        for b in (self.button, self.sweep_button):
+            on_main_shell(b)  # their callbacks run the user's loop: on the main thread
         rows: list[Any] = [
             W.HTML("<b>Try other settings</b>"),
             W.HBox([self.cache, self.num_workers, self.prefetch_factor]),
@@ -104,7 +109,7 @@ class RerunPanel:
         ]
         if on_sweep is not None and rebuildable:
             rows.append(W.HBox([self.sweep_spec, self.sweep_button]))
-        rows.append(self.note)
+        rows += [self.busy_note, self.note]
         self.widget = W.VBox(rows)
         self.widget.add_class("loadeval-panel")
         self._rebuildable = rebuildable
@@ -133,15 +138,27 @@ class RerunPanel:
         }
         return {**{k: v for k, v in want.items() if v != self._knobs.get(k)}, **threads}
 
-    def set_busy(self, busy: bool) -> None:
+    def set_busy(self, busy: bool, what: str = "the pair") -> None:
+        """While a rerun or a sweep from the panel runs: the buttons are off, the panel says
+        so (the kernel reads busy too: the button's message is a request like a cell)."""
         self.button.disabled = busy
         self.sweep_button.disabled = busy
         self.button.description = "Running…" if busy else "Rerun pair"
+        self.busy_note.value = (
+            f"<span class='loadeval-busy-note' style='color:#1565c0'>Running {what}: the "
+            "kernel is busy until it is done (interrupt the kernel to stop it).</span>"
+            if busy
+            else ""
+        )
+        if busy:
+            self.widget.add_class("loadeval-busy")
+        else:
+            self.widget.remove_class("loadeval-busy")
 
     def _sweep_clicked(self, _button: Any) -> None:
         if self._on_sweep is None:
             return
-        self.set_busy(True)
+        self.set_busy(True, "the sweep")
         try:
             self._on_sweep(self.sweep_spec.value)
         finally:

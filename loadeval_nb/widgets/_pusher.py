@@ -6,12 +6,20 @@ streams just those rows. It waits at least ``push_interval_s`` between pushes an
 when a push costs more than that allows, longer, so that pushing uses at most
 ``push_budget`` of one core (never less often than every ``MAX_PUSH_INTERVAL_S``).
 
+It runs in a copy of the context of the thread that started it (the cell, or the button
+callback running a rerun), so what it sends carries that request's parent header. A
+thread of its own would send under the last request any kernel thread handled (ipykernel
+7 falls back to it), such as a widget message from the browser; ipykernel then routes the
+browser's replies to the plots to the subshell that message came from, where they run
+beside the user's loop, each with a busy and an idle status.
+
 Its clocks are injected (``clock`` for elapsed time, ``cpu_clock`` for the thread's CPU
 time, ``stamp`` for the push spans), so tests drive it with fake ones and no sleeping.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -69,6 +77,7 @@ class Pusher(threading.Thread):
         # bench/dashboard_overhead.py, which attributes step time to pushes
         self.spans: deque[tuple[int, int]] = deque(maxlen=4096)
         self.paused = False
+        self._context = contextvars.copy_context()  # the starting thread's parent header
 
     def next_wait(self) -> float:
         """Seconds until the next push, from the measured cost of a push."""
@@ -77,6 +86,9 @@ class Pusher(threading.Thread):
         return next_push_wait(self.cost_s, self.dash.push_interval_s, self.dash.push_budget)
 
     def run(self) -> None:
+        self._context.run(self._loop)
+
+    def _loop(self) -> None:
         while not self.stop_event.wait(self.next_wait()):
             if not self.paused:
                 self.push()

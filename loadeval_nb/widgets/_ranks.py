@@ -8,7 +8,7 @@ import ipywidgets as W
 
 from ..core import RankReport
 from ..viz import plot_comparison
-from ._bokeh import DisplayOnlyBokehModel, load_bokehjs
+from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output
 from ._cards import report_html
 
 
@@ -18,7 +18,7 @@ def ranks_view(report: RankReport, *, width: int = 900, live: bool = True) -> An
     side. ``live=False`` leaves the plots out (no BokehJS)."""
     children: list[Any] = [W.HTML(report_html(report.facts()))]
     if live:
-        load_bokehjs()
+        unload_bokehjs_output(load_bokehjs())  # the page keeps it; the saved notebook not
         children.append(
             DisplayOnlyBokehModel(plot_comparison(ranks=report, width=width, show_verdict=False))
         )

@@ -294,3 +294,114 @@ def test_ranks_view_shows_each_rank():
     names = {m.name for m in plot._model.select({"type": ColumnDataSource})}
     assert {"steps_real r0", "steps_real r1", "steps_ideal r0", "steps_ideal r1"} <= names
     plot.close()
+
+
+# ---- issue 14, item 5: a dashboard that behaves like Jupyter ---------------------------------
+
+
+def test_the_no_gpu_line_goes_to_the_status_line_once_not_to_stderr(monkeypatch, capsys):
+    import sys
+
+    import loadeval_nb.core._readers as readers
+
+    monkeypatch.setattr(readers, "_nvml_state", {})  # a fresh process: NVML not tried yet
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # and no NVML to find
+    first = Dashboard(loader_name="x", steps_per_run=10, live=False)
+    assert "pynvml is not installed" in first.status.value  # quietly, in the status line
+    first.set_status("Run 1 of 2: step 3 of 10")
+    assert "loadeval-note" in first.status.value and "pynvml" in first.status.value
+    second = Dashboard(loader_name="y", steps_per_run=10, live=False)
+    assert second.note is None and "pynvml" not in second.status.value  # once
+    assert capsys.readouterr().err == ""  # no red stderr box
+
+
+def test_a_new_pair_clears_the_plots_and_dims_the_verdict_until_its_own():
+    real, ideal = _runs()
+    dash = Dashboard(loader_name="x", steps_per_run=30)
+    result = PairResult(label="#1", loader={}, diagnosis=diagnose(real, ideal))
+    dash.pair_done(result, {})
+    dash.step_src["real"].stream({"step": [0, 1], "step_ms": [1.0, 2.0]})
+    dash.util_src["ideal"].stream({"t_s": [0.1], "process_cpu_pct": [50], "workers_cpu_pct": [0]})
+    dash.pair_starting()  # "Rerun pair"
+    assert all(
+        not v
+        for src in (*dash.step_src.values(), *dash.util_src.values())
+        for v in src.data.values()
+    )
+    assert "loadeval-stale" in dash.verdict._dom_classes
+    assert "loadeval-running" in dash.widget._dom_classes
+    assert ".loadeval-stale{opacity:0.35}" in dash.style.value  # the CSS that dims it
+    dash.pair_done(result, {})
+    assert "loadeval-stale" not in dash.verdict._dom_classes
+    assert "loadeval-running" not in dash.widget._dom_classes
+
+
+def test_the_saved_copy_stands_in_where_the_dashboard_cannot_render():
+    dash = Dashboard(loader_name="x", steps_per_run=10)
+    assert dash.uid in dash.widget._dom_classes
+    # the dashboard hides the copy unless one of its plots failed (a reloaded page)
+    assert f"body:not(:has(.{dash.uid} .jupyter-widgets-error-widget)) " in dash.style.value
+    assert f".{dash.static_class}{{display:none}}" in dash.style.value
+    pending = dash.saved_copy([])
+    assert "the run had not finished" in pending["text/html"]
+    assert "the run had not finished" in pending["text/plain"]
+    done = dash.saved_copy([("<p class='card'>verdict</p>", "verdict")])
+    html = done["text/html"]
+    assert "<p class='card'>verdict</p>" in html and "not finished" not in html
+    assert done["text/plain"] == "verdict"
+    # the copy hides this cell's widget outputs that did not render, and the dashboard
+    # if a plot failed; no script
+    assert html.startswith("<style>") and "<script" not in html
+    assert f".jp-OutputArea:has(.{dash.static_class}) .jp-OutputArea-output.lm-Panel" in html
+    assert f".{dash.uid}:has(.jupyter-widgets-error-widget){{display:none}}" in html
+
+
+def test_the_pusher_sends_under_the_request_that_started_it():
+    # ipykernel keeps the request being handled (the parent header of what is sent) in a
+    # context variable; a plain thread would not see the cell's
+    import contextvars
+
+    parent = contextvars.ContextVar("parent", default="none")
+    parent.set("the cell")
+    seen = []
+
+    class Dash:
+        step_src, util_src, steps_per_run = {}, {}, 3
+        push_interval_s, push_budget, live_layout = 0.01, 0.0, figure()
+
+        def set_status(self, text):
+            seen.append(parent.get())
+
+    ev = LoaderEvaluator([1, 2, 3], sample_interval_s=None)
+    pusher = Pusher(Dash(), "real", ev, "Run 1")
+    parent.set("a widget message handled since")
+    pusher.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pusher.stop()
+    assert seen and set(seen[:-1]) == {"the cell"}  # the last push ran in this thread
+
+
+def test_the_browser_s_messages_to_plots_and_buttons_go_to_the_main_shell():
+    from loadeval_nb.widgets import RerunPanel
+    from loadeval_nb.widgets._comms import on_main_shell
+
+    class Comm:  # ipykernel 7.4's comm: routes the browser's replies to a subshell
+        def _reply_subshell_for(self, data, default):
+            return "the widgets' subshell"
+
+    class Widget:
+        comm = Comm()
+
+    w = Widget()
+    on_main_shell(w)
+    assert w.comm._reply_subshell_for({}, "the widgets' subshell") is None  # the main shell
+    on_main_shell(object())  # no comm (no kernel): nothing to do
+    panel = RerunPanel({"num_workers": 0}, 4, lambda changes, cache: None)
+    panel.set_busy(True)
+    assert panel.button.disabled and "kernel is busy" in panel.busy_note.value
+    assert "loadeval-busy" in panel.widget._dom_classes
+    panel.set_busy(False)
+    assert not panel.button.disabled and panel.busy_note.value == ""
+    assert "loadeval-busy" not in panel.widget._dom_classes
