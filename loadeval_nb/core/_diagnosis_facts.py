@@ -182,3 +182,32 @@ def _workers(d: Diagnosis) -> str:
         "add DataLoader workers. If more workers do not help, the per-sample work is the "
         f"cost: {_PER_SAMPLE}"
     )
+
+
+_STAGE_ADVICE = {
+    "host": (
+        "host-to-device copies are the cost: make them pin_memory=True with "
+        ".to(device, non_blocking=True) so they overlap compute, or keep the data on the GPU "
+        "(--cache-on device)."
+    ),
+    "samples": (
+        "handing batches over is the cost (workers and collation): add DataLoader workers, "
+        "lighten collate_fn, or hand over fewer, larger batches."
+    ),
+    "real": (
+        "the per-sample work is the cost (reading, decoding, transforms): cheaper "
+        "augmentation, pre-decoded or smaller images, or decoding on the GPU."
+    ),
+}
+
+
+def ladder_advice(stage: Optional[str], costliest: Optional[str] = None) -> Optional[str]:
+    """What to do about the ladder's largest stage (None: no stage stands out); for the
+    per-sample stage, the costliest transform step is where to start."""
+    text = _STAGE_ADVICE.get(stage or "")
+    if text is None:
+        return None
+    text = text[0].upper() + text[1:]
+    if stage == "real" and costliest:
+        text += f" Start with {costliest}, the costliest step."
+    return text

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._batches import batch_nbytes
+from ._diagnosis_facts import ladder_advice
 from ._env import loader_settings
 from ._errors import LoadEvalError
 from ._evaluator import LoaderEvaluator
 from ._format import fmt_bytes, fmt_pct, fmt_seconds
 from ._loader import shutdown_persistent_workers
-from ._report import Report
+from ._report import Fact, Report
 from ._run import Run, describe_steady
 from ._runner import (
     check_run_args,
@@ -171,6 +172,14 @@ class LadderResult:
         step = f"; {top[0].name} takes {fmt_pct(top[0].share)} of a sample's time" if top else ""
         return f"Largest stage: {s.what}, +{fmt_seconds(s.added_s)} per step{share}{step}."
 
+    def _facts(self) -> tuple[Fact, ...]:
+        top = self.transforms.costliest(1) if self.transforms else []
+        what = ladder_advice(
+            self.largest.name if self.largest else None, top[0].name if top else None
+        )
+        split = (self.transforms.ladder_fact(),) if self.transforms else ()
+        return split + ((Fact("advice", "what to do", what),) if what and not self.error else ())
+
     def facts(self) -> Report:
         """The ladder's facts, once: :meth:`report` and the notebook's card render this."""
         rows = []
@@ -190,7 +199,7 @@ class LadderResult:
             kind="ladder",
             title=f"Caching ladder{' ' + self.label if self.label else ''}",
             headline=self.conclusion(),
-            facts=(self.transforms.ladder_fact(),) if self.transforms else (),
+            facts=self._facts(),
             columns=("rung", "the loop gets", "mean step", "samples/s", "adds over the rung above"),
             rows=tuple(rows),
             notes=tuple(self.notes),

@@ -270,3 +270,16 @@ def test_a_short_epoch_and_a_short_cache_are_noted():
         "the ideal run replayed 30 cached batches, fewer than the 40 asked: the loader had no more"
         in d.notes
     )
+
+
+def test_the_ladder_advises_on_its_largest_stage():
+    from loadeval_nb.core._diagnosis_facts import ladder_advice
+
+    assert ladder_advice(None) is None and ladder_advice("device") is None
+    assert "pin_memory=True" in ladder_advice("host")
+    assert "add DataLoader workers" in ladder_advice("samples")
+    text = ladder_advice("real", "ColorJitter")
+    assert "cheaper augmentation" in text and text.endswith(
+        "Start with ColorJitter, the costliest step."
+    )
+    assert "Start with" not in ladder_advice("real")

@@ -43,6 +43,8 @@ def test_ladder_finds_per_sample_loading():
     assert stages["real"].significant
     assert res.largest is not None and res.largest.what == "per-sample loading and transforms"
     assert "Largest stage: per-sample loading and transforms, +" in res.report()
+    advice = next(f for f in res.facts().facts if f.key == "advice").text
+    assert advice.startswith("The per-sample work is the cost (reading, decoding, transforms)")
 
 
 @pytest.mark.slow
@@ -53,6 +55,7 @@ def test_ladder_finds_collation():
     stages = {s.name: s for s in res.stages}
     assert stages["samples"].added_s == pytest.approx(0.020, rel=0.25)
     assert res.largest.what == "workers + collation"
+    assert "what to do: Handing batches over is the cost (workers and collation)" in res.report()
 
 
 def test_ladder_says_within_noise_when_loading_is_free():
@@ -62,6 +65,7 @@ def test_ladder_says_within_noise_when_loading_is_free():
     assert res.ok
     assert res.largest is None
     assert "within noise" in res.conclusion()
+    assert "what to do" not in res.report()  # nothing stands out: no stage to act on
 
 
 class Stream(IterableDataset):

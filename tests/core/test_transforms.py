@@ -208,8 +208,9 @@ def test_the_ladder_splits_the_real_rung_and_says_so():
     split = res.transforms
     assert split is not None and split.parts[0].name == "RandomResizedCrop"
     facts = res.facts()
-    assert [f.key for f in facts.facts] == ["transform-split"]
+    assert [f.key for f in facts.facts] == ["transform-split", "advice"]
     assert facts.facts[0].text.startswith("RandomResizedCrop ")
+    assert facts.facts[1].text.endswith("Start with RandomResizedCrop, the costliest step.")
     assert "per-sample time by step: RandomResizedCrop" in res.report()
     assert any(
         n.startswith("per-transform split, measured after the rungs: 6 samples") for n in res.notes
@@ -223,7 +224,7 @@ def test_the_ladder_splits_the_real_rung_and_says_so():
         rungs=("host", "real"),
         transforms=None,
     )
-    assert off.transforms is None and off.facts().facts == ()
+    assert off.transforms is None and [f.key for f in off.facts().facts] == ["advice"]
 
 
 # -- named steps ------------------------------------------------------------------------------
