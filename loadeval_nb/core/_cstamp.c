@@ -143,6 +143,55 @@ stamps_tolist(Stamps *self, PyObject *unused)
 }
 
 static PyObject *
+stamps_from(PyObject *module, PyObject *values)
+{
+    PyObject *self = PyObject_CallNoArgs((PyObject *)&StampsType);
+    if (self == NULL)
+        return NULL;
+    PyObject *it = PyObject_GetIter(values);
+    if (it == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    PyObject *x;
+    while ((x = PyIter_Next(it)) != NULL) {
+        PyObject *r = stamps_append((Stamps *)self, x);
+        Py_DECREF(x);
+        if (r == NULL) {
+            Py_DECREF(it);
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+static PyObject *
+stamps_reduce(Stamps *self, PyObject *unused)
+{
+    /* pickled and copied as stamps_from(list): a run's records can cross processes */
+    PyObject *mod = PyImport_ImportModule("loadeval_nb.core._cstamp");
+    if (mod == NULL)
+        return NULL;
+    PyObject *from = PyObject_GetAttrString(mod, "stamps_from");
+    Py_DECREF(mod);
+    if (from == NULL)
+        return NULL;
+    PyObject *values = stamps_tolist(self, NULL);
+    if (values == NULL) {
+        Py_DECREF(from);
+        return NULL;
+    }
+    return Py_BuildValue("N(N)", from, values);
+}
+
+static PyObject *
 stamps_repr(Stamps *self)
 {
     return PyUnicode_FromFormat("<Stamps: %zd>", self->n);
@@ -161,6 +210,7 @@ static PyMappingMethods stamps_as_mapping = {
 static PyMethodDef stamps_methods[] = {
     {"append", (PyCFunction)stamps_append, METH_O, "Append a stamp (integer ns)."},
     {"tolist", (PyCFunction)stamps_tolist, METH_NOARGS, "The stamps as a list of ints."},
+    {"__reduce__", (PyCFunction)stamps_reduce, METH_NOARGS, "Pickled as a list."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -408,6 +458,7 @@ now(PyObject *module, PyObject *unused)
 
 static PyMethodDef methods[] = {
     {"now", now, METH_NOARGS, "CLOCK_MONOTONIC in integer nanoseconds."},
+    {"stamps_from", stamps_from, METH_O, "Stamps holding the ints of an iterable."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,7 +3,9 @@ epochs as the pure-Python iterators it stands in for."""
 
 from __future__ import annotations
 
+import copy
 import importlib
+import pickle
 import time
 
 import pytest
@@ -37,6 +39,8 @@ def test_stamps_read_like_a_list_of_ints():
     with pytest.raises(TypeError):
         s.append("x")
     assert repr(s) == "<Stamps: 3>"
+    for copied in (pickle.loads(pickle.dumps(s)), copy.deepcopy(s)):
+        assert type(copied) is C.Stamps and copied.tolist() == [5, 7, 11]
 
 
 def test_log_iter_stamps_around_each_next_and_ends_once():
