@@ -24,7 +24,7 @@ class Report:
     """What a result says: a headline, labelled facts, an optional table and notes."""
 
     kind: str
-    """``verdict``, ``ladder`` or ``sweep``."""
+    """``verdict``, ``ladder``, ``sweep``, ``transforms``, ``ranks`` or ``compare``."""
     title: str
     headline: str
     """One sentence: the conclusion."""
