@@ -194,7 +194,7 @@ class Session:
         """Run the pair with ``loader`` bound to the cell's name; show it; never raise."""
         self.n_pairs += 1
         if self.dashboard is not None:
-            self.dashboard.pair_starting()
+            self.dashboard.pair_starting(row.get("label", ""))
         result = run_pair(
             loader,
             self._run_once,

@@ -95,6 +95,7 @@ class Dashboard(SweepHooks):
         self.gpu = bool(gpu_status()["available"])
         self.rows: list[dict[str, Any]] = []
         self._pusher: Optional[Pusher] = None
+        self._pair_label = ""
         self.status = W.HTML(value=self._status_html("Starting…"))
         # Hides this dashboard's static copy while the live widget is on the page and its
         # plots rendered (otherwise the copy shows: a reopened notebook, a reloaded page);
@@ -177,9 +178,11 @@ class Dashboard(SweepHooks):
         return {**bundle, "text/html": style + bundle["text/html"]}
 
     # -- hooks: called by run_pair ------------------------------------------------
-    def pair_starting(self) -> None:
+    def pair_starting(self, label: str = "") -> None:
         """A pair starts (a rerun from the panel, say): the previous pair's series are
-        cleared and its verdict dimmed until the new one replaces it."""
+        cleared and its verdict dimmed until the new one replaces it; ``label`` (the
+        rerun's, e.g. ``#2 num_workers=1 c4``) is said in the status line."""
+        self._pair_label = label
         for src in (*self.step_src.values(), *self.util_src.values()):
             src.data = {k: [] for k in src.data}
         if self.verdict.value:
@@ -191,6 +194,8 @@ class Dashboard(SweepHooks):
         if which == "real" and ev.label not in (None, "real"):
             what = f"real loader, {ev.label}"
         label = f"Run {index + 1} of {total} ({what})"
+        if self._pair_label:
+            label = f"{self._pair_label}: {label[0].lower()}{label[1:]}"
         self.set_status(f"{label}: starting")
         # a new pair starts: clear this run's series from the previous pair
         self.step_src[which].data = {k: [] for k in self.step_src[which].data}

@@ -322,7 +322,7 @@ def test_a_new_pair_clears_the_plots_and_dims_the_verdict_until_its_own():
     dash.pair_done(result, {})
     dash.step_src["real"].stream({"step": [0, 1], "step_ms": [1.0, 2.0]})
     dash.util_src["ideal"].stream({"t_s": [0.1], "process_cpu_pct": [50], "workers_cpu_pct": [0]})
-    dash.pair_starting()  # "Rerun pair"
+    dash.pair_starting("#2 num_workers=1 c4")  # "Rerun pair"
     assert all(
         not v
         for src in (*dash.step_src.values(), *dash.util_src.values())
@@ -331,6 +331,12 @@ def test_a_new_pair_clears_the_plots_and_dims_the_verdict_until_its_own():
     assert "loadeval-stale" in dash.verdict._dom_classes
     assert "loadeval-running" in dash.widget._dom_classes
     assert ".loadeval-stale{opacity:0.35}" in dash.style.value  # the CSS that dims it
+    ev = LoaderEvaluator([1, 2], sample_interval_s=None)
+    dash.run_started("real", ev, 0, 2)
+    assert "#2 num_workers=1 c4: run 1 of 2 (real loader): starting" in dash.status.value
+    list(ev)
+    ev.close()
+    dash.run_ended("real", ev, None)  # its pusher stops
     dash.pair_done(result, {})
     assert "loadeval-stale" not in dash.verdict._dom_classes
     assert "loadeval-running" not in dash.widget._dom_classes
