@@ -120,14 +120,13 @@ class AutoChunker:
     ``starts`` is the epoch's list of step-start stamps (the timed iterator appends one
     before asking the source for each batch), so when a chunk runs out ``starts`` holds
     one stamp per batch served plus the current request: every served step is complete,
-    and ``len(starts) - 1`` batches were served. The stamps may be in any unit of time
-    (the decision compares relative widths).
+    and ``len(starts) - 1`` batches were served.
     """
 
     def __init__(
         self,
         source: Iterator[Any],
-        starts: list[Any],
+        starts: Any,
         auto: AutoStop,
         warmup: int,
         on_stop: Optional[Callable[[int, str], None]] = None,

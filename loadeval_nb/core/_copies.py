@@ -99,7 +99,7 @@ class CopyTimer:
 
     def __init__(
         self,
-        starts: list[Any],
+        starts: Any,
         device_type: str = "cuda",
         event: Optional[Callable[[], Any]] = None,
     ) -> None:

@@ -207,7 +207,7 @@ class LoaderEvaluator(DaliMethods):
         self._close_open("stopped")
         self._closed, self._final_run = False, None
         rec = EpochRecord()
-        rec.use_clock(self.clock)  # its stamp lists are made now, before anything holds them
+        rec.prepare(self.clock)  # its stamp containers are made now, before anything holds them
         source: list[Any] = [None]  # the closure reads it when the epoch ends
         guard = EpochGuard(lambda status: self._finish(rec, status, source[0]))
         if self._sampler is not None:
@@ -237,7 +237,7 @@ class LoaderEvaluator(DaliMethods):
         rec.status = self._mode.settle_status(rec, status)
         if self._open is not None and self._open[0] is rec:
             self._open = None
-        if not rec.start_stamps and rec.status != "complete":
+        if not rec.starts and rec.status != "complete":
             # an iterator made and dropped before asking for a batch (a framework checking
             # that the loader is iterable) measured nothing: it is not an epoch
             self._epochs[:] = [r for r in self._epochs if r is not rec]

@@ -42,7 +42,7 @@ def _auto_chunks(
         if guard is not None:  # replay: the batch list outlives the stop; close now
             guard.close("complete")
 
-    return AutoChunker(source, rec.start_stamps, ev.auto_stop, ev.warmup_steps, on_stop).chunks()
+    return AutoChunker(source, rec.starts, ev.auto_stop, ev.warmup_steps, on_stop).chunks()
 
 
 class _Mode:
@@ -104,7 +104,7 @@ class LogMode(_Mode):
         self._src = src  # its worker processes are "workers" to the sampler
         copies = ev._copies_on if ev._copies_on is not None else ("cuda", None)
         if copies[0] != "cuda" or cuda_in_use():
-            self._copies = CopyTimer(rec.start_stamps, copies[0], copies[1])
+            self._copies = CopyTimer(rec.starts, copies[0], copies[1])
             self._copies.install()
         source: Iterator[Any] = src
         if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
@@ -127,9 +127,9 @@ class LogMode(_Mode):
     def settle_status(self, rec: EpochRecord, status: str) -> str:
         if status == "complete":
             return status
-        if len(rec.start_stamps) == len(rec.ready_stamps) + 1:
+        if len(rec.starts) == len(rec.ready) + 1:
             return "source-error"  # next() itself raised
-        if rec.expected is not None and len(rec.ready_stamps) >= rec.expected:
+        if rec.expected is not None and len(rec.ready) >= rec.expected:
             return "complete"  # every batch taken; the loop stopped asking at len()
         return status
 
@@ -159,7 +159,7 @@ class LogMode(_Mode):
         timer, self._copies = self._copies, None
         if timer is not None:
             timer.uninstall()
-            rec.copies = timer.per_step(len(rec.ready_stamps))
+            rec.copies = timer.per_step(len(rec.ready))
 
     def worker_pids(self) -> set[int]:
         """The pids of the DataLoader worker processes of the epoch running now."""
@@ -218,7 +218,7 @@ class ReplayMode(_Mode):
         return timed_replay_iter(self.cache.batches, len(ev), rec, guard, ev.clock, wrap), None
 
     def settle_status(self, rec: EpochRecord, status: str) -> str:
-        served = len(rec.start_stamps)
+        served = len(rec.starts)
         if status == "complete" or served == (rec.expected or 0) + 1:
             rec.last_end_known = True  # the closing stamp was taken
             return "complete"

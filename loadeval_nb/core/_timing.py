@@ -17,16 +17,11 @@ guard's ``__del__`` closes the epoch instead.
 
 With the default clock on Linux, where the optional C extension ``_cstamp`` was built
 (``setup.py``), the same two iterators are one C object each: it reads
-``CLOCK_MONOTONIC`` (the clock of ``time.perf_counter_ns`` there) and appends integer
-nanoseconds, at about half the cost per step. ``LOADEVAL_NB_PURE_PYTHON=1`` turns it
-off; it is also off when its clock does not agree with ``perf_counter_ns`` at import.
-
-Otherwise, with the default clock (``time.perf_counter_ns``) the stamps are taken with
-``time.perf_counter``, the same clock in float seconds: a float comes from CPython's
-free list where an integer of nanoseconds is a fresh allocation, which makes each stamp
-~10 % cheaper. The record turns them into integer nanoseconds when they are read
-(:attr:`EpochRecord.starts`), a part at a time, never on the loop's path; a clock that
-is injected (tests, a fake clock) is used as it is.
+``CLOCK_MONOTONIC`` (the clock of ``time.perf_counter_ns`` there) and keeps integer
+nanoseconds in 8-byte ``Stamps`` arrays, at about 40 % of the cost per step (a list
+holds one fresh int object a stamp). ``LOADEVAL_NB_PURE_PYTHON=1`` turns it off; it is
+also off when its clock does not agree with ``perf_counter_ns`` at import. A clock that
+is injected (tests, a fake clock) always takes the iterators above.
 
 Everything else (turning stamps into steps) happens off the hot path, in
 :func:`epoch_steps`.
@@ -50,8 +45,6 @@ _second = itemgetter(1)
 _DONE = object()
 
 DEFAULT_CLOCK: Clock = time.perf_counter_ns
-_SECONDS_STAMP = time.perf_counter
-"""DEFAULT_CLOCK in float seconds (one clock: perf_counter() is perf_counter_ns() / 1e9)."""
 
 
 def _c_path() -> Any:
@@ -79,23 +72,6 @@ def step_path() -> str:
     return "C" if C_PATH is not None else "Python"
 
 
-def stamp_clock(clock: Clock) -> tuple[Callable[[], Any], Optional[float]]:
-    """The callable the hot path stamps with, and the factor that turns its stamps into
-    nanoseconds of ``clock`` (None: they are nanoseconds already)."""
-    if clock is DEFAULT_CLOCK:
-        return _SECONDS_STAMP, 1e9
-    return clock, None
-
-
-def _to_ns(raw: list[Any], out: list[int], scale: float) -> list[int]:
-    """Extend ``out`` with the stamps of ``raw`` it lacks, in nanoseconds. Lock-free: two
-    threads converting at once write the same values to the same places."""
-    n, m = len(out), len(raw)
-    if m > n:
-        out[n:m] = map(round, map(scale.__mul__, raw[n:m]))
-    return out
-
-
 @dataclass
 class EpochRecord:
     """Raw stamps of one pass over the loader (one ``iter()`` of the evaluator).
@@ -105,13 +81,11 @@ class EpochRecord:
 
     setup_ns: int = 0
     """Time spent in ``iter(source)`` before the first step (worker start-up)."""
-    start_stamps: Any = field(default_factory=list)
-    """Stamp when the loop asked for each batch (plus one at exhaustion), in the units of
-    the stamping clock: read :attr:`starts` for nanoseconds."""
-    ready_stamps: Any = field(default_factory=list)
-    """Stamp when each batch was handed over (log mode only): read :attr:`ready`."""
-    stamp_scale: Optional[float] = None
-    """Multiplies a stamp into nanoseconds (None: the stamps are nanoseconds)."""
+    starts: Any = field(default_factory=list)
+    """Clock when the loop asked for each batch (plus one at exhaustion): a list of ints,
+    or the C path's ``Stamps`` (read like one: ``len``, ``s[i]``, ``s[a:b]``)."""
+    ready: Any = field(default_factory=list)
+    """Clock when each batch was handed over (log mode only); the same kind as ``starts``."""
     end_ns: Optional[int] = None
     """When the epoch was closed (exhaustion, break or error)."""
     sync_ns: int = 0
@@ -130,46 +104,18 @@ class EpochRecord:
     copies: Optional[list[int]] = None
     """Host-to-device copy time (GPU, ns) in each step, when CUDA was in use (log mode)."""
 
-    stamper: Optional[Callable[[], Any]] = field(default=None, repr=False)
-    """What the Python-composed iterators stamp with (set by :meth:`use_clock`)."""
-    _starts_ns: list[int] = field(default_factory=list, repr=False)
-    _ready_ns: list[int] = field(default_factory=list, repr=False)
+    c_path: bool = False
+    """Stamped by the C extension's iterators (see :meth:`prepare`)."""
 
     @property
     def open(self) -> bool:
         return self.status == "running"
 
-    @property
-    def starts(self) -> list[int]:
-        """Clock (ns) when the loop asked for each batch (plus one at exhaustion): a list, or
-        the C path's ``Stamps`` (read like one: ``len``, ``s[i]``, ``s[a:b]``)."""
-        if self.stamp_scale is None:
-            return self.start_stamps  # type: ignore[no-any-return]
-        return _to_ns(self.start_stamps, self._starts_ns, self.stamp_scale)
-
-    @property
-    def ready(self) -> list[int]:
-        """Clock (ns) when each batch was handed over (log mode only)."""
-        if self.stamp_scale is None:
-            return self.ready_stamps  # type: ignore[no-any-return]
-        return _to_ns(self.ready_stamps, self._ready_ns, self.stamp_scale)
-
-    def use_clock(self, clock: Clock) -> Callable[[], Any]:
-        """Set the record up to be stamped for ``clock`` (before anything holds its stamp
-        lists); returns what a Python-composed iterator stamps with."""
-        if self.stamper is None:
-            if clock is DEFAULT_CLOCK and C_PATH is not None:
-                self.stamp_scale = None  # integer ns of the same clock, 8 bytes each
-                self.start_stamps, self.ready_stamps = C_PATH.Stamps(), C_PATH.Stamps()
-                self.stamper = DEFAULT_CLOCK
-            else:
-                self.stamper, self.stamp_scale = stamp_clock(clock)
-        return self.stamper
-
-    @property
-    def c_path(self) -> bool:
-        """Stamped by the C extension's iterators."""
-        return C_PATH is not None and type(self.start_stamps) is C_PATH.Stamps
+    def prepare(self, clock: Clock) -> None:
+        """Make the stamp containers for ``clock``, before anything holds them: the C
+        path's arrays for the default clock where the extension is there."""
+        if clock is DEFAULT_CLOCK and C_PATH is not None:
+            self.starts, self.ready, self.c_path = C_PATH.Stamps(), C_PATH.Stamps(), True
 
 
 class EpochGuard:
@@ -198,12 +144,14 @@ class EpochGuard:
             pass  # Ctrl-C deferred while closing included: the first is already on its way
 
 
-def _stamps(out: list[Any], clock: Callable[[], Any]) -> Iterator[None]:
+_NEVER = -1
+"""Sentinel for iter(clock, _NEVER): a clock never returns -1, and int == int is the
+cheapest comparison callable_iterator can make (cheaper than an object() sentinel)."""
+
+
+def _stamps(out: Any, clock: Clock) -> Iterator[None]:
     # iter(clock, sentinel) calls clock() forever; map(list.append) stores each value.
-    # A clock never returns -1, and a comparison of two objects of one type (int == int,
-    # float == float) is the cheapest callable_iterator can make.
-    never = -1.0 if clock is _SECONDS_STAMP else -1
-    return map(out.append, iter(clock, never))
+    return map(out.append, iter(clock, _NEVER))
 
 
 def timed_log_iter(
@@ -215,12 +163,11 @@ def timed_log_iter(
 ) -> Iterator[Any]:
     """Iterate ``source``, stamping before and after every ``next()``; ``first_hook(batch)``
     sees the first batch and returns what is served."""
-    stamp = rec.use_clock(clock)
     if rec.c_path:
         return C_PATH.log_iter(  # type: ignore[no-any-return]
-            source, rec.start_stamps, rec.ready_stamps, guard.end, first_hook
+            source, rec.starts, rec.ready, guard.end, first_hook
         )
-    z = zip(_stamps(rec.start_stamps, stamp), source, _stamps(rec.ready_stamps, stamp))
+    z = zip(_stamps(rec.starts, clock), source, _stamps(rec.ready, clock))
     tail = iter(guard.end, _DONE)
     if first_hook is None:
         return chain(map(_second, z), tail)
@@ -263,26 +210,23 @@ def timed_replay_iter(
     guard rides on the list of batches (see :class:`_ReplayOrder`), and the epoch
     is complete when there is one more stamp than batches.
     """
-    stamp = rec.use_clock(clock)
     if n > MAX_FLAT_ORDER and cache:
         # a flat list of a huge epoch would be memory spent before the first step:
         # cycle the cache instead, and close the epoch from a trailing guard call
         rec.expected = n
         batches = islice(cycle(cache), n)
         source = wrap(batches) if wrap is not None else batches
-        return map(
-            _NO_KEYS.get, _stamps(rec.start_stamps, stamp), chain(source, iter(guard.end, _DONE))
-        )
+        return map(_NO_KEYS.get, _stamps(rec.starts, clock), chain(source, iter(guard.end, _DONE)))
     order = _ReplayOrder(cache)
     order *= -(-n // len(cache)) if cache else 0
     del order[n:]
     order.guard = guard
     rec.expected = len(order)
     if wrap is not None:  # adaptive stop: it closes the guard itself when it stops
-        return map(_NO_KEYS.get, _stamps(rec.start_stamps, stamp), wrap(iter(order)))
+        return map(_NO_KEYS.get, _stamps(rec.starts, clock), wrap(iter(order)))
     if rec.c_path:
-        return C_PATH.replay_iter(order, rec.start_stamps)  # type: ignore[no-any-return]
-    return map(_NO_KEYS.get, _stamps(rec.start_stamps, stamp), order)
+        return C_PATH.replay_iter(order, rec.starts)  # type: ignore[no-any-return]
+    return map(_NO_KEYS.get, _stamps(rec.starts, clock), order)
 
 
 @dataclass
