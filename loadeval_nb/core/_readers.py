@@ -169,8 +169,6 @@ class _CpuReader:
     def _cpu_s(self, p: Any) -> Optional[float]:
         if p is self._me:  # no file to read for our own process: a clock, GIL held
             return time.process_time_ns() / 1e9
-        if p is None or isinstance(p, int):  # a pid (Linux): its CPU clock
-            return None
         try:
             t = p.cpu_times()
             return float(t.user + t.system)
@@ -221,7 +219,7 @@ class _CpuReader:
         unseen = wanted is not None and not wanted.issubset(self._children)
         if _LINUX and wanted is not None:
             # the evaluator knows its workers: read their CPU clocks, list nothing
-            self._children = {pid: self._children.get(pid, pid) for pid in wanted}
+            self._children = dict.fromkeys(wanted)
         elif not final and 0 < t and (t < 20 or t % 10 == 0 or unseen):
             try:
                 kids = self._list_children()

@@ -109,6 +109,29 @@ def test_cpu_sampler_sees_a_busy_child_process():
     assert max(cpu["workers"]) >= 1
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU clocks of other processes")
+def test_known_workers_are_read_from_their_cpu_clocks_without_listing(monkeypatch):
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"]
+    )
+    try:
+        s = UtilSampler(0.05, gpu=False)
+        s.worker_pids = lambda: {child.pid}
+        s.start()
+        listed = []
+        monkeypatch.setattr(
+            type(s._cpu_reader), "_list_children", lambda self: listed.append(1) or []
+        )
+        time.sleep(0.8)
+        s.stop()
+    finally:
+        child.kill()
+        child.wait()
+    cpu = s.series()["cpu"]
+    assert max(v for v in cpu["workers_pct"] if v is not None) > 40
+    assert set(cpu["workers"][1:]) == {1} and listed == []
+
+
 def test_sampler_interval_validated():
     with pytest.raises(ValueError, match="positive"):
         UtilSampler(0)
