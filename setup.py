@@ -1,8 +1,8 @@
-"""The optional C extension of the per-step path (see loadeval_nb/core/_cstamp.c).
+"""The optional C extension of the per-step path (see loadeval_nb/core/measure/_cstamp.c).
 
 Everything else is in pyproject.toml. ``optional=True``: where it cannot be compiled
 (no compiler, not Linux), the package installs without it and times steps with the
-pure-Python iterators of loadeval_nb/core/_timing.py.
+pure-Python iterators of loadeval_nb/core/measure/timing.py.
 """
 
 import sys
@@ -13,8 +13,8 @@ ext = []
 if sys.platform.startswith("linux"):
     ext.append(
         Extension(
-            "loadeval_nb.core._cstamp",
-            ["loadeval_nb/core/_cstamp.c"],
+            "loadeval_nb.core.measure._cstamp",
+            ["loadeval_nb/core/measure/_cstamp.c"],
             optional=True,
             extra_compile_args=["-O2"],
         )

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from loadeval_nb import RunHooks, RunSettings, run_pair, save_report
+from loadeval_nb import RunSettings, run_pair, save_report
+from loadeval_nb.explore import RunHooks
 from loadeval_nb.viz import verdict_html
 
 ROOT = Path(__file__).resolve().parents[1]

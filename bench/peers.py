@@ -42,7 +42,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.core import step_path
+from loadeval_nb.measure import step_path
 
 clock = time.perf_counter_ns
 GOALS = {

@@ -32,7 +32,8 @@ from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadeval_nb import WorkerFetchTimer, predict  # noqa: E402
+from loadeval_nb.measure import WorkerFetchTimer
+from loadeval_nb.whatif import predict
 
 warnings.filterwarnings("ignore", message="This DataLoader will create")
 

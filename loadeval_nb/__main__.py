@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from .core import LoadEvalError, check_workers
+from .core import LoadEvalError
+from .core._shared import check_workers
 
 __all__ = ["main"]
 

@@ -1,7 +1,9 @@
 """The house shape: core imports nothing from Jupyter or Bokeh, layers point one way
-(core → viz → widgets → integrations → magic), and a layer reaches another only through
-that layer's
-package ``__init__`` — as do the docs, notebooks and benches."""
+(core → viz → widgets → integrations → magic), a layer reaches core only through its
+package ``__init__`` or its one private door (``core._shared``), the docs, notebooks and
+benches use public names only, no import circle exists anywhere (deferred and
+``TYPE_CHECKING`` imports count), and inside core no private name crosses from one
+sub-package to another."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ PKG = ROOT / "loadeval_nb"
 FORBIDDEN = ("IPython", "ipywidgets", "bokeh", "jupyter_bokeh")
 LAYERS = ("core", "viz", "widgets", "integrations", "magic")
 SHARED = {"loadeval_nb._version"}  # the package's version: anyone may read it
+DOORS = {"loadeval_nb.core._shared"}  # the private door of core for the upper layers
 
 
 def _module_name(path: Path) -> str:
@@ -66,6 +69,8 @@ def seam_violations(source: str, module: str, is_package: bool = False) -> list[
         if theirs is None or theirs == mine:
             continue
         where = f"{module}:{line} imports {target}"
+        if target in DOORS or target.rsplit(".", 1)[0] in DOORS:
+            continue
         if target != f"loadeval_nb.{theirs}":
             bad.append(f"{where}: use the public loadeval_nb.{theirs}")
         elif mine is not None and LAYERS.index(theirs) > LAYERS.index(mine):
@@ -140,36 +145,188 @@ def test_viz_is_lazy_but_reachable():
         loadeval_nb.not_a_thing
 
 
-@pytest.mark.parametrize("package", ["loadeval_nb", "loadeval_nb.core"])
-def test_old_names_still_import_with_a_deprecation_warning(package):
+@pytest.mark.parametrize(
+    "face, old, new, where",
+    [
+        ("loadeval_nb", "Diagnosis", "Diagnosis", "loadeval_nb.verdict"),
+        ("loadeval_nb", "RankReport", "RanksResult", "loadeval_nb.ranks"),
+        ("loadeval_nb", "Report", "Facts", "loadeval_nb.verdict"),
+        ("loadeval_nb.core", "fmt_seconds", "fmt_seconds", "loadeval_nb.core._shared"),
+        ("loadeval_nb.core", "mean_ci", "mean_ci", "loadeval_nb.core.measure.adaptive"),
+    ],
+)
+def test_names_that_left_a_face_import_for_a_release_with_a_warning(face, old, new, where):
     import importlib
 
-    from loadeval_nb import RunHooks, RunSettings
-
-    mod = importlib.import_module(package)
-    with pytest.warns(DeprecationWarning, match="PairSettings is now RunSettings"):
-        assert mod.PairSettings is RunSettings
-    with pytest.warns(DeprecationWarning, match="PairHooks is now RunHooks"):
-        assert mod.PairHooks is RunHooks
+    mod = importlib.import_module(face)
+    with pytest.warns(DeprecationWarning, match=f"{face}.{old} .* {where}.{new}"):
+        got = getattr(mod, old)
+    assert got is getattr(importlib.import_module(where), new)
 
 
-def test_every_public_name_is_importable():
+def _graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, at any depth of the code (a function's
+    body, ``if TYPE_CHECKING:``): a circle closed by a deferred import is still a circle.
+    ``from X import y`` counts as importing ``X.y`` when that is a module, else ``X``."""
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for _, target in _targets(ast.parse(path.read_text()), name, path.name == "__init__.py"):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]  # a name in a module: the module
+            if target and target != name:
+                deps.add(target)
+        graph[name] = deps
+    # ``from .x import y`` where y is a module also names x (a package): keep the module
+    for name, deps in graph.items():
+        graph[name] = {d for d in deps if not any(o.startswith(d + ".") for o in deps)}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_circle_anywhere():
+    assert import_circles(_graph()) == []
+
+
+def test_the_circle_check_finds_a_deferred_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def floors(graph: dict[str, set[str]], inside: str) -> int:
+    """How many floors the modules under ``inside`` stand on (the longest import chain
+    among them, counted in modules)."""
+    mods = {m for m in graph if m.startswith(inside) and m not in DOORS}
+    depth: dict[str, int] = {}
+
+    def d(m: str) -> int:
+        if m not in depth:
+            depth[m] = 1 + max((d(x) for x in graph[m] if x in mods), default=0)
+        return depth[m]
+
+    return max(d(m) for m in mods)
+
+
+def test_core_stands_on_few_floors():
+    # the sub-packages by job keep the chains short (11 floors when core was flat)
+    assert floors(_graph(), "loadeval_nb.core.") <= 8
+
+
+def _subpackage(module: str) -> str:
+    """The sub-package of core a module is in ("" for core's floor modules)."""
+    parts = module.split(".")
+    if len(parts) > 3:
+        return parts[2]
+    return "" if parts[2].startswith("_") else parts[2]  # ranks.py: a job of its own
+
+
+def private_crossings(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Imports in ``source`` (core's ``module``) of a private name, or of a private module,
+    that lives in another of core's sub-packages; and floor modules reaching up into a
+    sub-package (the floor stands under them all)."""
+    mine = _subpackage(module)
+    bad = []
+    for line, target in _targets(ast.parse(source), module, is_package):
+        if not target.startswith("loadeval_nb.core.") or target == module:
+            continue
+        theirs = _subpackage(target) if "." in target[len("loadeval_nb.core.") :] else ""
+        inner = target.split(".")[3:]
+        where = f"{module}:{line} imports {target}"
+        if mine == "" and theirs and module not in DOORS:
+            bad.append(f"{where}: a floor module must not depend on a sub-package")
+        elif theirs and theirs != mine and any(p.startswith("_") for p in inner):
+            bad.append(f"{where}: a private name of core.{theirs} (make it public there)")
+    return bad
+
+
+def test_no_private_name_crosses_core_subpackages():
+    bad = []
+    for path in sorted((PKG / "core").rglob("*.py")):
+        name = _module_name(path)
+        if name == "loadeval_nb.core":
+            continue
+        bad += private_crossings(path.read_text(), name, path.name == "__init__.py")
+    assert bad == []
+
+
+@pytest.mark.parametrize(
+    "source, module",
+    [
+        ("from ..measure.readers import _CpuReader", "loadeval_nb.core.record.run"),
+        ("from ..measure._cstamp import now", "loadeval_nb.core.explore.runner"),
+        ("from .measure.timing import step_path", "loadeval_nb.core._env"),
+    ],
+)
+def test_the_private_crossing_check_catches_one(source, module):
+    assert private_crossings(source, module) != []
+
+
+def test_the_private_crossing_check_allows_public_and_sibling_names():
+    assert (
+        private_crossings("from ..record.run import Run", "loadeval_nb.core.measure.evaluator")
+        == []
+    )
+    assert private_crossings("from .readers import _x", "loadeval_nb.core.measure.sampler") == []
+    assert (
+        private_crossings("from .._errors import a_kind", "loadeval_nb.core.verdict.compare") == []
+    )
+
+
+@pytest.mark.parametrize(
+    "face",
+    ["loadeval_nb", "loadeval_nb.core", "loadeval_nb.core._shared"]
+    + [
+        f"loadeval_nb.{f}"
+        for f in ("measure", "record", "verdict", "whatif", "explore", "ranks", "errors")
+    ],
+)
+def test_every_face_is_sorted_importable_and_public_only(face):
+    import importlib
+
+    mod = importlib.import_module(face)
+    assert mod.__all__ == sorted(mod.__all__)
+    assert [n for n in mod.__all__ if not hasattr(mod, n)] == []
+
+
+def test_the_front_face_is_narrow():
     import loadeval_nb
-    import loadeval_nb.core
 
-    for mod in (loadeval_nb, loadeval_nb.core):
-        missing = [n for n in mod.__all__ if not hasattr(mod, n)]
-        assert missing == []
-
-
-MAX_MODULE_LINES = 400
-
-
-def test_no_module_holds_two_jobs():
-    # a module past ~400 lines usually does two things: split it, one job a room
-    big = {
-        str(p.relative_to(ROOT)): n
-        for p in PKG.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-    }
-    assert big == {}
+    assert len(loadeval_nb.__all__) <= 15
+    for name in loadeval_nb.__all__:  # nothing there exists only for another layer
+        assert not name.startswith("_") or name == "__version__"

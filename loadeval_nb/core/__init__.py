@@ -1,171 +1,150 @@
 """loadeval_nb.core: measurement without Jupyter.
 
-The DataLoader wrapper (log and replay), utilisation samplers, run logs,
-statistics, the diagnosis, and what runs on top of them: the real + ideal pair,
-the caching ladder, the settings sweep, the adaptive stop and the worker/queue
-simulator. Imports nothing from IPython, ipywidgets or Bokeh, so it works in plain
-scripts, under torchrun and in tests.
+Imports nothing from IPython, ipywidgets or Bokeh, so it works in plain scripts,
+under torchrun and in tests. Its sub-packages, one job each, from the floor up:
 
-This ``__init__`` is the layer's one seam: the upper layers (viz, widgets, magic),
-the docs, notebooks and benches import from here, never from a ``_module``.
+* ``record/``: a measured run as a record (:class:`Run`), its JSON file, the journal
+  written while it runs, the rerun panel's history file;
+* ``measure/``: measuring one run: :class:`LoaderEvaluator`, its two modes, the per-step
+  path (and its C part), the replay cache, copy and worker timing, the utilisation
+  sampler, the adaptive stop;
+* ``whatif/``: what other loader settings would buy (the worker/queue simulator);
+* ``verdict/``: what two runs say (:func:`diagnose`, :func:`compare_runs`);
+* ``explore/``: running the user's loop to find what to change: settings, the one
+  runner, the pair, the caching ladder, the sweep, the per-transform split;
+* ``ranks.py``: many processes under torchrun.
+
+Beside them, the floor every sub-package stands on: ``_errors`` (exceptions, argument
+checks), ``_format`` (numbers in words), ``_stats``, ``_files`` (atomic writes),
+``_facts`` (a result's facts and their rendering), ``_env`` (probes and guards).
+
+This ``__init__`` is the layer's public face; the upper layers (viz, widgets, magic,
+integrations) reach what they share but users should not see through one private
+door, :mod:`loadeval_nb.core._shared`. Users meet these names through ``loadeval_nb``
+and its sub-namespaces (``loadeval_nb.measure``, ``.record``, ``.verdict``, ``.whatif``,
+``.explore``, ``.ranks``, ``.errors``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._adaptive import AutoStop, mean_ci, median_ci
-from ._compare import Comparison, compare_runs, load_history, parse_share, save_history
-from ._diagnosis import (
+from . import _shared
+from ._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError, OptionError, RunLogError
+from ._facts import Fact, Facts
+from ._moved import check_sorted, moved_name
+from .explore.ladder import LadderResult, Rung, Stage, run_ladder
+from .explore.pair import PairResult, run_pair
+from .explore.settings import RunHooks, RunSettings
+from .explore.sweep import run_sweep
+from .explore.sweep_result import SweepHooks, SweepPoint, SweepResult
+from .explore.sweep_spec import SweepPlan, parse_sweep, prepare_sweep
+from .explore.transforms.split import TransformPart, TransformSplit, split_transforms
+from .measure.adaptive import AutoStop
+from .measure.evaluator import LoaderEvaluator
+from .measure.loader import rebuild_loader
+from .measure.readers import gpu_status
+from .measure.sampler import UtilSampler
+from .measure.timing import step_path
+from .measure.worker_timing import WorkerFetchTimer
+from .ranks import RankResult, RanksResult, gather_pair
+from .record.run import SCHEMA_VERSION, Run
+from .record.runlog import load_run
+from .verdict.compare import Comparison, compare_runs
+from .verdict.diagnose import diagnose
+from .verdict.diagnosis import (
     INPUT_BOUND,
     NOT_ENOUGH_DATA,
     NOT_INPUT_BOUND,
     PARTLY_INPUT_BOUND,
     Diagnosis,
-    as_run,
-    diagnose,
 )
-from ._env import interrupts_deferred, is_dataloader, torch_threads
-from ._errors import (
-    CacheBudgetError,
-    CacheMutationWarning,
-    LoadEvalError,
-    OptionError,
-    RunLogError,
-    a_kind,
-    check_choice,
-    check_int,
-    close_match,
-)
-from ._evaluator import LoaderEvaluator
-from ._files import atomic_open, write_text_atomic
-from ._format import fmt_bytes, fmt_pct, fmt_rate, fmt_seconds, fmt_times
-from ._ladder import RUNGS, STAGES, LadderResult, Rung, Stage, run_ladder
-from ._loader import (
-    TUNABLE,
-    check_workers,
-    loader_knobs,
-    max_workers,
-    rebuild_loader,
-    shutdown_persistent_workers,
-)
-from ._pair import PairResult, run_pair
-from ._predict import Prediction, predict
-from ._ranks import RankReport, RankResult, dist_rank, gather_pair, rank_report
-from ._readers import gpu_status
-from ._report import Fact, Report
-from ._run import Run
-from ._runlog import SCHEMA_VERSION, load_run
-from ._runner import PAIR_NEEDS_TWO_PASSES, check_writable_dir, refuse_one_shot
-from ._samplers import UtilSampler
-from ._samples import CachedSamples
-from ._settings import RunHooks, RunSettings, deprecated_name
-from ._simulator import SimResult, simulate, usable_cores
-from ._sweep import run_sweep
-from ._sweep_result import SweepHooks, SweepPoint, SweepResult
-from ._sweep_spec import SweepPlan, config_label, parse_sweep, prepare_sweep
-from ._timing import step_path
-from ._transform_split import TransformPart, TransformSplit, split_transforms
-from ._whatif import predict_from_runs
-from ._worker_timing import WorkerFetchTimer
+from .whatif.from_runs import predict_from_runs
+from .whatif.predict import Prediction, predict
+from .whatif.simulator import SimResult, simulate
 
 __all__ = [
-    # the wrapper and its records
-    "LoaderEvaluator",
-    "Run",
-    "load_run",
-    "SCHEMA_VERSION",
-    "UtilSampler",
-    "gpu_status",
-    "WorkerFetchTimer",
-    # the verdict
-    "diagnose",
-    "Diagnosis",
-    "as_run",
-    "INPUT_BOUND",
-    "PARTLY_INPUT_BOUND",
-    "NOT_INPUT_BOUND",
-    "NOT_ENOUGH_DATA",
-    "Report",
-    "Fact",
-    "compare_runs",
+    "AutoStop",
+    "CacheBudgetError",
+    "CacheMutationWarning",
     "Comparison",
-    "parse_share",
-    "save_history",
-    "load_history",
-    # running the user's loop: pair, ladder, sweep
-    "RunSettings",
-    "RunHooks",
-    "run_pair",
-    "PairResult",
-    "run_ladder",
+    "Diagnosis",
+    "Fact",
+    "Facts",
+    "INPUT_BOUND",
     "LadderResult",
+    "LoadEvalError",
+    "LoaderEvaluator",
+    "NOT_ENOUGH_DATA",
+    "NOT_INPUT_BOUND",
+    "OptionError",
+    "PARTLY_INPUT_BOUND",
+    "PairResult",
+    "Prediction",
+    "RankResult",
+    "RanksResult",
+    "Run",
+    "RunHooks",
+    "RunLogError",
+    "RunSettings",
     "Rung",
+    "SCHEMA_VERSION",
+    "SimResult",
     "Stage",
-    "RUNGS",
-    "STAGES",
-    "CachedSamples",
-    "split_transforms",
-    "TransformSplit",
-    "TransformPart",
-    "run_sweep",
-    "SweepResult",
-    "SweepPoint",
     "SweepHooks",
     "SweepPlan",
-    "parse_sweep",
-    "prepare_sweep",
-    "config_label",
-    "refuse_one_shot",
-    "check_writable_dir",
-    # many ranks (torchrun)
+    "SweepPoint",
+    "SweepResult",
+    "TransformPart",
+    "TransformSplit",
+    "UtilSampler",
+    "WorkerFetchTimer",
+    "compare_runs",
+    "diagnose",
     "gather_pair",
-    "RankReport",
-    "RankResult",
-    "rank_report",
-    "dist_rank",
-    "PAIR_NEEDS_TWO_PASSES",
-    # adaptive stop and the simulator
-    "AutoStop",
-    "median_ci",
-    "mean_ci",
-    "simulate",
-    "SimResult",
+    "gpu_status",
+    "load_run",
+    "parse_sweep",
     "predict",
-    "Prediction",
     "predict_from_runs",
-    "usable_cores",
-    # loaders
+    "prepare_sweep",
     "rebuild_loader",
-    "loader_knobs",
-    "TUNABLE",
-    "check_workers",
-    "max_workers",
-    "shutdown_persistent_workers",
-    "is_dataloader",
-    "interrupts_deferred",
+    "run_ladder",
+    "run_pair",
+    "run_sweep",
+    "simulate",
+    "split_transforms",
     "step_path",
-    "torch_threads",
-    # errors and formatting
-    "LoadEvalError",
-    "OptionError",
-    "CacheBudgetError",
-    "RunLogError",
-    "CacheMutationWarning",
-    "fmt_seconds",
-    "fmt_bytes",
-    "fmt_pct",
-    "fmt_times",
-    "fmt_rate",
-    "atomic_open",
-    "write_text_atomic",
-    "check_int",
-    "check_choice",
-    "a_kind",
-    "close_match",
 ]
+check_sorted(__name__, __all__)
+
+_SHARED = "loadeval_nb.core._shared"
+_NEVER_PUBLIC = {"ranks_result", "check_sorted", "moved_name"}
+MOVED = {
+    # plumbing the upper layers share: behind the private door now
+    **{name: f"{_SHARED}.{name}" for name in _shared.__all__ if name not in _NEVER_PUBLIC},
+    # used by nothing outside core: where they live
+    **{
+        name: f"loadeval_nb.core.{where}.{name}"
+        for where, names in {
+            "_files": "atomic_open",
+            "_format": "fmt_bytes fmt_pct",
+            "_env": "dist_rank",
+            "measure.adaptive": "mean_ci median_ci",
+            "measure.loader": "TUNABLE max_workers",
+            "whatif.simulator": "usable_cores",
+            "verdict.compare": "parse_share",
+            "explore.ladder": "STAGES",
+            "explore.samples": "CachedSamples",
+        }.items()
+        for name in names.split()
+    },
+    # renamed (one word for one thing)
+    "Report": "loadeval_nb.core.Facts",
+    "RankReport": "loadeval_nb.core.RanksResult",
+    "rank_report": f"{_SHARED}.ranks_result",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # PairSettings / PairHooks: importable for one more release, with a DeprecationWarning
-    return deprecated_name(__name__, name)
+    return moved_name(__name__, name, MOVED)

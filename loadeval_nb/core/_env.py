@@ -15,10 +15,16 @@ from typing import Any, Optional
 from .._version import __version__
 
 
-def _step_path() -> str:
-    from ._timing import step_path
-
-    return step_path()
+def dist_rank() -> Optional[tuple[int, int]]:
+    """``(rank, world_size)`` when ``torch.distributed`` is initialised, else None (never
+    imports torch)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank()), int(dist.get_world_size())
+    except Exception:
+        pass
+    return None
 
 
 def _torch() -> Any:
@@ -48,8 +54,9 @@ def cuda_synchronize() -> None:
         _torch().cuda.synchronize()
 
 
-def environment() -> dict[str, Any]:
-    """Versions and devices: enough to tell two runs' machines apart."""
+def environment(step_path: str) -> dict[str, Any]:
+    """Versions and devices: enough to tell two runs' machines apart (``step_path``: which
+    per-step path timed the run)."""
     env: dict[str, Any] = {
         "loadeval_nb_version": __version__,
         "python": platform.python_version(),
@@ -59,7 +66,7 @@ def environment() -> dict[str, Any]:
         "cuda_available": False,
         "cuda_version": None,
         "devices": [],
-        "step_path": _step_path(),
+        "step_path": step_path,
     }
     torch = _torch()
     if torch is not None:

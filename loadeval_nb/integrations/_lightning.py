@@ -28,15 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import (
-    LoaderEvaluator,
-    LoadEvalError,
-    PairResult,
-    RunHooks,
-    RunSettings,
-    a_kind,
-    run_pair,
-)
+from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
+from ..core._shared import a_kind
 from ._common import bound_method
 
 

@@ -6,7 +6,8 @@ from typing import Any, Callable, Optional
 
 import lightning.pytorch as pl
 
-from ..core import LoaderEvaluator, LoadEvalError, check_choice, check_int
+from ..core import LoaderEvaluator, LoadEvalError
+from ..core._shared import check_choice, check_int
 from ._common import cpu_snapshot
 
 

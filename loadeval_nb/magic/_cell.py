@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from IPython.core.error import UsageError
 
-from ..core import close_match
+from ..core._shared import close_match
 
 _ABSENT = object()
 

@@ -13,16 +13,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..core import (
-    PAIR_NEEDS_TWO_PASSES,
-    LoadEvalError,
-    OptionError,
-    RunSettings,
-    a_kind,
-    check_writable_dir,
-    prepare_sweep,
-    refuse_one_shot,
-)
+from ..core import LoadEvalError, OptionError, RunSettings, prepare_sweep
+from ..core._shared import PAIR_NEEDS_TWO_PASSES, a_kind, check_writable_dir, refuse_one_shot
 from ..integrations import (
     HF_NO_AUTO,
     bound_method,

@@ -16,22 +16,24 @@ from typing import Any, Callable, Optional
 from IPython.display import display
 
 from ..core import (
-    RUNGS,
     LadderResult,
     PairResult,
     RunSettings,
     SweepPlan,
     SweepResult,
-    config_label,
-    interrupts_deferred,
-    is_dataloader,
-    load_history,
-    loader_knobs,
     prepare_sweep,
     rebuild_loader,
     run_ladder,
     run_pair,
     run_sweep,
+)
+from ..core._shared import (
+    RUNGS,
+    config_label,
+    interrupts_deferred,
+    is_dataloader,
+    load_history,
+    loader_knobs,
     save_history,
     shutdown_persistent_workers,
     torch_threads,

@@ -13,17 +13,8 @@ import html
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ..core import (
-    Diagnosis,
-    Fact,
-    LadderResult,
-    PairResult,
-    Report,
-    SweepResult,
-    fmt_rate,
-    fmt_seconds,
-    fmt_times,
-)
+from ..core import Diagnosis, Fact, Facts, LadderResult, PairResult, SweepResult
+from ..core._shared import fmt_rate, fmt_seconds, fmt_times
 from ._live import RUNS
 from ._style import COLORS
 from ._svg import bars_svg, steps_svg
@@ -70,8 +61,8 @@ def _sentence(label: str) -> str:
     return label[:1].upper() + label[1:]
 
 
-def report_html(report: Report, extra: str = "") -> str:
-    """A :class:`~loadeval_nb.Report` as a card: headline, facts, table, ``extra`` (a chart:
+def report_html(report: Facts, extra: str = "") -> str:
+    """A :class:`~loadeval_nb.Facts` as a card: headline, facts, table, ``extra`` (a chart:
     HTML or SVG, inserted as it is), notes. Everything from the report is escaped."""
     classes = " ".join(["loadeval-headline", *_HEADLINE_CLASS.get(report.kind, ())])
     headline = f"<span class='{esc(classes)}'>{esc(report.headline)}</span>"

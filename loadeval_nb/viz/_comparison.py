@@ -24,7 +24,8 @@ from bokeh.models import (
 )
 from bokeh.resources import INLINE
 
-from ..core import LoadEvalError, Report, Run, as_run, diagnose, write_text_atomic
+from ..core import Facts, LoadEvalError, Run, diagnose
+from ..core._shared import as_run, write_text_atomic
 from ._cards import advice_html, esc, report_html
 from ._data import hist_data, steps_data, util_data
 from ._style import UTIL_SERIES, base_figure, color_of
@@ -37,7 +38,7 @@ def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
     if real_log is None and ideal_log is None:
         raise LoadEvalError(
             "plot_comparison needs real_log=, ideal_log= or both (paths, runs or evaluators), "
-            "or ranks= (a RankReport from gather_pair)."
+            "or ranks= (a RanksResult from gather_pair)."
         )
     r = as_run(real_log, "real_log") if real_log is not None else None
     i = as_run(ideal_log, "ideal_log") if ideal_log is not None else None
@@ -45,7 +46,7 @@ def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
 
 
 def _rank_runs(ranks: Any) -> dict[str, Run]:
-    """One real and one ideal run per rank of a gathered :class:`~loadeval_nb.RankReport`
+    """One real and one ideal run per rank of a gathered :class:`~loadeval_nb.RanksResult`
     (or a list of ``(real, ideal)`` pairs, one per rank)."""
     pairs = (
         [(r.run("real"), r.run("ideal")) for r in ranks.ranks]
@@ -190,7 +191,7 @@ def _describe(name: str, run: Run) -> str:
     return f"<b>{esc(name)}</b>{esc(label)}: {esc(what)}; {esc(when)}, {esc(devices)}{esc(torch)}"
 
 
-def _split_advice(report: Report) -> tuple[Report, Any]:
+def _split_advice(report: Facts) -> tuple[Facts, Any]:
     """The report without its advice, and the advice (None when it has none): the verdict
     comes first and what to do last."""
     advice = next((f for f in report.facts if f.key == "advice"), None)
@@ -216,7 +217,7 @@ def plot_comparison(
     page's width; ``width=`` (pixels) fixes it instead. Show it with
     ``bokeh.io.show`` or write it with :func:`save_report`.
 
-    ``ranks``: a :class:`~loadeval_nb.RankReport` from :func:`~loadeval_nb.gather_pair`
+    ``ranks``: a :class:`~loadeval_nb.RanksResult` from :func:`~loadeval_nb.gather_pair`
     (or a list of ``(real, ideal)`` per rank) plots one line per rank and side, under
     the gathered report's card (and ends with the slowest rank's advice).
     """

@@ -11,7 +11,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.plotting import figure
 
-from ..core import fmt_rate
+from ..core._shared import fmt_rate
 from ._style import COLORS, UTIL_SERIES, base_figure
 
 RUNS = ("real", "ideal")

@@ -33,9 +33,9 @@ from ..core import (
     SweepHooks,
     SweepPoint,
     SweepResult,
-    fmt_times,
     gpu_status,
 )
+from ..core._shared import fmt_times
 from ..viz import (
     LIVE_ROLLOVER,
     RUNS,

@@ -6,13 +6,13 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..core import RankReport
+from ..core import RanksResult
 from ..viz import plot_comparison
 from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output
 from ._cards import report_html
 
 
-def ranks_view(report: RankReport, *, width: int = 900, live: bool = True) -> Any:
+def ranks_view(report: RanksResult, *, width: int = 900, live: bool = True) -> Any:
     """A widget with the gathered report's card (per-rank verdicts, the slowest rank, a
     straggler) and step time, distributions and utilisation with one line per rank and
     side. ``live=False`` leaves the plots out (no BokehJS)."""

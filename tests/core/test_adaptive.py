@@ -10,7 +10,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
-from loadeval_nb.core import AutoStop, RunSettings, mean_ci, median_ci, run_pair
+from loadeval_nb.core import AutoStop, RunSettings, run_pair
+from loadeval_nb.core.measure.adaptive import mean_ci, median_ci
 
 
 def test_median_ci_brackets_the_median_and_shrinks_with_n():

@@ -12,7 +12,8 @@ import sys
 import pytest
 from torch.utils.data import DataLoader
 
-from loadeval_nb import RunHooks, RunSettings, run_pair, run_sweep
+from loadeval_nb import RunSettings, run_pair, run_sweep
+from loadeval_nb.explore import RunHooks
 
 from ..workloads import SleepyItems, sleep_steps
 

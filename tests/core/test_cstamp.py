@@ -13,7 +13,7 @@ import pytest
 from loadeval_nb import LoaderEvaluator
 from loadeval_nb.core import step_path
 
-timing = importlib.import_module("loadeval_nb.core._timing")
+timing = importlib.import_module("loadeval_nb.core.measure.timing")
 C = timing.C_PATH
 pytestmark = pytest.mark.skipif(C is None, reason="the C extension is not built here")
 

@@ -220,7 +220,8 @@ def test_advice_when_the_loader_is_not_the_bottleneck():
 def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from loadeval_nb import RunHooks, RunSettings, run_pair
+    from loadeval_nb import RunSettings, run_pair
+    from loadeval_nb.explore import RunHooks
 
     order, calls = [], {"real": 0}
 
@@ -273,7 +274,7 @@ def test_a_short_epoch_and_a_short_cache_are_noted():
 
 
 def test_the_ladder_advises_on_its_largest_stage():
-    from loadeval_nb.core._diagnosis_facts import ladder_advice
+    from loadeval_nb.core.verdict.diagnosis import ladder_advice
 
     assert ladder_advice(None) is None and ladder_advice("device") is None
     assert "pin_memory=True" in ladder_advice("host")

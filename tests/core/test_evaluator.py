@@ -12,13 +12,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
-from loadeval_nb import (
-    CacheBudgetError,
-    CacheMutationWarning,
-    LoaderEvaluator,
-    LoadEvalError,
-    load_run,
-)
+from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
+from loadeval_nb.errors import CacheBudgetError, CacheMutationWarning
 
 
 def tensor_loader(n=64, batch_size=8, **kw):
@@ -309,7 +304,7 @@ def test_metrics_inside_the_loop_do_not_end_the_epoch():
 
 def test_run_pair_refuses_a_one_shot_iterator_and_starts_no_workers():
     from loadeval_nb.core import RunSettings, run_pair
-    from loadeval_nb.core._runner import is_one_shot
+    from loadeval_nb.core.explore.runner import is_one_shot
 
     gen = (torch.zeros(2) for _ in range(50))
     with pytest.raises(LoadEvalError, match="one-shot iterator"):
@@ -346,7 +341,8 @@ def test_settings_are_checked_when_made_and_when_derived():
     import dataclasses
     import pickle
 
-    from loadeval_nb import OptionError, RunSettings
+    from loadeval_nb import RunSettings
+    from loadeval_nb.errors import OptionError
 
     s = RunSettings(steps=50, warmup=5)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadeval_nb.core import fmt_pct
+from loadeval_nb.core._format import fmt_pct
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_fmt_pct(x, digits, text):
     ],
 )
 def test_rates_keep_three_significant_figures(x, text):
-    from loadeval_nb.core import fmt_rate
+    from loadeval_nb.core._shared import fmt_rate
 
     assert fmt_rate(x) == text
 
@@ -58,6 +58,6 @@ def test_rates_keep_three_significant_figures(x, text):
     ],
 )
 def test_fmt_seconds_never_rounds_a_duration_to_zero(s, text):
-    from loadeval_nb.core import fmt_seconds
+    from loadeval_nb.core._shared import fmt_seconds
 
     assert fmt_seconds(s) == text

@@ -9,8 +9,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core import CachedSamples, RunHooks, RunSettings, run_ladder
-from loadeval_nb.core._samples import sample_rung_loader
+from loadeval_nb.core import RunHooks, RunSettings, run_ladder
+from loadeval_nb.core.explore.samples import CachedSamples, sample_rung_loader
 from tests.workloads import SleepyItems, sleep_steps
 
 

@@ -20,7 +20,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from loadeval_nb import NOT_INPUT_BOUND, LoaderEvaluator, RunSettings, load_run, run_pair
+from loadeval_nb import LoaderEvaluator, RunSettings, load_run, run_pair
+from loadeval_nb.verdict import NOT_INPUT_BOUND
 
 from ..workloads import SleepyItems, sleep_steps
 
@@ -224,7 +225,7 @@ def test_copies_are_wrapped_only_during_an_epoch_and_put_back(tmp_path, clock):
         sample_interval_s=None,
         metrics_file=str(path),
     )
-    ev._copies_on = ("meta", FakeEvent)
+    ev.config.copies_on = ("meta", FakeEvent)
     with pytest.raises(RuntimeError, match="the user's error"):
         for k, batch in enumerate(ev):
             assert torch.Tensor.to is not to_before  # wrapped while the epoch runs
@@ -250,7 +251,7 @@ def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock):
     ev = LoaderEvaluator(
         [torch.zeros(4) for _ in range(30)], clock=clock, sample_interval_s=None, warmup_steps=0
     )
-    ev._copies_on = ("meta", Copy)
+    ev.config.copies_on = ("meta", Copy)
     for batch in ev:
         batch.to("meta")
         clock.advance(4_000_000)
@@ -284,7 +285,7 @@ def test_overlapping_epochs_share_the_wrappers_and_put_them_back(clock):
     to_before = torch.Tensor.to
     a = LoaderEvaluator([torch.zeros(2)] * 4, clock=clock, sample_interval_s=None)
     b = LoaderEvaluator([torch.zeros(2)] * 6, clock=clock, sample_interval_s=None)
-    a._copies_on = b._copies_on = ("meta", FakeEvent)
+    a.config.copies_on = b.config.copies_on = ("meta", FakeEvent)
     open_b = iter(b)
     for x in a:  # a's epoch ends first, while b's is still open
         next(open_b)

@@ -7,8 +7,9 @@ import random
 import pytest
 
 from loadeval_nb import LoadEvalError, Run
-from loadeval_nb.core import RankResult, gather_pair, rank_report
-from loadeval_nb.core._ranks import _payload
+from loadeval_nb.core import RankResult, gather_pair
+from loadeval_nb.core._shared import ranks_result
+from loadeval_nb.core.ranks import _payload
 
 MS = 1_000_000
 
@@ -35,7 +36,7 @@ def rank(r, wait_ms, step_ms=45.0):
 
 
 def test_the_rank_that_waits_is_the_straggler():
-    rep = rank_report([rank(1, 32.0), rank(0, 0.2), rank(2, 0.3), rank(3, 0.1)])
+    rep = ranks_result([rank(1, 32.0), rank(0, 0.2), rank(2, 0.3), rank(3, 0.1)])
     assert [r.rank for r in rep.ranks] == [0, 1, 2, 3]
     assert rep.straggler == 1 and rep.slowest == 1
     assert rep.skew_s == pytest.approx(0.032 - 0.0002, abs=0.001)
@@ -47,12 +48,12 @@ def test_the_rank_that_waits_is_the_straggler():
 
 
 def test_equal_waits_name_no_straggler():
-    rep = rank_report([rank(0, 5.0), rank(1, 5.1)])
+    rep = ranks_result([rank(0, 5.0), rank(1, 5.1)])
     assert rep.straggler is None and "no rank holds the others back" in rep.report()
 
 
 def test_a_rank_without_runs_is_listed_with_why():
-    rep = rank_report([rank(0, 1.0), RankResult(1, "node0", None, None, error="boom")])
+    rep = ranks_result([rank(0, 1.0), RankResult(1, "node0", None, None, error="boom")])
     assert rep.straggler is None and rep.report().splitlines()[-1].split() == ["1", "node0", "boom"]
 
 
@@ -61,7 +62,7 @@ def test_real_runs_alone_still_show_the_straggler():
     ranks = [rank(0, 0.2), rank(1, 30.0)]
     for r in ranks:
         r.ideal = None
-    rep = rank_report(ranks)
+    rep = ranks_result(ranks)
     assert rep.straggler == 1 and rep.diagnoses == {}
     assert "real run only" in rep.report()
 
@@ -82,7 +83,7 @@ def test_equal_ranks_name_no_straggler_however_many(n_ranks):
                 mode="log", start_ns=[i * steps[0] for i in range(n)], step_ns=steps, wait_ns=waits
             )
             ranks.append(RankResult(r, "h", _payload(real), _payload(run_of(12, 0, "replay"))))
-        named += rank_report(ranks).straggler is not None
+        named += ranks_result(ranks).straggler is not None
     assert named <= 1, f"{named} of 10 runs of {n_ranks} equal ranks named a straggler"
 
 
@@ -99,7 +100,8 @@ def test_adaptive_stop_is_refused_under_torch_distributed():
 
     import torch.distributed as dist
 
-    from loadeval_nb import OptionError, RunSettings, run_pair
+    from loadeval_nb import RunSettings, run_pair
+    from loadeval_nb.errors import OptionError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

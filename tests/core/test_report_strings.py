@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from loadeval_nb import Run, diagnose
-from loadeval_nb.core import LadderResult, Rung, Stage, SweepPoint, SweepResult, config_label
+from loadeval_nb.core import LadderResult, Rung, Stage, SweepPoint, SweepResult
+from loadeval_nb.core._shared import config_label
 
 MS = 1_000_000
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from loadeval_nb import Run, RunLogError, load_run
+from loadeval_nb import Run, load_run
 from loadeval_nb.core import SCHEMA_VERSION
+from loadeval_nb.errors import RunLogError
 
 
 def sample_run(**kw):

@@ -8,7 +8,8 @@ import time
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
-from loadeval_nb.core import LoadEvalError, WorkerFetchTimer, predict, simulate, usable_cores
+from loadeval_nb.core import LoadEvalError, WorkerFetchTimer, predict, simulate
+from loadeval_nb.core.whatif.simulator import usable_cores
 
 L, S = 0.100, 0.030  # load per batch, compute per step (seconds)
 

@@ -9,7 +9,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core import RunSettings, SweepHooks, config_label, parse_sweep, run_sweep
+from loadeval_nb.core import RunSettings, SweepHooks, parse_sweep, run_sweep
+from loadeval_nb.core._shared import config_label
 from tests.workloads import SleepyItems, sleep_steps
 
 

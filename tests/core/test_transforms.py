@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
-from loadeval_nb import LoadEvalError, RunSettings, run_ladder, split_transforms
+from loadeval_nb import LoadEvalError, RunSettings, run_ladder
+from loadeval_nb.explore import split_transforms
 from tests.workloads import sleep_steps
 
 # -- pipelines whose costs are known --------------------------------------------------------

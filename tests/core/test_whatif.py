@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from loadeval_nb.core import RunSettings, predict_from_runs, run_pair
-from loadeval_nb.core._whatif import handoff_s, load_times_s
+from loadeval_nb.core.whatif.from_runs import handoff_s, load_times_s
 from tests.workloads import SleepyItems, sleep_steps
 
 

@@ -11,17 +11,17 @@ from IPython.core.error import UsageError
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import (
-    NOT_ENOUGH_DATA,
     LoaderEvaluator,
     LoadEvalError,
     Run,
-    RunLogError,
     RunSettings,
     diagnose,
     load_run,
     run_pair,
 )
 from loadeval_nb.__main__ import main
+from loadeval_nb.errors import RunLogError
+from loadeval_nb.verdict import NOT_ENOUGH_DATA
 
 from ..ipython_shell import ipython_shell
 

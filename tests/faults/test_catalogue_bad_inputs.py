@@ -23,21 +23,21 @@ from IPython.core.error import UsageError
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import (
-    AutoStop,
     LoaderEvaluator,
     LoadEvalError,
     Run,
-    RunLogError,
     RunSettings,
     compare_runs,
     diagnose,
     load_run,
-    parse_sweep,
     run_pair,
     run_sweep,
-    simulate,
 )
 from loadeval_nb.__main__ import main
+from loadeval_nb.errors import RunLogError
+from loadeval_nb.explore import parse_sweep
+from loadeval_nb.measure import AutoStop
+from loadeval_nb.whatif import simulate
 
 from ..ipython_shell import ipython_shell
 

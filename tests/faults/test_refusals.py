@@ -9,16 +9,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from loadeval_nb import (
-    CacheMutationWarning,
-    LoaderEvaluator,
-    LoadEvalError,
-    RunSettings,
-    load_run,
-    parse_sweep,
-    run_pair,
-)
+from loadeval_nb import LoaderEvaluator, LoadEvalError, RunSettings, load_run, run_pair
 from loadeval_nb.__main__ import main
+from loadeval_nb.errors import CacheMutationWarning
+from loadeval_nb.explore import parse_sweep
 
 from ..ipython_shell import ipython_shell
 
@@ -87,7 +81,7 @@ def test_two_pairs_in_the_same_second_keep_four_logs(tmp_path):
 
 
 def test_a_file_already_there_is_not_replaced(tmp_path):
-    from loadeval_nb.core._runner import claim_path
+    from loadeval_nb.core.explore.runner import claim_path
 
     mine = tmp_path / "loadeval-20260101-000000-x-real.json"
     mine.write_text("mine")
@@ -123,7 +117,7 @@ def test_device_cache_without_cuda_is_refused_before_the_real_run():
 
 
 def test_a_cache_over_budget_is_refused_before_the_real_run(monkeypatch):
-    import loadeval_nb.core._cache as cache
+    import loadeval_nb.core.measure.cache as cache
 
     monkeypatch.setattr(cache, "host_budget", lambda: (100, "a test budget"))
     loader = DataLoader(TensorDataset(torch.zeros(40, 30)), batch_size=4)  # 480 B a batch
@@ -197,7 +191,7 @@ def test_a_failed_report_leaves_the_previous_one(tmp_path, monkeypatch):
 
 
 def test_a_write_that_fails_half_way_keeps_the_old_file(tmp_path):
-    from loadeval_nb.core import atomic_open
+    from loadeval_nb.core._files import atomic_open
 
     target = tmp_path / "log.json"
     target.write_text("old")
@@ -244,6 +238,6 @@ def test_the_cache_check_leaves_persistent_workers_startable():
     res = run_pair(loader, _loop, RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None))
     assert res.error is None and res.real.total_steps == res.ideal.total_steps == 8
     assert res.real.worker_load_ns() is not None  # the real run's workers were timed
-    from loadeval_nb.core import shutdown_persistent_workers
+    from loadeval_nb.core._shared import shutdown_persistent_workers
 
     shutdown_persistent_workers(loader)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadeval_nb import INPUT_BOUND, Run, diagnose
+from loadeval_nb import Run, diagnose
 from loadeval_nb.core._stats import _block_means
+from loadeval_nb.verdict import INPUT_BOUND
 
 
 def run_of(n, mean_ms, mode, seed):

@@ -11,8 +11,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from loadeval_nb import CacheBudgetError, LoaderEvaluator, diagnose
-from loadeval_nb.core._batches import batch_is_pinned
+from loadeval_nb import LoaderEvaluator, diagnose
+from loadeval_nb.core.measure.batches import batch_is_pinned
+from loadeval_nb.errors import CacheBudgetError
 
 pytestmark = pytest.mark.gpu
 

@@ -18,7 +18,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from loadeval_nb import RunSettings, gather_pair, run_pair
+from loadeval_nb import RunSettings, run_pair
+from loadeval_nb.ranks import gather_pair
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from tests.workloads import SleepyItems  # noqa: E402  (run as a script by torchrun)

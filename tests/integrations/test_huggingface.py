@@ -10,16 +10,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from loadeval_nb import (
-    INPUT_BOUND,
-    NOT_INPUT_BOUND,
-    LoaderEvaluator,
-    LoadEvalError,
-    RunSettings,
-    rebuild_loader,
-    run_pair,
-)
+from loadeval_nb import LoaderEvaluator, LoadEvalError, RunSettings, run_pair
+from loadeval_nb.explore import rebuild_loader
 from loadeval_nb.integrations import train_for_measurement, train_pair
+from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 
 from ..ipython_shell import ipython_shell
 from ..workloads import sleep_steps

@@ -10,8 +10,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from loadeval_nb import LoadEvalError, RunSettings, gather_pair, run_pair
+from loadeval_nb import LoadEvalError, RunSettings, run_pair
 from loadeval_nb.integrations import launch_ranks
+from loadeval_nb.ranks import gather_pair
 
 from ..workloads import SleepyItems
 

@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadeval_nb import INPUT_BOUND, NOT_INPUT_BOUND, LoadEvalError, RunSettings
+from loadeval_nb import LoadEvalError, RunSettings
 from loadeval_nb.integrations import LoadEvalCallback, fit_for_measurement, fit_pair
+from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 
 from ..ipython_shell import ipython_shell
 from ..workloads import SleepyItems

@@ -52,7 +52,7 @@ def test_bokehjs_is_gone_from_the_outputs_before_the_run_starts(shell):
 def test_quiet_prints_nothing(shell, capsys, monkeypatch):
     import sys
 
-    import loadeval_nb.core._readers as readers
+    import loadeval_nb.core.measure.readers as readers
 
     monkeypatch.setattr(readers, "_nvml_state", {})  # the no-GPU line not printed yet
     monkeypatch.setitem(sys.modules, "pynvml", None)

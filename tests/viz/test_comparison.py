@@ -156,7 +156,8 @@ def test_util_data_nulls_become_nan():
 def test_one_line_per_rank_from_a_gathered_report():
     from bokeh.models import ColumnDataSource
 
-    from loadeval_nb.core import RankResult, rank_report
+    from loadeval_nb.core import RankResult
+    from loadeval_nb.core._shared import ranks_result
     from loadeval_nb.viz import plot_comparison
 
     def run(ms, mode):
@@ -168,7 +169,7 @@ def test_one_line_per_rank_from_a_gathered_report():
             wait_ns=[s // 2 for s in step] if mode == "log" else None,
         )
 
-    ranks = rank_report(
+    ranks = ranks_result(
         [
             RankResult(r, "h", run(20, "log").to_dict(), run(10, "replay").to_dict())
             for r in range(2)

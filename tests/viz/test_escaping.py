@@ -11,7 +11,7 @@ import pytest
 from bokeh.models import ColumnDataSource, Title
 
 from loadeval_nb import Run, diagnose, save_report
-from loadeval_nb.core import Fact, Report, SweepPoint, SweepResult
+from loadeval_nb.core import Fact, Facts, SweepPoint, SweepResult
 from loadeval_nb.viz import (
     bars_svg,
     history_data,
@@ -49,7 +49,7 @@ def run_of(step_ms, mode="log", wait_frac=0.5, label=None):
 
 
 def test_a_report_card_escapes_every_part():
-    report = Report(
+    report = Facts(
         kind="verdict",
         title=HOSTILE,
         headline=HOSTILE,

@@ -283,11 +283,12 @@ def test_pusher_paces_itself_by_the_measured_cost_of_a_push():
 def test_ranks_view_shows_each_rank():
     from bokeh.models import ColumnDataSource
 
-    from loadeval_nb.core import RankResult, rank_report
+    from loadeval_nb.core import RankResult
+    from loadeval_nb.core._shared import ranks_result
     from loadeval_nb.widgets import ranks_view
 
     real, ideal = _runs()
-    report = rank_report([RankResult(r, "h", real.to_dict(), ideal.to_dict()) for r in range(2)])
+    report = ranks_result([RankResult(r, "h", real.to_dict(), ideal.to_dict()) for r in range(2)])
     view = ranks_view(report)
     card, plot = view.children
     assert "loadeval-ranks-table" in card.value and card.value.count("loadeval-ranks-row") == 2
@@ -302,7 +303,7 @@ def test_ranks_view_shows_each_rank():
 def test_the_no_gpu_line_goes_to_the_status_line_once_not_to_stderr(monkeypatch, capsys):
     import sys
 
-    import loadeval_nb.core._readers as readers
+    import loadeval_nb.core.measure.readers as readers
 
     monkeypatch.setattr(readers, "_nvml_state", {})  # a fresh process: NVML not tried yet
     monkeypatch.setitem(sys.modules, "pynvml", None)  # and no NVML to find

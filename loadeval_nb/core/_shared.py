@@ -1,0 +1,50 @@
+"""The private door: what the upper layers (viz, widgets, magic, integrations, the CLI
+and the demo) share with core but users should not see (SPDL's ``spdl._internal``).
+
+Nothing here is public API: names may change without notice. The seam rule
+(``tests/test_layering.py``) lets the upper layers import ``loadeval_nb.core`` and this
+module, never another of core's modules.
+"""
+
+from __future__ import annotations
+
+from ._env import interrupts_deferred, is_dataloader, torch_threads
+from ._errors import a_kind, check_choice, check_int, close_match
+from ._files import write_text_atomic
+from ._format import fmt_rate, fmt_seconds, fmt_times
+from ._moved import check_sorted, moved_name
+from .explore.ladder import RUNGS
+from .explore.runner import PAIR_NEEDS_TWO_PASSES, check_writable_dir, refuse_one_shot
+from .explore.sweep_spec import config_label
+from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
+from .ranks import ranks_result
+from .record.history import load_history, save_history
+from .verdict.diagnose import as_run
+
+__all__ = [
+    "PAIR_NEEDS_TWO_PASSES",
+    "RUNGS",
+    "a_kind",
+    "as_run",
+    "check_choice",
+    "check_int",
+    "check_sorted",
+    "check_workers",
+    "check_writable_dir",
+    "close_match",
+    "config_label",
+    "fmt_rate",
+    "fmt_seconds",
+    "fmt_times",
+    "interrupts_deferred",
+    "is_dataloader",
+    "load_history",
+    "loader_knobs",
+    "moved_name",
+    "ranks_result",
+    "refuse_one_shot",
+    "save_history",
+    "shutdown_persistent_workers",
+    "torch_threads",
+    "write_text_atomic",
+]

@@ -1,0 +1,384 @@
+"""The caching ladder: where the input pipeline's time goes, stage by stage.
+
+The same training loop runs against progressively less cached inputs:
+
+====================  ==============================================  ========================
+rung                  the loop gets                                   adds over the rung above
+====================  ==============================================  ========================
+``device``            cached batches already on the GPU               (compute only)
+``host``              cached batches in host memory                   host-to-device copy
+``samples``           the real DataLoader (sampler, workers,          workers + collation
+                      collation, pinning) over a Dataset that
+                      serves already-produced samples
+``real``              the real DataLoader                             per-sample loading and
+                                                                      transforms
+====================  ==============================================  ========================
+
+Each stage's cost is the difference of mean step times between neighbouring rungs
+that ran; it counts as real only when the block-bootstrap interval of the ratio of
+the two means lies above 1 and the difference is at least 5 % of the real step.
+Rungs that cannot run are skipped with the reason (no CUDA device; an
+IterableDataset, which has no per-item access to cache). After the rungs, the real
+rung's per-sample work is split by transform step when the dataset has a pipeline
+(:mod:`._transform_split`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .._env import loader_settings
+from .._errors import LoadEvalError
+from .._facts import Fact, Facts, Reported
+from .._format import fmt_bytes, fmt_pct, fmt_seconds
+from .._stats import bootstrap_ratio_ci
+from ..measure.batches import batch_nbytes
+from ..measure.evaluator import LoaderEvaluator
+from ..measure.loader import shutdown_persistent_workers
+from ..record.run import Run, describe_steady
+from ..verdict.diagnosis import ladder_advice
+from .runner import (
+    check_run_args,
+    check_writable_dir,
+    evaluator_for,
+    log_path,
+    measure,
+    refuse_one_shot,
+    same_evaluator,
+)
+from .samples import sample_rung_loader
+from .settings import RunHooks, RunSettings
+from .transforms.split import TransformSplit, check_ladder_transforms, ladder_split
+
+RUNGS = ("device", "host", "samples", "real")
+RUNG_TITLES = {
+    "device": "batches cached on the GPU (compute only)",
+    "host": "batches cached in host memory",
+    "samples": "real loader over cached samples",
+    "real": "the real loader",
+}
+STAGES = {
+    "host": "host-to-device copy",
+    "samples": "workers + collation",
+    "real": "per-sample loading and transforms",
+}
+"""What each rung adds over the one above it."""
+MIN_STAGE_SHARE = 0.05
+"""A stage smaller than this share of the real step counts as negligible even when
+significant (the same 5 % as the PARTLY INPUT-BOUND threshold of the verdict)."""
+
+
+@dataclass
+class Rung:
+    """One rung: its wrapper (with the run), or why it was skipped."""
+
+    name: str
+    ev: Optional[LoaderEvaluator] = None
+    skipped: Optional[str] = None
+    error: Optional[BaseException] = None
+
+    @property
+    def title(self) -> str:
+        return RUNG_TITLES[self.name]
+
+    def run(self) -> Optional[Run]:
+        """The rung's run (a finished evaluator hands out the same Run each time)."""
+        return self.ev.to_run() if self.ev is not None else None
+
+    def steady_s(self) -> list[float]:
+        run = self.run()
+        return run.steady_step_s() if run is not None else []
+
+    def stats(self) -> dict[str, Any]:
+        run = self.run()
+        return describe_steady([run] if run is not None else [])
+
+
+@dataclass
+class Stage:
+    """The cost one rung adds over the measured rung above it."""
+
+    name: str  # the rung that adds it
+    what: str  # e.g. "host-to-device copy"
+    added_s: Optional[float]
+    ratio_ci: tuple[Optional[float], Optional[float]]
+    significant: bool
+    share_of_real: Optional[float]
+
+
+@dataclass
+class LadderResult(Reported):
+    label: str
+    loader: dict[str, Any]
+    rungs: list[Rung] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)
+    largest: Optional[Stage] = None
+    error: Optional[BaseException] = None
+    failed_rung: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+    log_paths: dict[str, str] = field(default_factory=dict)
+    transforms: Optional[TransformSplit] = None
+    """The real rung's per-sample time split by transform step, when there was a split."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def rung(self, name: str) -> Optional[Rung]:
+        return next((r for r in self.rungs if r.name == name), None)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per rung: step statistics and the stage it adds (None when skipped)."""
+        stages = {s.name: s for s in self.stages}
+        rows = []
+        for r in self.rungs:
+            st = r.stats()
+            s = stages.get(r.name)
+            rows.append(
+                {
+                    "rung": r.name,
+                    "title": r.title,
+                    "skipped": r.skipped,
+                    "steps": st["n"],
+                    "mean_step_s": st["mean_s"],
+                    "median_step_s": st["median_s"],
+                    "steps_per_s": st["steps_per_s"],
+                    "samples_per_s": st["samples_per_s"],
+                    "adds": s.what if s else STAGES.get(r.name),
+                    "added_s": s.added_s if s else None,
+                    "significant": s.significant if s else None,
+                }
+            )
+        return rows
+
+    def conclusion(self) -> str:
+        """One sentence: the stage that adds the most, or that differences are noise."""
+        if self.error is not None:
+            return f"The ladder stopped at the {self.failed_rung} rung ({type(self.error).__name__}: {self.error})."
+        if not self.stages:
+            return "Fewer than two rungs ran, so there is nothing to compare."
+        if self.largest is None:
+            return (
+                "Every stage's cost is within noise (or under 5% of the real step): caching more "
+                "of the pipeline would not make steps measurably faster."
+            )
+        s = self.largest
+        share = f" ({fmt_pct(s.share_of_real)} of the real step)" if s.share_of_real else ""
+        top = self.transforms.costliest(1) if self.transforms and s.name == "real" else []
+        step = f"; {top[0].name} takes {fmt_pct(top[0].share)} of a sample's time" if top else ""
+        return f"Largest stage: {s.what}, +{fmt_seconds(s.added_s)} per step{share}{step}."
+
+    def _facts(self) -> tuple[Fact, ...]:
+        top = self.transforms.costliest(1) if self.transforms else []
+        what = ladder_advice(
+            self.largest.name if self.largest else None, top[0].name if top else None
+        )
+        split = (self.transforms.ladder_fact(),) if self.transforms else ()
+        return split + ((Fact("advice", "what to do", what),) if what and not self.error else ())
+
+    def facts(self) -> Facts:
+        """The ladder's facts, once: :meth:`report` and the notebook's card render this."""
+        rows = []
+        for r in self.table():
+            if r["skipped"]:
+                rows.append((r["rung"], r["title"], "skipped", "", r["skipped"]))
+                continue
+            add = ""
+            if r["added_s"] is not None:
+                sign = "+" if r["added_s"] >= 0 else "−"  # a faster rung: "−2.1 ms", not "+-2.1"
+                add = f"{sign}{fmt_seconds(abs(r['added_s']))} {r['adds'] or ''}"
+                if not r["significant"]:
+                    add += " (within noise or under 5%)"
+            rate = f"{r['samples_per_s']:,.0f}/s" if r["samples_per_s"] else "n/a"
+            rows.append((r["rung"], r["title"], fmt_seconds(r["mean_step_s"]), rate, add))
+        return Facts(
+            kind="ladder",
+            title=f"Caching ladder{' ' + self.label if self.label else ''}",
+            headline=self.conclusion(),
+            facts=self._facts(),
+            columns=("rung", "the loop gets", "mean step", "samples/s", "adds over the rung above"),
+            rows=tuple(rows),
+            notes=tuple(self.notes),
+        )
+
+
+def compare_rungs(result: LadderResult) -> None:
+    """Fill ``stages`` and ``largest`` from the rungs that ran."""
+    ran = [r for r in result.rungs if r.ev is not None and r.error is None and r.steady_s()]
+    real = result.rung("real")
+    real_mean = real.stats()["mean_s"] if real is not None and real.ev is not None else None
+    result.stages = []
+    for upper, lower in zip(ran[1:], ran[:-1]):
+        a, b = upper.steady_s(), lower.steady_s()
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        lo, hi = bootstrap_ratio_ci(a, b)
+        added = ma - mb
+        share = added / real_mean if real_mean else None
+        what = STAGES[upper.name]
+        skipped_between = [
+            r.name
+            for r in result.rungs
+            if RUNGS.index(lower.name) < RUNGS.index(r.name) < RUNGS.index(upper.name)
+        ]
+        if skipped_between:
+            what = " + ".join([STAGES[n] for n in skipped_between] + [what])
+        significant = lo is not None and lo > 1.0 and (share is None or share >= MIN_STAGE_SHARE)
+        result.stages.append(Stage(upper.name, what, added, (lo, hi), significant, share))
+        if hi is not None and hi < 1.0 and (share is None or -share >= MIN_STAGE_SHARE):
+            # a rung with less cached ran faster than one with more: that is noise or
+            # outside load, never a stage that saves time; say so rather than rank it
+            result.notes.append(
+                f"The {upper.name} rung ran faster than the {lower.name} rung "
+                f"({fmt_seconds(ma)} against {fmt_seconds(mb)} a step), which caching more "
+                "cannot explain: the machine's load changed during the ladder; rerun it "
+                "on a quiet machine before trusting its stages."
+            )
+    real_stages = [s for s in result.stages if s.significant and (s.added_s or 0) > 0]
+    result.largest = max(real_stages, key=lambda s: s.added_s or 0.0, default=None)
+
+
+def run_ladder(
+    loader: Any,
+    run_once: Callable[[LoaderEvaluator], None],
+    settings: Optional[RunSettings] = None,
+    *,
+    hooks: Optional[RunHooks] = None,
+    label: str = "",
+    loader_name: str = "the loader",
+    rungs: tuple[str, ...] = RUNGS,
+    transforms: Any = "auto",
+) -> LadderResult:
+    """Run ``run_once`` once per rung (device, host, samples, real) and say which stage of
+    the input pipeline costs the most. Like :func:`run_pair`, never raises for a failure
+    inside a run: the error is kept in the result with the partial run.
+
+    After the rungs, ``transforms`` splits the real rung's per-sample time by step (see
+    :func:`split_transforms`): ``"auto"`` when the dataset has a pipeline, a list of the
+    callables to time, or None for no split."""
+    unknown = [r for r in rungs if r not in RUNGS]
+    if unknown or not rungs:
+        raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
+    check_ladder_transforms(loader, transforms, rungs)
+    settings = check_run_args(loader, run_once, settings)
+    refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")
+    hooks = hooks or RunHooks()
+    result = LadderResult(label=label, loader=loader_settings(loader))
+    order = [r for r in RUNGS if r in rungs]
+    torch = _torch()
+    has_cuda = torch is not None and torch.cuda.is_available()
+    runnable = sum(1 for r in order if r != "device" or has_cuda)
+    # two blocks in ABBA order (device, host, samples, real; then back), half the steps
+    # each: a burst of outside load lands on every rung instead of being named a stage
+    steps = settings.steps
+    blocks = 2 if isinstance(steps, int) and steps >= 2 * (settings.warmup + 20) else 1
+    if blocks == 2:
+        settings = dataclasses.replace(settings, steps=-(-settings.steps // 2))
+        result.notes.append(
+            f"Rungs measured in two blocks ({', '.join(order)}, then back), "
+            f"{settings.steps} steps each, so that load on the machine lands on every rung."
+        )
+    total = runnable * blocks
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    sample_loader: Any = None
+    index = 0
+    try:
+        for name in order:
+            rung = Rung(name)
+            result.rungs.append(rung)
+            source = loader
+            if name == "device" and not has_cuda:
+                rung.skipped = (
+                    "no CUDA device: nothing to cache on; the host rung is the fastest measured"
+                )
+                continue
+            if name == "samples":
+                hooks.progress("ladder: making samples for the sample rung")
+                sample_loader, why, spent_ns = sample_rung_loader(
+                    loader, settings.cache, hooks.progress
+                )
+                if sample_loader is None:
+                    rung.skipped = why
+                    continue
+                samples = sample_loader.dataset.samples
+                result.notes.append(
+                    f"samples rung: {len(samples)} samples "
+                    f"({fmt_bytes(batch_nbytes(samples[0]) * len(samples))}) "
+                    f"produced in {fmt_seconds(spent_ns / 1e9)} before it ran."
+                )
+                source = sample_loader
+            path = log_path(settings, stamp, label or "ladder", name)
+            if path:
+                result.log_paths[name] = path
+            make = functools.partial(_rung_evaluator, source, name, settings, path)
+            ev, error = measure(name, make, run_once, hooks, index, total, loader_name)
+            index += 1
+            rung.ev, rung.error = ev, error
+            if name == "samples":  # its workers are not needed while the real rung runs
+                shutdown_persistent_workers(sample_loader)
+                if error is not None and not isinstance(error, KeyboardInterrupt):
+                    # a loader we built failed, not necessarily the user's: go on without it
+                    rung.skipped = f"it failed ({type(error).__name__}: {error})"
+                    result.notes.append(
+                        "samples rung failed and is left out; the host-to-real difference "
+                        "then holds workers, collation, loading and transforms together."
+                    )
+                    continue
+            if error is not None:
+                result.error, result.failed_rung = error, name
+                break
+        if blocks == 2 and result.error is None:
+            for rung in reversed(result.rungs):
+                if rung.ev is None or rung.error is not None or rung.skipped:
+                    continue
+                again = functools.partial(same_evaluator, rung.ev)
+                ev, error = measure(rung.name, again, run_once, hooks, index, total, loader_name)
+                index += 1
+                if error is None:
+                    continue
+                if rung.name == "samples" and not isinstance(error, KeyboardInterrupt):
+                    # as in the first block: a loader we built failed; its first block stands
+                    result.notes.append(
+                        f"samples rung failed in its second block ({type(error).__name__}: "
+                        f"{error}); its first block is kept."
+                    )
+                    continue
+                result.error, result.failed_rung = error, rung.name
+                break
+    finally:
+        if sample_loader is not None:
+            shutdown_persistent_workers(sample_loader)
+    if result.error is None and "real" in order:
+        result.transforms, notes = ladder_split(loader, transforms, settings.cache, hooks.progress)
+        result.notes += notes
+    compare_rungs(result)
+    return result
+
+
+def _rung_evaluator(
+    source: Any, name: str, settings: RunSettings, metrics_file: Optional[str]
+) -> LoaderEvaluator:
+    """The wrapper for one rung: device and host replay cached batches from there; samples
+    and real log the loader they are given (samples: one built on cached samples)."""
+    if name in ("device", "host"):
+        return evaluator_for(
+            source, name, settings, mode="replay", cache_on=name, metrics_file=metrics_file
+        )
+    # the samples rung's loader is ours: its worker records would only time the cache
+    timed = None if name == "real" else False
+    return evaluator_for(
+        source, name, settings, mode="log", metrics_file=metrics_file, worker_timing=timed
+    )
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return None
+    return torch

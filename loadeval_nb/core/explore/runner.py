@@ -1,0 +1,181 @@
+"""One measured run of the user's loop, as the pair, the ladder and the sweep all do it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+from .._env import dist_rank, interrupts_deferred
+from .._errors import LoadEvalError, a_kind
+from .._files import cannot_write_in
+from ..measure.cache import nothing_to_measure
+from ..measure.evaluator import LoaderEvaluator
+from .settings import RunHooks, RunSettings
+
+
+def evaluator_for(
+    loader: Any,
+    which: str,
+    settings: RunSettings,
+    *,
+    mode: Optional[str] = None,
+    cache_on: Optional[str] = None,
+    metrics_file: Optional[str] = None,
+    label: Optional[str] = None,
+    worker_timing: Optional[bool] = None,
+) -> LoaderEvaluator:
+    """The wrapper one run of a pair, ladder or sweep uses, from the shared settings
+    (``label`` defaults to ``which``; ``worker_timing`` to the settings' in log mode)."""
+    mode = mode or ("log" if which == "real" else "replay")
+    if worker_timing is None:
+        worker_timing = settings.worker_timing and mode == "log"
+    return LoaderEvaluator(
+        loader,
+        mode=mode,
+        num_cached_batches=settings.cache,
+        metrics_file=metrics_file,
+        max_steps=settings.steps,
+        warmup_steps=settings.warmup,
+        cache_on=cache_on or settings.cache_on,
+        sample_interval_s=settings.sample_interval_s,
+        label=label or which,
+        auto_stop=settings.auto_stop,
+        worker_timing=worker_timing,
+    )
+
+
+def measure(
+    which: str,
+    make: Callable[[], LoaderEvaluator],
+    run_once: Callable[[LoaderEvaluator], None],
+    hooks: RunHooks,
+    index: int,
+    total: int,
+    loader_name: str,
+) -> tuple[Optional[LoaderEvaluator], Optional[BaseException]]:
+    """One run: build the wrapper, tell the hooks, run the user's loop, clean up.
+
+    Never raises: a failure (KeyboardInterrupt included) comes back as the error,
+    with the partial run kept in the wrapper.
+    """
+    ev: Optional[LoaderEvaluator] = None
+    error: Optional[BaseException] = None
+    try:
+        ev = make()
+        before = ev.total_steps  # a repeat runs the same wrapper again: count this run only
+        hooks.run_started(which, ev, index, total)
+        run_once(ev)
+        if ev.total_steps == before:
+            if ev.to_run().epochs:  # the loop did iterate: the loader had nothing to give
+                raise LoadEvalError(nothing_to_measure(ev.dataloader, loader_name))
+            raise LoadEvalError(
+                f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
+            )
+    except BaseException as e:  # KeyboardInterrupt included: clean up, keep, report
+        error = e
+    # the wrap-up completes however many interrupts arrive; one is then reported
+    try:
+        with interrupts_deferred():
+            if ev is not None:
+                ev.close()
+                hooks.run_ended(which, ev, error)
+    except KeyboardInterrupt as e:
+        error = error or e
+    return ev, error
+
+
+_CLAIMED: set[str] = set()
+"""Log paths handed out in this process (a path is claimed before its file exists)."""
+
+
+def claim_path(path: str) -> str:
+    """``path``, or ``path`` with ``-2``, ``-3``, ... before its extension, whichever no file
+    holds and no run of this process was given: a log never replaces another."""
+    root, ext = os.path.splitext(path)
+    candidate, k = path, 1
+    while candidate in _CLAIMED or os.path.exists(candidate):
+        k += 1
+        candidate = f"{root}-{k}{ext}"
+    _CLAIMED.add(candidate)
+    return candidate
+
+
+def check_writable_dir(directory: str, what: str) -> None:
+    """Make ``directory`` if need be and check a file can be written there, or one
+    :class:`LoadEvalError` naming ``what`` (the option) — before anything runs."""
+    reason = cannot_write_in(directory)
+    if reason is not None:
+        raise LoadEvalError(
+            f"Cannot write run logs in {directory!r} ({reason}); pass a {what} you can write to."
+        )
+
+
+def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optional[str]:
+    """Where a run's JSON log goes under ``log_dir`` (None without one); under
+    ``torch.distributed`` each rank writes its own (``...-rank3.json``)."""
+    if not settings.log_dir:
+        return None
+    os.makedirs(settings.log_dir, exist_ok=True)
+    # torchrun's RANK too: Lightning creates the process group inside fit, after this
+    where = dist_rank()
+    env_rank = os.environ.get("RANK", "")
+    rank = (
+        f"-rank{where[0]}"
+        if where is not None
+        else f"-rank{env_rank}"
+        if env_rank.isdigit()
+        else ""
+    )
+    name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}{rank}.json"
+    return claim_path(os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_")))
+
+
+def is_one_shot(loader: Any) -> bool:
+    """A generator or other iterator, used up by one pass (``iter(x) is x``). Asked only of
+    objects with ``__next__``: ``iter()`` on a DataLoader would start its workers."""
+    if not callable(getattr(type(loader), "__next__", None)):
+        return False
+    try:
+        return iter(loader) is loader
+    except TypeError:
+        return False
+
+
+PAIR_NEEDS_TWO_PASSES = "the real run would use up the batches the replay needs"
+
+
+def check_run_args(loader: Any, run_once: Any, settings: Any) -> RunSettings:
+    """The settings to use (``RunSettings()`` for None), after one sentence for a loader
+    that is not iterable or a ``run_once`` that is not a function."""
+    if not hasattr(loader, "__iter__"):
+        raise LoadEvalError(
+            f"The loader must be an iterable of batches such as a DataLoader, not {a_kind(loader)}."
+        )
+    if not callable(run_once):
+        raise LoadEvalError(
+            "run_once must be a function that runs the training loop over the evaluator it is "
+            f"given (def run_once(ev): for batch in ev: ...), not {a_kind(run_once)}."
+        )
+    if settings is None:
+        return RunSettings()
+    if not isinstance(settings, RunSettings):
+        raise LoadEvalError(
+            f"settings must be a RunSettings such as RunSettings(steps=200), not {a_kind(settings)}."
+        )
+    return settings
+
+
+def same_evaluator(ev: LoaderEvaluator) -> LoaderEvaluator:
+    """For :func:`measure`: run a wrapper again (a repeat, a ladder's second block): one
+    run, one more epoch."""
+    return ev
+
+
+def refuse_one_shot(loader: Any, loader_name: str, why: str, instead: str = "") -> None:
+    """One sentence (a :class:`LoadEvalError`) for a one-shot iterator where the loop runs
+    more than once; ``why`` says why it must, ``instead`` what else the user may do."""
+    if is_one_shot(loader):
+        raise LoadEvalError(
+            f"{loader_name} is a one-shot iterator (a {type(loader).__name__}): {why}; pass a "
+            f"re-iterable loader such as a DataLoader{', or ' + instead if instead else ''}."
+        )

@@ -1,0 +1,159 @@
+"""Settings sweep: the real loop once per DataLoader configuration, the ideal once.
+
+``"num_workers=0,2,4; pin_memory=False,True"`` is the Cartesian product of the
+values (6 configurations). Each configuration's loader is rebuilt from the user's
+(same dataset, sampler, collate_fn, ...; the user's object is untouched) and run
+in log mode; a configuration whose mean step is not known to ±5 % (batch-means
+interval) is run again, up to ``max_repeats`` times, its steps pooled. Beside each
+measured point the simulator's prediction (fed from the first configuration's
+first run, its worker timings or its waits, and the ideal run) is kept, and a setting is recommended: the
+fastest measured, or the cheapest one within 3 % of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable, Optional
+
+from .._env import loader_settings, torch_threads
+from .._errors import LoadEvalError
+from ..measure.evaluator import LoaderEvaluator
+from ..measure.loader import loader_knobs, shutdown_persistent_workers
+from ..whatif.from_runs import predict_from_runs
+from .runner import check_run_args, check_writable_dir, evaluator_for, log_path, measure
+from .settings import RunHooks, RunSettings
+from .sweep_result import SweepHooks, SweepPoint, SweepResult, _pick_best
+from .sweep_spec import SweepPlan, config_label, prepare_sweep
+
+
+def run_sweep(
+    loader: Any,
+    run_once: Callable[[LoaderEvaluator], None],
+    configs: Any,
+    settings: Optional[RunSettings] = None,
+    *,
+    hooks: Optional[RunHooks] = None,
+    label: str = "",
+    loader_name: str = "the loader",
+    max_repeats: int = 2,
+    noise_rel: float = 0.05,
+) -> SweepResult:
+    """Run the ideal once, then the real loop once per configuration (twice when noisy).
+
+    ``configs`` is a sweep string, a dict of lists, a list of dicts, or a :class:`SweepPlan`
+    from :func:`prepare_sweep` (``loader`` must then be the one it was made from). Never raises for
+    a failure inside a run (kept in the result, the sweep stops there); bad configs
+    raise :class:`LoadEvalError` before anything runs.
+    """
+    settings = check_run_args(loader, run_once, settings)
+    plan = (
+        configs if isinstance(configs, SweepPlan) else prepare_sweep(loader, configs, loader_name)
+    )
+    configs, loaders = plan.configs, plan.loaders
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")
+    hooks = hooks or RunHooks()
+    result = SweepResult(label=label, loader=loader_settings(loader))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    total = 1 + len(configs)
+    index = 0
+    ev, error = measure(
+        "ideal",
+        lambda: evaluator_for(
+            loader, "ideal", settings, metrics_file=log_path(settings, stamp, "sweep", "ideal")
+        ),
+        run_once,
+        hooks,
+        index,
+        total,
+        loader_name,
+    )
+    result.ideal = ev
+    if error is not None:
+        result.error, result.failed_run = error, "ideal"
+        return result
+    try:
+        seen: dict[str, int] = {}
+        for cfg, dl in zip(configs, loaders):
+            name0 = config_label(cfg)
+            seen[name0] = seen.get(name0, 0) + 1
+            name1 = name0 if seen[name0] == 1 else f"{name0} #{seen[name0]}"
+            knobs = loader_knobs(dl)
+            if "num_threads" in cfg:
+                knobs["num_threads"] = cfg["num_threads"]
+            point = SweepPoint(cfg, name1, knobs)
+            result.points.append(point)
+            for rep in range(max_repeats):
+                index += 1
+                if rep:
+                    total += 1  # a repeat: one run more than planned
+                name = f"{point.label}{' (again)' if rep else ''}"
+                path = log_path(settings, stamp, f"sweep-{point.label}-{rep + 1}", "real")
+
+                # labelled by its configuration in the live status and the run log
+                make = functools.partial(
+                    evaluator_for, dl, "real", settings, metrics_file=path, label=name
+                )
+                with torch_threads(cfg.get("num_threads")):
+                    ev, error = measure("real", make, run_once, hooks, index, total, loader_name)
+                if ev is not None:
+                    point.evs.append(ev)
+                if error is not None:
+                    point.error = error
+                    result.error, result.failed_run = error, point.label
+                    break
+                noise = point.rel_ci()
+                if noise is not None and noise <= noise_rel:
+                    break
+            shutdown_persistent_workers(dl)  # persistent workers are not needed past their point
+            if result.prediction is None and result.ideal is not None and point.evs:
+                try:
+                    result.prediction = predict_from_runs(point.runs()[0], result.ideal.to_run())
+                except LoadEvalError:
+                    result.prediction = None
+            _fill_predictions(result)
+            result.best = _pick_best(result.points)
+            if isinstance(hooks, SweepHooks):
+                hooks.point_done(point, result)
+            if result.error is not None:
+                break
+        if result.error is None and result.beats_ideal():
+            # a configuration beat the ideal: the ideal run was probably slowed by outside
+            # load; measure it again and keep the faster reading
+            ev, error = measure(
+                "ideal",
+                lambda: evaluator_for(
+                    loader,
+                    "ideal",
+                    settings,
+                    metrics_file=log_path(settings, stamp, "sweep", "ideal-again"),
+                ),
+                run_once,
+                hooks,
+                index + 1,
+                index + 2,
+                loader_name,
+            )
+            result.ideal_again = ev
+            if error is not None:
+                result.error, result.failed_run = error, "ideal"
+            result.best = _pick_best(result.points)
+    finally:
+        for dl in loaders:
+            shutdown_persistent_workers(dl)
+    return result
+
+
+def _fill_predictions(result: SweepResult) -> None:
+    pred = result.prediction
+    if pred is None:
+        return
+    for p in result.points:
+        nw = p.knobs.get("num_workers")
+        if isinstance(nw, int):
+            pf = p.knobs.get("prefetch_factor") if nw else None
+            try:
+                p.predicted_steps_per_s = pred.result(nw, pf).steps_per_s
+            except LoadEvalError:
+                p.predicted_steps_per_s = None

@@ -1,0 +1,113 @@
+"""An evaluator's epoch stamps into a :class:`~loadeval_nb.core.record.run.Run`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from ..record.run import Run
+from .timing import EpochRecord, epoch_steps
+
+
+def build_run(
+    epochs: Sequence[EpochRecord],
+    *,
+    mode: str,
+    measure_wait: bool,
+    t0_ns: int,
+    now_ns: int,
+    warmup_steps: int,
+    label: str,
+    loader: dict[str, Any],
+    settings: dict[str, Any],
+    environment: dict[str, Any],
+    samples_per_batch: Optional[int],
+    short_last_batch: bool,
+    auto_stop: bool,
+    util: Optional[dict[str, Any]] = None,
+    worker_load_ns: Optional[list[int]] = None,
+    first_epoch: int = 0,
+) -> Run:
+    """A :class:`Run` from an evaluator's epoch stamps (an epoch still running is read as a
+    snapshot at ``now_ns``). Step starts are made relative to ``t0_ns``; ``epochs`` are
+    numbered from ``first_epoch`` (a part of a run, for the metrics journal)."""
+    start: list[int] = []
+    wait: Optional[list[int]] = [] if measure_wait else None
+    step: list[int] = []
+    epoch: list[int] = []
+    complete: list[bool] = []
+    h2d: list[Optional[int]] = []
+    summaries = []
+    for e, rec in enumerate(epochs, start=first_epoch):
+        s = epoch_steps(rec, measure_wait=measure_wait, now=now_ns)
+        start += [x - t0_ns for x in s.start_ns]
+        step += s.step_ns
+        if wait is not None and s.wait_ns is not None:
+            wait += s.wait_ns
+        epoch += [e] * len(s.step_ns)
+        complete += s.complete
+        copies = rec.copies or []
+        h2d += [copies[k] if k < len(copies) else None for k in range(len(s.step_ns))]
+        summaries.append(
+            {
+                "status": rec.status,
+                "steps": len(s.step_ns),
+                "setup_ns": rec.setup_ns,
+                "startup_ns": (rec.setup_ns or 0) + (s.wait_ns[0] if s.wait_ns else 0)
+                if s.step_ns
+                else None,
+                "sync_ns": rec.sync_ns,
+                **({"auto_stop": rec.auto_reason} if auto_stop else {}),
+            }
+        )
+    statuses = [e["status"] for e in summaries]
+    status = next((s for s in ("running", "source-error", "stopped") if s in statuses), "complete")
+    if not summaries:
+        status = "not-started"
+    return Run(
+        mode=mode,
+        start_ns=start,
+        step_ns=step,
+        wait_ns=wait,
+        samples=_samples(epoch, loader, samples_per_batch, short_last_batch),
+        epoch=epoch,
+        complete=complete,
+        warmup_steps=warmup_steps,
+        label=label,
+        status=status,
+        environment=environment,
+        loader=dict(loader),
+        settings=settings,
+        epochs=summaries,
+        util=util,
+        worker_load_ns=worker_load_ns,
+        h2d_ns=h2d if any(x is not None for x in h2d) else None,
+    )
+
+
+def _samples(
+    epoch: list[int], info: dict[str, Any], per: Optional[int], short_last_batch: bool
+) -> list[Optional[int]]:
+    """Samples per step: the first batch's leading dimension (else ``batch_size``), with
+    the short last batch of a full DataLoader epoch (``len(dataset) % batch_size``)."""
+    bs, n_ds, n_len = info.get("batch_size"), info.get("dataset_len"), info.get("len")
+    if per is None:
+        per = bs if isinstance(bs, int) else None
+    out: list[Optional[int]] = [per] * len(epoch)
+    if (
+        short_last_batch
+        and isinstance(bs, int)
+        and isinstance(n_ds, int)
+        and isinstance(n_len, int)
+        and not info.get("drop_last")
+        and n_ds % bs
+    ):
+        # the last step of every epoch that ran to the loader's end is short
+        counts: dict[int, int] = {}
+        for e in epoch:
+            counts[e] = counts.get(e, 0) + 1
+        for i in range(len(epoch)):
+            last_of_epoch = i + 1 == len(epoch) or epoch[i + 1] != epoch[i]
+            if last_of_epoch and counts[epoch[i]] == n_len:
+                out[i] = n_ds % bs
+    return out

@@ -1,0 +1,228 @@
+"""The replay cache: a few batches pulled from the source once, kept to be served again.
+
+Filling it checks the budget from the first batch (before the rest are pulled),
+moves batches to the GPU for ``cache_on="device"``, and shuts the source's workers
+down so their teardown is not charged to the replay. Afterwards it can tell whether
+the training loop changed the cached tensors in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from itertools import islice
+from typing import Any, Callable, Optional
+
+from .._env import cuda_synchronize, is_dataloader
+from .._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
+from .._format import fmt_bytes
+from .batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
+from .loader import shutdown_persistent_workers, shutdown_source
+
+log = logging.getLogger("loadeval_nb")
+
+DEFAULT_CACHE_BUDGET_FRACTION = 0.5
+"""Default cache budget: this fraction of the host (or GPU) memory available now."""
+
+
+def default_budget(free: int, where: str) -> tuple[int, str]:
+    """The default cache budget (bytes, and where it comes from) out of ``free`` bytes."""
+    frac = DEFAULT_CACHE_BUDGET_FRACTION
+    return int(free * frac), f"{frac:.0%} of the {fmt_bytes(free)} of {where}"
+
+
+def host_budget() -> tuple[int, str]:
+    """The default budget for what is kept in host memory (a replay cache, cached samples)."""
+    import psutil
+
+    return default_budget(psutil.virtual_memory().available, "host memory available")
+
+
+def target_device(device: Any) -> Any:
+    """The CUDA device batches are cached on (``device``, or the current one)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        raise LoadEvalError(
+            "cache_on='device' needs a CUDA device, and none is available; use cache_on='host'."
+        )
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def nothing_to_measure(source: Any, name: str = "") -> str:
+    """The sentence for a source that yielded no batch: a used-up iterator, or an empty loader."""
+    what = name or f"The {type(source).__name__}"
+    try:
+        used_up = iter(source) is source
+    except TypeError:
+        used_up = False
+    if used_up:
+        return (
+            f"{what} is an iterator that is used up (it yields nothing now); make a new one, "
+            "or pass a re-iterable loader such as a DataLoader."
+        )
+    if is_dataloader(source):
+        return (
+            f"{what} produced no batches, so there is nothing to measure; check that its "
+            "dataset is not empty (and drop_last with a small dataset)."
+        )
+    return (
+        f"{what} produced no batches, so there is nothing to measure; pass a loader that "
+        "yields at least one batch."
+    )
+
+
+def check_cache_fits(
+    loader: Any,
+    size: int,
+    *,
+    cache_on: str = "host",
+    budget_bytes: Optional[int] = None,
+    device: Any = None,
+) -> None:
+    """Refuse, before a pair's real run, a replay cache that could not be made: no CUDA
+    device for ``cache_on="device"``, an empty loader, or ``size`` batches over the budget
+    (estimated from the first batch, which is pulled and the loader's workers stopped)."""
+    cache = ReplayCache(size, cache_on=cache_on, budget_bytes=budget_bytes, device=device)
+    if cache_on == "device":
+        target_device(device)
+    it = iter(loader)
+    try:
+        first = next(it, _NOTHING)
+    finally:
+        if getattr(loader, "persistent_workers", False):
+            shutdown_persistent_workers(loader)  # the real run starts (and times) its own
+        else:
+            shutdown_source(it)
+        del it
+    if first is _NOTHING:
+        raise LoadEvalError(nothing_to_measure(loader))
+    cache._check_budget(first)
+
+
+_NOTHING = object()
+
+
+def may_hand_out_user_tensors(source: Any) -> bool:
+    """Whether ``source`` may yield tensors the user holds (a list of tensors, a DataLoader
+    without batching or with its own collate_fn in the main process), which replaying
+    would let the loop change over and over. A DataLoader that collates with
+    ``default_collate``, pins memory or uses workers makes new tensors for each batch."""
+    data = sys.modules.get("torch.utils.data")
+    if data is None or not isinstance(source, data.DataLoader):
+        return True
+    if source.num_workers > 0 or source.pin_memory:
+        return False
+    return source.batch_size is None or source.collate_fn is not data.default_collate
+
+
+class ReplayCache:
+    """Up to ``size`` batches of ``source``, on the host as produced or on a CUDA device."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        cache_on: str = "host",
+        budget_bytes: Optional[int] = None,
+        device: Any = None,
+    ) -> None:
+        self.size = size
+        self.cache_on = cache_on
+        self.budget_bytes = budget_bytes
+        self.device = device
+        self.batches: list[Any] = []
+        self.ready = False
+        self.nbytes: Optional[int] = None
+        self.samples_per_batch: Optional[int] = None
+        self._tensors: list[Any] = []
+        self._versions: list[int] = []
+        self._mutation_warned = False
+        self.copied = False
+        """The cached tensors are copies (the source may hand out the user's own)."""
+
+    def _budget(self) -> tuple[int, str]:
+        if self.budget_bytes is not None:
+            return self.budget_bytes, "cache_budget_bytes"
+        if self.cache_on == "device":
+            torch = sys.modules["torch"]
+            free, _ = torch.cuda.mem_get_info(target_device(self.device))
+            return default_budget(free, "GPU memory free")
+        return host_budget()
+
+    def _check_budget(self, first: Any) -> None:
+        per = batch_nbytes(first)
+        need = per * self.size
+        budget, why = self._budget()
+        if need > budget:
+            fits = budget // per if per else 0
+            raise CacheBudgetError(
+                f"Caching {self.size} batches of {fmt_bytes(per)} needs about "
+                f"{fmt_bytes(need)}, over the budget of {fmt_bytes(budget)} ({why}); pass "
+                f"num_cached_batches={max(fits, 1)} or less, or raise cache_budget_bytes."
+            )
+
+    def fill(self, source: Any) -> None:
+        """Pull up to ``size`` batches from ``source``, then stop its workers.
+
+        Raises :class:`CacheBudgetError` when they would not fit, :class:`LoadEvalError`
+        when the source yields nothing.
+        """
+        to_device: Optional[Callable[[Any], Any]] = None
+        self.copied = may_hand_out_user_tensors(source)
+        copy = self.copied
+        if self.cache_on == "device":
+            dev = target_device(self.device)
+            to_device = lambda b: map_tensors(b, lambda t: t.to(dev, copy=copy))  # noqa: E731
+        elif copy:  # the cache counts the copies in its budget: they are what it holds
+            to_device = lambda b: map_tensors(b, lambda t: t.clone())  # noqa: E731
+        it = iter(source)
+        try:
+            cache: list[Any] = []
+            for k, batch in enumerate(islice(it, self.size)):
+                if k == 0:
+                    self._check_budget(batch)
+                    self.samples_per_batch = leading_dim(batch)
+                cache.append(to_device(batch) if to_device else batch)
+        finally:
+            # Stop the source's workers now, so their teardown is not charged to the replay.
+            if not getattr(source, "persistent_workers", False):
+                shutdown_source(it)
+            del it
+        if not cache:
+            raise LoadEvalError(nothing_to_measure(source))
+        if to_device is not None:
+            cuda_synchronize()
+        if len(cache) < self.size:
+            log.info(
+                "loadeval_nb: the loader had only %d batches; caching all of them.", len(cache)
+            )
+        self.batches = cache
+        self.nbytes = sum(batch_nbytes(b) for b in cache)
+        self._tensors = [leaf for b in cache for leaf in iter_leaves(b) if is_tensor(leaf)]
+        self._versions = [t._version for t in self._tensors]
+        self.ready = True
+
+    def check_mutation(self) -> None:
+        """Warn once if the loop changed cached tensors in place since they were cached."""
+        if self._mutation_warned or not self._versions:
+            return
+        now = [t._version for t in self._tensors]  # grows with every in-place op
+        if now != self._versions:  # (one C comparison per epoch; count only then)
+            changed = sum(a != b for a, b in zip(now, self._versions))
+            self._mutation_warned = True
+            yours = (
+                "your own tensors were not changed (the cache holds copies of them)"
+                if self.copied
+                else "your data was not changed (the loader made these batches)"
+            )
+            warnings.warn(
+                f"The training loop changed {changed} of the {len(now)} cached tensors in place "
+                "(e.g. images.sub_(mean)), so replayed steps after the first pass over the "
+                f"cache computed on altered values; {yours}. Copy before changing "
+                "(x = x.clone(), or x.to(device) on another device) or use out-of-place ops.",
+                CacheMutationWarning,
+                stacklevel=4,
+            )

@@ -1,0 +1,38 @@
+"""What the two modes need of an evaluator, copied once at its construction (as torch's
+base DataLoader iterator copies the loader's settings in ``__init__``): the modes read
+this, never the evaluator back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .._env import safe_len
+from .adaptive import AutoStop
+from .timing import Clock
+
+
+@dataclass
+class EvaluatorConfig:
+    """A :class:`~loadeval_nb.LoaderEvaluator`'s checked settings (see its arguments)."""
+
+    dataloader: Any
+    clock: Clock
+    max_steps: Optional[int]
+    warmup_steps: int
+    auto_stop: Optional[AutoStop]
+    worker_timing: bool
+    num_cached_batches: int
+    cache_on: str
+    cache_budget_bytes: Optional[int]
+    device: Any
+    copies_on: Optional[tuple[str, Any]] = None
+    """Host-to-device copy timing: None times copies to CUDA when this process uses CUDA;
+    tests set ("meta", an event class on a fake clock)."""
+
+    def expected_steps(self) -> Optional[int]:
+        """Steps in one epoch: ``len(loader)`` capped by ``max_steps`` (None: unknown)."""
+        n = safe_len(self.dataloader)
+        if self.max_steps is not None:
+            return self.max_steps if n is None else min(n, self.max_steps)
+        return n

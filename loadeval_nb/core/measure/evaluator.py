@@ -1,0 +1,379 @@
+"""LoaderEvaluator: a drop-in DataLoader wrapper that logs or replays.
+
+API-compatible superset of NVIDIA DALI's ``LoaderEvaluator`` (PyTorch plugin; its
+methods are in :mod:`._dali`). This module keeps the argument checks, iteration and
+the epoch life cycle; what differs between modes is in :mod:`._modes`, the replay
+cache in :mod:`._cache`, turning stamps into a :class:`Run` in :mod:`._run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterator
+from typing import Any, Optional
+
+from .._env import (
+    cuda_in_use,
+    cuda_synchronize,
+    environment,
+    interrupts_deferred,
+    loader_settings,
+)
+from .._errors import LoadEvalError, a_kind, check_choice, check_int, check_interval
+from ..record.journal import MetricsWriter
+from ..record.run import Run
+from ..record.runlog import check_metrics_file
+from .adaptive import AutoStop
+from .build_run import build_run
+from .config import EvaluatorConfig
+from .dali import DaliMethods
+from .modes import MODES, LogMode, ReplayMode
+from .sampler import UtilSampler
+from .timing import DEFAULT_CLOCK, Clock, EpochGuard, EpochRecord, epoch_steps, step_path
+
+log = logging.getLogger("loadeval_nb")
+
+
+class LoaderEvaluator(DaliMethods):
+    """Wrap a DataLoader (or any iterable of batches) to measure what loading costs.
+
+    * ``mode="log"``: iterate the real loader and time every step: the wait inside
+      ``next()`` and the whole step (``next()`` to ``next()``).
+    * ``mode="replay"``: at construction pull only ``num_cached_batches`` batches,
+      shut the source down, then serve those batches over and over
+      (``len(dataloader)`` or ``max_steps`` per epoch): the loop as it would run
+      if loading cost nothing.
+
+    Args:
+        dataloader: a ``torch.utils.data.DataLoader`` or any iterable of batches.
+        mode: ``"log"`` or ``"replay"``.
+        num_cached_batches: batches to cache for replay.
+        metrics_file: if set, the run log is written there (JSON) whenever an
+            epoch ends, also when the loop stops early, so nothing is lost.
+        max_steps: end each epoch after this many batches (None: the whole loader).
+        warmup_steps: steps at the start of each epoch excluded from statistics
+            (kept in the log).
+        cache_on: ``"host"`` keeps batches as produced (pinned stays pinned);
+            ``"device"`` moves them to the GPU once, so replay also excludes the
+            host-to-device copy.
+        cache_budget_bytes: refuse to cache more than this (default: half the
+            host, or GPU, memory available when caching starts).
+        device: target device for ``cache_on="device"`` (default: the current CUDA device).
+        sample_interval_s: utilisation sampling period; None disables the samplers.
+        label: a name for the run, shown in plots and reports.
+        auto_stop: stop each epoch once its step time is known to ±5 % (an
+            :class:`AutoStop`; ``max_steps="auto"`` is the same with defaults).
+        worker_timing: log mode with ``num_workers > 0``: also time every batch
+            inside the worker processes (``worker_load_ns()``; feeds the simulator).
+        clock: integer-nanosecond monotonic clock (tests inject a fake one).
+
+    Raises:
+        ValueError (LoadEvalError): bad arguments, a non-iterable, an empty loader
+            in replay mode, an unsized source in replay mode without ``max_steps``.
+        CacheBudgetError: the cache would not fit the budget.
+    """
+
+    def __init__(
+        self,
+        dataloader: Any,
+        mode: str = "log",
+        num_cached_batches: int = 20,
+        metrics_file: Optional[str] = None,
+        *,
+        max_steps: Any = None,
+        warmup_steps: int = 0,
+        cache_on: str = "host",
+        cache_budget_bytes: Optional[int] = None,
+        device: Any = None,
+        sample_interval_s: Optional[float] = 0.1,
+        label: Optional[str] = None,
+        clock: Optional[Clock] = None,
+        auto_stop: Optional[AutoStop] = None,
+        worker_timing: bool = False,
+    ) -> None:
+        check_choice("mode", mode, tuple(MODES))  # an OptionError is a ValueError
+        check_choice("cache_on", cache_on, ("host", "device"))
+        check_int("num_cached_batches", num_cached_batches, 1)
+        if max_steps == "auto" or auto_stop is not None:
+            if auto_stop is not None and not isinstance(auto_stop, AutoStop):
+                raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
+            if max_steps not in (None, "auto"):
+                raise LoadEvalError(
+                    f"max_steps={max_steps!r} and auto_stop both set how long a run is; pass "
+                    "one of them (AutoStop(max_steps=...) caps an adaptive run)."
+                )
+            auto_stop = auto_stop or AutoStop()
+            max_steps = auto_stop.max_steps
+        elif isinstance(max_steps, str):
+            raise LoadEvalError(f"max_steps must be an integer, None or 'auto', not {max_steps!r}.")
+        check_int("max_steps", max_steps, 1, allow_none=True)
+        check_int("warmup_steps", warmup_steps, 0)
+        check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
+        check_interval("sample_interval_s", sample_interval_s)
+        if label is not None and not isinstance(label, str):
+            raise LoadEvalError(f"label must be a string such as 'real', not {a_kind(label)}.")
+        if not hasattr(dataloader, "__iter__"):
+            raise LoadEvalError(
+                f"LoaderEvaluator needs an iterable of batches such as a DataLoader, "
+                f"not {a_kind(dataloader)}."
+            )
+        if metrics_file is not None:
+            check_metrics_file(metrics_file)
+        if isinstance(dataloader, LoaderEvaluator):
+            raise LoadEvalError(
+                "dataloader is already a LoaderEvaluator; wrap the original loader instead."
+            )
+
+        self.dataloader = dataloader
+        self.mode = mode
+        self.num_cached_batches = num_cached_batches
+        self.metrics_file = metrics_file
+        self.max_steps: Optional[int] = max_steps
+        self.auto_stop: Optional[AutoStop] = auto_stop
+        self.worker_timing = bool(worker_timing)
+        self.warmup_steps = warmup_steps
+        self.cache_on = cache_on
+        self.cache_budget_bytes = cache_budget_bytes
+        self.device = device
+        self.label = label
+        self.clock: Clock = clock or DEFAULT_CLOCK
+        self._epochs: list[EpochRecord] = []
+        # The open epoch's guard is held weakly: the training loop's iterator owns it,
+        # so dropping the iterator (break, exception) finalises the guard and closes the epoch.
+        self._open: Optional[tuple[EpochRecord, weakref.ref[EpochGuard]]] = None
+        self._t0: Optional[int] = None
+        self._sampler: Optional[UtilSampler] = (
+            UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
+        )
+        if self._sampler is not None:  # "workers" CPU: this loader's workers only
+            me = weakref.ref(self)
+            self._sampler.worker_pids = lambda: _worker_pids(me)
+        self._loader_info = loader_settings(dataloader)
+        self._final_run: Optional[Run] = None  # to_run() once closed: nothing changes then
+        self._closed = False
+        self._writer: Optional[MetricsWriter] = None
+        # replay fills its cache here: a budget or an empty loader is refused at once
+        self.config = EvaluatorConfig(
+            dataloader=dataloader,
+            clock=self.clock,
+            max_steps=max_steps,
+            warmup_steps=warmup_steps,
+            auto_stop=auto_stop,
+            worker_timing=self.worker_timing,
+            num_cached_batches=num_cached_batches,
+            cache_on=cache_on,
+            cache_budget_bytes=cache_budget_bytes,
+            device=device,
+        )
+        """What the modes read (copied once; the modes never read the evaluator back)."""
+        self._mode: LogMode | ReplayMode = MODES[mode](self.config)
+
+    # -- the replay cache, as DALI names it ---------------------------------------------
+    @property
+    def cached_batches(self) -> list[Any]:
+        """The batches replay serves (empty in log mode)."""
+        return self._mode.cache.batches if isinstance(self._mode, ReplayMode) else []
+
+    @property
+    def cache_ready(self) -> bool:
+        return isinstance(self._mode, ReplayMode) and self._mode.cache.ready
+
+    @property
+    def cache_bytes(self) -> Optional[int]:
+        """Bytes held by the cached batches (None in log mode)."""
+        return self._mode.cache.nbytes if isinstance(self._mode, ReplayMode) else None
+
+    # -- DataLoader look-alike -------------------------------------------------
+    def __len__(self) -> int:
+        n = self.config.expected_steps()
+        if n is None:
+            raise TypeError(
+                f"{type(self.dataloader).__name__} has no len(); pass max_steps=N to fix one."
+            )
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes the wrapper lacks: batch_size, dataset, sampler, set_epoch, ...
+        if name.startswith("__") or "dataloader" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["dataloader"], name)
+
+    def __repr__(self) -> str:
+        return (
+            f"LoaderEvaluator({type(self.dataloader).__name__}, mode={self.mode!r}, "
+            f"steps={self.total_steps}, cached={len(self.cached_batches)})"
+        )
+
+    def __enter__(self) -> LoaderEvaluator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- iteration --------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        self._close_open("stopped")
+        self._closed, self._final_run = False, None
+        rec = EpochRecord()
+        rec.prepare(self.clock)  # its stamp containers are made now, before anything holds them
+        source: list[Any] = [None]  # the closure reads it when the epoch ends
+        guard = EpochGuard(lambda status: self._finish(rec, status, source[0]))
+        if self._sampler is not None:
+            self._sampler.start()
+        if self._t0 is None:
+            self._t0 = self.clock()
+        try:
+            it, source[0] = self._mode.open_epoch(rec, guard)
+        except BaseException:
+            guard.close("source-error")
+            raise
+        self._epochs.append(rec)
+        self._open = (rec, weakref.ref(guard))
+        return it
+
+    def _finish(self, rec: EpochRecord, status: str, src: Any) -> None:
+        """Close an epoch: account queued GPU work, stop samplers and workers, save."""
+        with interrupts_deferred():  # a second Ctrl-C must not lose the run log
+            self._finish_epoch(rec, status, src)
+
+    def _finish_epoch(self, rec: EpochRecord, status: str, src: Any) -> None:
+        clock = self.clock
+        rec.end_ns = clock()
+        if cuda_in_use():
+            cuda_synchronize()
+            rec.sync_ns = clock() - rec.end_ns
+        rec.status = self._mode.settle_status(rec, status)
+        if self._open is not None and self._open[0] is rec:
+            self._open = None
+        if not rec.starts and rec.status != "complete":
+            # an iterator made and dropped before asking for a batch (a framework checking
+            # that the loader is iterable) measured nothing: it is not an epoch
+            self._epochs[:] = [r for r in self._epochs if r is not rec]
+        if self._sampler is not None:
+            self._sampler.pause()  # no join on the loop's path; close() ends the thread
+        self._mode.close_epoch(rec, src, exhausted=status == "complete")
+        self._write_metrics(final=False)
+
+    def _write_metrics(self, final: bool) -> None:
+        """Bring ``metrics_file`` up to date: the new epochs only while the loop runs
+        (see :mod:`._journal`), the whole document at ``close()``."""
+        if not self.metrics_file:
+            return
+        if self._writer is None or self._writer.path != self.metrics_file:
+            self._writer = MetricsWriter(self.metrics_file)
+        try:
+            if final:
+                self._writer.write_all(self.to_run())
+            else:
+                self._writer.epoch_ended(self._build_run)
+        except Exception as e:  # never lose the run over a bad path; say so
+            log.warning("loadeval_nb: could not write %s (%s).", self.metrics_file, e)
+
+    def _close_open(self, status: str) -> None:
+        if self._open is not None:
+            guard = self._open[1]()
+            if guard is not None:
+                guard.close(status)
+            self._open = None
+
+    def close(self) -> None:
+        """End any epoch still open (e.g. after ``break``), stop the samplers, and stop the
+        persistent workers of a loader whose workers this evaluator started."""
+        self._close_open("stopped")
+        if self._sampler is not None:
+            self._sampler.stop()
+        self._mode.close()
+        if not self._closed:
+            self._closed = True
+            self._final_run = self._build_run()  # nothing is measured after close()
+            if self._writer is not None:  # the journal folded into one document
+                self._write_metrics(final=True)
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        """Per-batch production times measured inside the DataLoader's worker processes
+        (``worker_timing=True``, ``num_workers > 0``), in order of completion; else None."""
+        return self._mode.worker_load_ns()
+
+    # -- live reading (for dashboards; never stops or changes anything) ------------
+    def steps_since(self, cursor: tuple[int, int] = (0, 0)) -> tuple[list[int], tuple[int, int]]:
+        """Step times (ns) of the steps completed since ``cursor`` (epoch, step), and the
+        new cursor. Safe to call from another thread while the loop runs."""
+        e, i = cursor
+        out: list[int] = []
+        epochs = self._epochs
+        while e < len(epochs):
+            rec = epochs[e]
+            if rec.open:
+                starts = rec.starts
+                n = len(starts) - 1  # a step's end is the next step's start
+                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
+                return out, (e, max(i, n))
+            out.extend(epoch_steps(rec, measure_wait=self._mode.measure_wait).step_ns[i:])
+            e, i = e + 1, 0
+        return out, (e, i)
+
+    @property
+    def util_sampler(self) -> Optional[UtilSampler]:
+        """The utilisation sampler (None when sampling is off). (``ev.sampler`` is the
+        wrapped DataLoader's sampler, passed through.)"""
+        return self._sampler
+
+    @property
+    def started_ns(self) -> Optional[int]:
+        """Clock value when the first epoch began (None before)."""
+        return self._t0
+
+    # -- results ------------------------------------------------------------------
+    @property
+    def total_steps(self) -> int:
+        wait = self._mode.measure_wait
+        return sum(len(epoch_steps(r, measure_wait=wait).step_ns) for r in self._epochs)
+
+    def to_run(self) -> Run:
+        """A :class:`Run` with everything measured so far.
+
+        Safe to call inside the training loop: an epoch still running is read as a
+        snapshot (its step in progress flagged incomplete) and keeps running. The Run is
+        frozen at :meth:`close`: the same object is handed out until the next ``iter()``.
+        """
+        final = self._final_run
+        return final if final is not None else self._build_run()
+
+    def _build_run(self, first_epoch: int = 0, first_tick: int = 0) -> Run:
+        """The run so far; from epoch ``first_epoch`` and sampler tick ``first_tick`` on
+        for a part of it (what the metrics journal appends)."""
+        t0 = self._t0 or 0
+        mode = self._mode
+        replay = isinstance(mode, ReplayMode)
+        return build_run(
+            self._epochs[first_epoch:],
+            first_epoch=first_epoch,
+            mode=mode.name,
+            measure_wait=mode.measure_wait,
+            t0_ns=t0,
+            now_ns=self.clock(),
+            warmup_steps=self.warmup_steps,
+            label=self.label or mode.label,
+            loader=self._loader_info,
+            settings={
+                "num_cached_batches": self.num_cached_batches,
+                "batches_cached": len(self.cached_batches),
+                "max_steps": self.max_steps,
+                "auto_stop": self.auto_stop.to_dict() if self.auto_stop is not None else None,
+                "cache_on": self.cache_on if replay else None,
+                "cache_bytes": self.cache_bytes,
+                "cache_budget_bytes": self.cache_budget_bytes,
+            },
+            environment=environment(step_path()),
+            samples_per_batch=mode.samples_per_batch(),
+            short_last_batch=mode.short_last_batch,
+            auto_stop=self.auto_stop is not None,
+            util=self._sampler.series(t0, since=first_tick) if self._sampler is not None else None,
+            worker_load_ns=self.worker_load_ns(),
+        )
+
+
+def _worker_pids(ref: weakref.ref[LoaderEvaluator]) -> Optional[set[int]]:
+    ev = ref()
+    return ev._mode.worker_pids() if ev is not None else None

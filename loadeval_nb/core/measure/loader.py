@@ -1,0 +1,130 @@
+"""Rebuilding a DataLoader with other loading settings, leaving the original untouched."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .._env import is_dataloader
+from .._errors import LoadEvalError, OptionError, a_kind, check_int
+
+TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+"""The settings :func:`rebuild_loader` may change; everything else is carried over."""
+
+
+def max_workers() -> int:
+    """The most ``num_workers`` loadeval_nb starts: 4 per CPU this process may use. More
+    only queue for the same cores (and each worker is a process holding memory)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return 4 * cpus
+
+
+def check_workers(n: Any, name: str = "num_workers") -> int:
+    """``n`` if it is a worker count this machine can take, else one sentence."""
+    check_int(name, n, 0)
+    limit = max_workers()
+    if n > limit:
+        raise OptionError(
+            name,
+            f"={n} is more worker processes than this machine can run usefully "
+            f"(4 per CPU: at most {limit}); try a number up to {limit}.",
+        )
+    return int(n)
+
+
+def shutdown_source(it: Any) -> None:
+    """Stop a source iterator now: DataLoader worker processes, or a generator."""
+    for name in ("_shutdown_workers", "close"):
+        fn = getattr(it, name, None)
+        if callable(fn):
+            try:
+                fn()
+            except Exception:  # pragma: no cover - best effort
+                pass
+            return
+
+
+def loader_knobs(loader: Any) -> dict[str, Any]:
+    """The current values of the tunable settings (None where the loader has none)."""
+    return {k: getattr(loader, k, None) for k in TUNABLE}
+
+
+def shutdown_persistent_workers(loader: Any) -> None:
+    """Stop the workers a DataLoader with ``persistent_workers=True`` keeps between epochs
+    (one we built for a sweep point or a ladder rung is not iterated again)."""
+    it = getattr(loader, "_iterator", None)
+    if it is not None:
+        shutdown_source(it)
+        loader._iterator = None  # the next iter() starts workers again
+
+
+def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
+    """A new ``DataLoader`` like ``loader`` (same dataset, sampler, batch sampler, collate_fn,
+    batch size, worker_init_fn, generator, ...) with ``changes`` applied to ``num_workers``,
+    ``pin_memory``, ``prefetch_factor`` or ``persistent_workers``.
+
+    ``prefetch_factor`` and ``persistent_workers`` are dropped when ``num_workers`` is 0
+    (PyTorch refuses them there). The original loader is not modified.
+
+    ``dataset`` replaces the dataset (the caching ladder serves cached samples through
+    the same sampler, batching, workers and collation); it must accept the same indices.
+    """
+    unknown = sorted(set(changes) - set(TUNABLE))
+    if unknown:
+        raise LoadEvalError(
+            f"Cannot change {', '.join(unknown)}; only {', '.join(TUNABLE)} can be changed."
+        )
+    if not is_dataloader(loader):
+        raise LoadEvalError(
+            f"Only a torch.utils.data.DataLoader can be rebuilt with other settings, not {a_kind(loader)}."
+        )
+    if type(loader).__module__.split(".")[0] == "accelerate":
+        # a rebuilt plain DataLoader would lose accelerate's device placement and sharding
+        raise LoadEvalError(
+            f"A {type(loader).__name__} from accelerator.prepare() cannot be rebuilt with other "
+            "settings; change the DataLoader you prepare (num_workers=..., pin_memory=...)."
+        )
+    from torch.utils.data import DataLoader, IterableDataset
+
+    nw = changes.get("num_workers", loader.num_workers)
+    if "num_workers" in changes:
+        check_workers(nw)
+    else:
+        check_int("num_workers", nw, 0)
+    pf = changes.get("prefetch_factor", loader.prefetch_factor)
+    if nw > 0 and pf is None:
+        pf = 2
+    if nw > 0:
+        check_int("prefetch_factor", pf, 1)
+    kwargs: dict[str, Any] = dict(
+        num_workers=nw,
+        collate_fn=loader.collate_fn,
+        pin_memory=bool(changes.get("pin_memory", loader.pin_memory)),
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        # PyTorch refuses a multiprocessing context without workers
+        multiprocessing_context=loader.multiprocessing_context if nw > 0 else None,
+        generator=loader.generator,
+        prefetch_factor=pf if nw > 0 else None,
+        persistent_workers=bool(changes.get("persistent_workers", loader.persistent_workers))
+        and nw > 0,
+        pin_memory_device=getattr(loader, "pin_memory_device", ""),
+    )
+    if hasattr(loader, "in_order"):
+        kwargs["in_order"] = loader.in_order
+    if isinstance(loader.dataset, IterableDataset):
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+    elif loader.batch_sampler is not None:
+        kwargs.update(batch_sampler=loader.batch_sampler)
+    else:  # automatic batching off (batch_size=None)
+        kwargs.update(batch_size=None, sampler=loader.sampler)
+    try:
+        return DataLoader(loader.dataset if dataset is None else dataset, **kwargs)
+    except (ValueError, TypeError) as e:
+        settings = ", ".join(f"{k}={v!r}" for k, v in changes.items()) or "its own settings"
+        raise LoadEvalError(
+            f"PyTorch refused a DataLoader with {settings} ({e}); choose other values."
+        ) from None

@@ -1,0 +1,233 @@
+"""The two iteration strategies of :class:`~loadeval_nb.LoaderEvaluator`, one class per mode
+(as torch's DataLoader has one iterator class per mode).
+
+* :class:`LogMode` iterates the real loader, stamping before and after every ``next()``.
+* :class:`ReplayMode` fills a :class:`~._cache.ReplayCache` at construction and serves it,
+  stamping once per step.
+
+Each answers the same questions for the evaluator: how an epoch's iterator is built,
+how an epoch that ended early is classified, and what is left to do when it closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any, Callable, Optional
+
+from .._env import cuda_in_use, safe_len
+from .._errors import LoadEvalError
+from .adaptive import AutoChunker
+from .batches import leading_dim
+from .cache import ReplayCache
+from .config import EvaluatorConfig
+from .copies import CopyTimer
+from .loader import shutdown_persistent_workers, shutdown_source
+from .timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
+from .worker_timing import WorkerFetchTimer
+
+
+def _auto_chunks(
+    ev: EvaluatorConfig, rec: EpochRecord, source: Iterator[Any], guard: Optional[EpochGuard]
+) -> Iterator[Any]:
+    """``source`` fed in chunks, stopping once the :class:`AutoStop` is satisfied."""
+    assert ev.auto_stop is not None
+
+    # no reference back to the chunker (a cycle would keep the guard alive after a break)
+    def on_stop(n: int, reason: str) -> None:
+        rec.auto_reason = reason
+        if guard is not None:  # replay: the batch list outlives the stop; close now
+            guard.close("complete")
+
+    return AutoChunker(source, rec.starts, ev.auto_stop, ev.warmup_steps, on_stop).chunks()
+
+
+class _Mode:
+    """What both modes share: the evaluator's settings, copied once at its construction
+    (no reference back to the evaluator: a dropped evaluator, and its sampler's thread,
+    are freed at once)."""
+
+    def __init__(self, config: EvaluatorConfig) -> None:
+        self.ev = config
+
+
+class LogMode(_Mode):
+    """Iterate the real loader and time every step: the wait inside ``next()`` and the step."""
+
+    name = "log"
+    label = "real"
+    measure_wait = True
+    """Each step records its wait for data (``ready`` stamps)."""
+    short_last_batch = True
+    """A full pass over the loader may end with a short batch."""
+
+    def __init__(self, ev: EvaluatorConfig) -> None:
+        super().__init__(ev)
+        self.timer: Optional[WorkerFetchTimer] = None
+        self._samples: Optional[int] = None
+        # whether the loader's persistent workers are ours to stop at close(): they were
+        # not running before our first epoch, so the user's loader is left as it was
+        self._started_persistent: Optional[bool] = None
+        self._src: Any = None
+        self._copies: Optional[CopyTimer] = None
+
+    def samples_per_batch(self) -> Optional[int]:
+        return self._samples
+
+    def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
+        """The timed iterator of one pass, and the source iterator it drives."""
+        ev = self.ev
+        if self._started_persistent is None:
+            self._started_persistent = bool(
+                getattr(ev.dataloader, "persistent_workers", False)
+                and getattr(ev.dataloader, "_iterator", False) is None
+            )
+        clock = ev.clock
+        t = clock()
+        # (the timer itself passes a loader without worker processes straight through)
+        if ev.worker_timing:
+            if self.timer is None:
+                self.timer = WorkerFetchTimer(ev.dataloader)
+            src = self.timer.iter()
+        else:
+            src = iter(ev.dataloader)
+        rec.setup_ns = clock() - t
+        rec.expected = ev.expected_steps()
+        self._src = src  # its worker processes are "workers" to the sampler
+        copies = ev.copies_on if ev.copies_on is not None else ("cuda", None)
+        if copies[0] != "cuda" or cuda_in_use():
+            self._copies = CopyTimer(rec.starts, copies[0], copies[1])
+            self._copies.install()
+        source: Iterator[Any] = src
+        if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
+            source = _auto_chunks(ev, rec, source, None)
+        elif ev.max_steps is not None:
+            source = islice(src, ev.max_steps)
+        hook = self._first_batch_hook() if self._samples is None else None
+        return timed_log_iter(source, rec, guard, clock, hook), src
+
+    def _first_batch_hook(self) -> Callable[[Any], Any]:
+        def hook(batch: Any) -> Any:
+            try:
+                self._samples = leading_dim(batch)
+            except Exception:
+                pass
+            return batch
+
+        return hook
+
+    def settle_status(self, rec: EpochRecord, status: str) -> str:
+        if status == "complete":
+            return status
+        if len(rec.starts) == len(rec.ready) + 1:
+            return "source-error"  # next() itself raised
+        if rec.expected is not None and len(rec.ready) >= rec.expected:
+            return "complete"  # every batch taken; the loop stopped asking at len()
+        return status
+
+    def close_epoch(self, rec: EpochRecord, src: Any, exhausted: bool) -> None:
+        # A loader left mid-epoch (break, error, max_steps, a loop that stopped asking at
+        # len()) still has workers: stop them. An exhausted DataLoader iterator has
+        # already stopped its own.
+        self.close_copies(rec)
+        ev = self.ev
+        left_early = not exhausted or ev.max_steps is not None
+        if (
+            src is not None
+            and left_early
+            and not getattr(ev.dataloader, "persistent_workers", False)
+        ):
+            shutdown_source(src)
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        t = self.timer
+        if t is None or not t.available:
+            return None
+        return t.load_ns()
+
+    def close_copies(self, rec: EpochRecord) -> None:
+        """Put ``Tensor.to`` back and give each step its copy time (after the epoch's
+        closing synchronisation)."""
+        timer, self._copies = self._copies, None
+        if timer is not None:
+            timer.uninstall()
+            rec.copies = timer.per_step(len(rec.ready))
+
+    def worker_pids(self) -> set[int]:
+        """The pids of the DataLoader worker processes of the epoch running now."""
+        workers = getattr(self._src, "_workers", None) or ()
+        return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+
+    def close(self) -> None:
+        self._src = None
+        if self._copies is not None:
+            self._copies.uninstall()
+            self._copies = None
+        if self.timer is not None:
+            self.timer.close()
+        if self._started_persistent:
+            shutdown_persistent_workers(self.ev.dataloader)
+            self._started_persistent = None
+
+
+class ReplayMode(_Mode):
+    """Serve a cache of batches for a whole epoch (``len(loader)`` or ``max_steps`` steps)."""
+
+    name = "replay"
+    label = "ideal"
+    measure_wait = False
+    short_last_batch = False
+
+    def __init__(self, ev: EvaluatorConfig) -> None:
+        super().__init__(ev)
+        if ev.max_steps is None and safe_len(ev.dataloader) is None:
+            raise LoadEvalError(
+                f"Replay needs to know how many steps make an epoch, but this "
+                f"{type(ev.dataloader).__name__} has no len(); pass max_steps=N."
+            )
+        self.cache = ReplayCache(
+            ev.num_cached_batches,
+            cache_on=ev.cache_on,
+            budget_bytes=ev.cache_budget_bytes,
+            device=ev.device,
+        )
+        self.cache.fill(ev.dataloader)
+
+    def samples_per_batch(self) -> Optional[int]:
+        return self.cache.samples_per_batch
+
+    def worker_pids(self) -> set[int]:
+        return set()  # a replay has no workers: its loader's were shut down after caching
+
+    def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
+        ev = self.ev
+        wrap = None
+        if ev.auto_stop is not None:
+
+            def wrap(order: Iterator[Any]) -> Iterator[Any]:
+                return _auto_chunks(ev, rec, order, guard)
+
+        steps = ev.expected_steps()
+        assert steps is not None  # checked at construction
+        return timed_replay_iter(self.cache.batches, steps, rec, guard, ev.clock, wrap), None
+
+    def settle_status(self, rec: EpochRecord, status: str) -> str:
+        served = len(rec.starts)
+        if status == "complete" or served == (rec.expected or 0) + 1:
+            rec.last_end_known = True  # the closing stamp was taken
+            return "complete"
+        if served == rec.expected:
+            return "complete"  # every batch served; the loop stopped asking at len()
+        return status
+
+    def close_epoch(self, rec: EpochRecord, src: Any, exhausted: bool) -> None:
+        self.cache.check_mutation()
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+MODES: dict[str, type[LogMode] | type[ReplayMode]] = {"log": LogMode, "replay": ReplayMode}

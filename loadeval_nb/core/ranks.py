@@ -1,0 +1,248 @@
+"""Many ranks (torchrun, DDP): every rank measures its own pair; the ranks' results meet
+through the user's process group (``torch.distributed.all_gather_object``), never a
+transport of ours, and nothing here assumes the ranks share a host.
+
+In data-parallel training every step ends at the gradient all-reduce, so every rank's
+step lasts as long as the slowest rank's: a rank whose loader is slow holds the others
+waiting inside their step, not in ``next()``. A straggler therefore shows as one rank
+waiting for data much longer than the others, while step times match.
+
+The test: take the rank that waits most and the runner-up (the rank that waits most
+of the rest), pair their steps by index (DDP keeps the ranks in step), and take the
+block-bootstrap interval of the mean per-step difference. The top rank is a straggler
+when that interval lies above zero and the difference is at least 5 % of its mean step.
+Comparing with the runner-up, not with the others pooled, is what keeps equal ranks
+from producing a "straggler" just because one of them had to come out on top: the
+more ranks, the larger the top one's lead over the pooled mean by chance alone.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ._env import dist_rank
+from ._errors import LoadEvalError
+from ._facts import Fact, Facts, Reported
+from ._format import fmt_pct, fmt_seconds, fmt_times
+from ._stats import bootstrap_mean_ci
+from .record.run import Run, describe_steady
+from .verdict.diagnose import Diagnosis, diagnose
+
+MIN_SKEW_SHARE = 0.05
+"""A wait difference under this share of the mean step is not called a straggler."""
+MAX_GATHERED_STEPS = 5000
+"""Steps per run a rank sends (evenly thinned past this): the intervals need no more."""
+
+
+def _thin(xs: list[int], n: int = MAX_GATHERED_STEPS) -> list[int]:
+    """At most ``n`` of ``xs``, evenly spread."""
+    if len(xs) <= n:
+        return xs
+    step = len(xs) / n
+    return [xs[int(i * step)] for i in range(n)]
+
+
+@dataclass
+class RankResult:
+    """One rank's pair, as it travels to the others: plain data, steady steps thinned."""
+
+    rank: int
+    host: str
+    real: Optional[dict[str, Any]]
+    ideal: Optional[dict[str, Any]]
+    error: Optional[str] = None
+    """Why this rank has no runs (for results gathered by other means; ``gather_pair``
+    raises a rank's error instead)."""
+
+    def run(self, which: str) -> Optional[Run]:
+        doc = getattr(self, which)
+        return Run.from_dict(doc, f"rank {self.rank}'s {which} run") if doc else None
+
+
+def _payload(run: Optional[Run]) -> Optional[dict[str, Any]]:
+    if run is None:
+        return None
+    sel = _thin(run.steady_indices())
+    thin = Run(
+        mode=run.mode,
+        start_ns=[run.start_ns[i] for i in sel],
+        step_ns=[run.step_ns[i] for i in sel],
+        wait_ns=[run.wait_ns[i] for i in sel] if run.wait_ns is not None else None,
+        samples=[run.samples[i] for i in sel],
+        warmup_steps=0,
+        label=run.label,
+        status=run.status,
+        loader=run.loader,
+        settings=run.settings,
+        epochs=run.epochs,
+        util=run.util,  # a sample every 0.1 s: small next to the steps
+    )
+    return thin.to_dict()
+
+
+@dataclass
+class RanksResult(Reported):
+    """Every rank's pair, gathered: per-rank verdicts, the slowest rank and a straggler."""
+
+    ranks: list[RankResult]
+    diagnoses: dict[int, Diagnosis] = field(default_factory=dict)
+    slowest: Optional[int] = None
+    """The rank whose loader is slowest: the longest mean wait for data in the real run
+    (the longest mean real step when waits are unknown). Under DDP every rank's step lasts
+    as long as the slowest rank's, so the step alone cannot tell."""
+    straggler: Optional[int] = None
+    """The rank whose input waits hold the others at the all-reduce (None: no such rank)."""
+    skew_s: Optional[float] = None
+    """Mean wait per step of the rank that waits most, minus the runner-up's (paired by
+    step)."""
+    skew_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    skew_share: Optional[float] = None
+    """``skew_s`` over that rank's mean real step."""
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    def diagnosis(self) -> Optional[Diagnosis]:
+        """The slowest rank's diagnosis: its loader sets the pace every rank trains at."""
+        return self.diagnoses.get(self.slowest) if self.slowest is not None else None
+
+    def facts(self) -> Facts:
+        """The gathered facts, once: :meth:`report` and the notebook's card render this."""
+        rows = []
+        for r in self.ranks:
+            d = self.diagnoses.get(r.rank)
+            if d is None:
+                side = "real run only" if r.real else "ideal run only" if r.ideal else "no runs"
+                rows.append((str(r.rank), r.host, "", "", "", "", r.error or side))
+                continue
+            mark = " (straggler)" if r.rank == self.straggler else ""
+            rows.append(
+                (
+                    f"{r.rank}{mark}",
+                    r.host,
+                    fmt_seconds(d.real_step_s),
+                    fmt_seconds(d.ideal_step_s),
+                    fmt_times(d.speedup),
+                    fmt_seconds(d.real_wait_s),
+                    d.verdict,
+                )
+            )
+        slow = self.diagnosis()
+        facts = []
+        if slow is not None:
+            facts.append(
+                Fact(
+                    "slowest",
+                    "slowest rank",
+                    f"{self.slowest} (its loader waits most): {fmt_seconds(slow.real_step_s)} a "
+                    f"step, {fmt_times(slow.speedup)} as fast with an ideal loader",
+                )
+            )
+        if self.skew_s is not None:
+            lo, hi = self.skew_ci
+            ci = f" (95% CI {fmt_seconds(lo)} to {fmt_seconds(hi)})" if lo is not None else ""
+            facts.append(
+                Fact(
+                    "skew",
+                    "rank skew",
+                    f"{fmt_seconds(self.skew_s)} more wait for data per step than any other "
+                    f"rank{ci}, {fmt_pct(self.skew_share)} of a step",
+                )
+            )
+        return Facts(
+            kind="ranks",
+            title=f"{self.world_size} ranks",
+            headline=self.headline(),
+            facts=tuple(facts),
+            columns=("rank", "host", "real step", "ideal step", "speedup", "wait", "verdict"),
+            rows=tuple(rows),
+        )
+
+    def headline(self) -> str:
+        if self.straggler is not None:
+            return (
+                f"rank {self.straggler} is a straggler: its input waits hold the other ranks at "
+                "the gradient all-reduce."
+            )
+        slow = self.diagnosis()
+        verdict = slow.verdict if slow is not None else "no verdict (a pair needs both runs)"
+        return f"{verdict} on the slowest rank; no rank holds the others back."
+
+
+def ranks_result(ranks: list[RankResult]) -> RanksResult:
+    """Compare gathered ranks: per-rank diagnoses, the slowest rank, a straggler."""
+    out = RanksResult(sorted(ranks, key=lambda r: r.rank))
+    waits: dict[int, list[float]] = {}
+    steps: dict[int, float] = {}
+    for r in out.ranks:
+        real, ideal = r.run("real"), r.run("ideal")
+        if real is not None:  # the skew needs the real runs only (only="real" has no ideal)
+            stats = describe_steady([real])
+            if stats["mean_s"] is not None:
+                steps[r.rank] = stats["mean_s"]
+            w = real.steady_wait_s()
+            if w:
+                waits[r.rank] = w
+        if real is not None and ideal is not None:
+            out.diagnoses[r.rank] = diagnose(real, ideal)
+    mean = {k: sum(v) / len(v) for k, v in waits.items()}
+    pace = mean or steps
+    if pace:
+        out.slowest = max(pace, key=lambda k: pace[k])
+    if len(waits) >= 2:
+        top, second = sorted(mean, key=lambda k: mean[k], reverse=True)[:2]
+        n = min(len(waits[top]), len(waits[second]))
+        diff = [a - b for a, b in zip(waits[top][:n], waits[second][:n])]
+        out.skew_s = sum(diff) / n if n else None
+        out.skew_ci = bootstrap_mean_ci(diff)
+        step = steps.get(top)
+        out.skew_share = out.skew_s / step if step and out.skew_s is not None else None
+        lo = out.skew_ci[0]
+        if lo is not None and lo > 0 and (out.skew_share or 0) >= MIN_SKEW_SHARE:
+            out.straggler = top
+    return out
+
+
+def gather_pair(result: Any, group: Any = None) -> RanksResult:
+    """Every rank's pair, gathered over ``torch.distributed`` (``all_gather_object`` on
+    ``group``, default the world): call it on every rank after :func:`run_pair`. Every rank
+    gets the same :class:`RanksResult`; rank 0 usually prints it.
+
+    A rank whose pair failed re-raises its error here, before any collective, so the
+    process exits and torchrun stops the other ranks, instead of leaving them waiting
+    (they may be blocked in the training step's all-reduce). Raises
+    :class:`~loadeval_nb.LoadEvalError` when ``torch.distributed`` is not initialised.
+    """
+    where = dist_rank()
+    if where is None:
+        raise LoadEvalError(
+            "gather_pair needs torch.distributed: call dist.init_process_group() first (torchrun "
+            "sets up the environment it reads)."
+        )
+    if result.error is not None:
+        first = str(result.error).splitlines()[0] if str(result.error) else ""
+        print(
+            f"loadeval_nb: rank {where[0]} stops: its {result.failed_run} run failed "
+            f"({type(result.error).__name__}: {first}); if another rank failed first, its "
+            "traceback holds the cause.",
+            file=sys.stderr,
+        )
+        raise result.error
+    import torch.distributed as dist
+
+    runs = result.runs()
+    mine = RankResult(
+        rank=where[0],
+        host=socket.gethostname(),
+        real=_payload(runs["real"]),
+        ideal=_payload(runs["ideal"]),
+    )
+    gathered: list[Any] = (
+        [None] * where[1] if group is None else [None] * dist.get_world_size(group)
+    )
+    dist.all_gather_object(gathered, mine, group=group)
+    return ranks_result([g for g in gathered if g is not None])

@@ -1,0 +1,212 @@
+"""Writing ``metrics_file`` as a run goes, at a cost proportional to what is new.
+
+A run log is one JSON document (DALI's keys at the top level), so bringing it up to
+date means writing all of it: at 300,000 steps that is about a second, once per epoch.
+So at an epoch's end the whole document is written only when that is cheap against
+the time since it was last written (at most 1/20 of it, and always the first time);
+otherwise the new epochs alone are appended as one line to ``<metrics_file>.journal``
+(flushed at once, so a crash keeps them). :func:`load_run` reads the journal with the
+document; the evaluator's ``close()`` writes the whole document and removes the journal.
+
+A journal line::
+
+    {"kind": "loadeval_nb.journal", "after_steps": int, "after_epochs": int,
+     "after_ticks": int, "after_loads": int, "status": str,
+     "steps": {...as in the log, new steps only...}, "epochs": [...],
+     "util": {...as in the log, new ticks only...} | null, "worker_load_ns": [...] | null}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Optional
+
+from .run import Run
+
+JOURNAL_KIND = "loadeval_nb.journal"
+FULL_WRITE_SHARE = 1 / 20
+"""Whole-document writes take at most this share of the time between them."""
+
+
+def journal_path(path: str) -> str:
+    return f"{path}.journal"
+
+
+def _util_ticks(util: Optional[dict[str, Any]]) -> int:
+    return len((util or {}).get("t_ns") or [])
+
+
+def _cut_util(util: Optional[dict[str, Any]], k: int) -> Optional[dict[str, Any]]:
+    """The ticks of ``util`` from index ``k`` on (every series is one list per tick)."""
+    if util is None:
+        return None
+    gpu, cpu = dict(util.get("gpu") or {}), dict(util.get("cpu") or {})
+    for key in ("util_pct", "mem_used_bytes"):
+        if gpu.get(key) is not None:
+            gpu[key] = [s[k:] for s in gpu[key]]
+    for key in ("process_pct", "workers_pct", "workers", "other_pct"):
+        if cpu.get(key) is not None:
+            cpu[key] = cpu[key][k:]
+    if gpu.get("other_procs") is not None:
+        gpu["other_procs"] = gpu["other_procs"][k:]
+    return {**util, "t_ns": util["t_ns"][k:], "gpu": gpu, "cpu": cpu}
+
+
+def _join_util(util: Optional[dict[str, Any]], more: Optional[dict[str, Any]]) -> Any:
+    if util is None or more is None:
+        return more if util is None else util
+    gpu, cpu = dict(util.get("gpu") or {}), dict(util.get("cpu") or {})
+    mgpu, mcpu = more.get("gpu") or {}, more.get("cpu") or {}
+    for key in ("util_pct", "mem_used_bytes"):
+        if gpu.get(key) is not None and mgpu.get(key) is not None:
+            gpu[key] = [a + b for a, b in zip(gpu[key], mgpu[key])]
+    for key in ("process_pct", "workers_pct", "workers", "other_pct"):
+        if cpu.get(key) is not None and mcpu.get(key) is not None:
+            cpu[key] = cpu[key] + mcpu[key]
+    if gpu.get("other_procs") is not None and mgpu.get("other_procs") is not None:
+        gpu["other_procs"] = gpu["other_procs"] + mgpu["other_procs"]
+    return {**util, "t_ns": util["t_ns"] + more["t_ns"], "gpu": gpu, "cpu": cpu}
+
+
+def _worse(a: Any, b: Any) -> Any:
+    """The status of a run made of two parts (as ``build_run`` ranks them; a part that
+    had not started says nothing about the other)."""
+    for s in ("running", "source-error", "stopped"):
+        if s in (a, b):
+            return s
+    if a in (None, "not-started"):
+        return b if b is not None else a
+    return a
+
+
+class MetricsWriter:
+    """Keeps ``path`` (and its journal) up to date with an evaluator's epochs.
+
+    ``snapshot(first_epoch, first_tick)`` returns a :class:`Run` of the epochs from
+    ``first_epoch`` on, with utilisation ticks from ``first_tick`` on.
+    """
+
+    def __init__(self, path: str, timer: Callable[[], float] = time.perf_counter) -> None:
+        self.path = path
+        self.journal = journal_path(path)
+        self._timer = timer
+        self._written_at: Optional[float] = None
+        self._full_cost = 0.0
+        self._steps = self._epochs = self._ticks = self._loads = 0
+
+    def epoch_ended(self, snapshot: Callable[[int, int], Run]) -> None:
+        now = self._timer()
+        if self._written_at is None or now - self._written_at >= self._full_cost / FULL_WRITE_SHARE:
+            self.write_all(snapshot(0, 0))
+        else:
+            self._append(snapshot(self._epochs, self._ticks))
+
+    def write_all(self, run: Run) -> None:
+        """Write the whole document (atomically), then drop the journal it now includes."""
+        t = self._timer()
+        run.save(self.path)
+        if os.path.exists(self.journal):
+            os.remove(self.journal)
+        self._full_cost = self._timer() - t
+        self._written_at = self._timer()
+        self._steps, self._epochs = run.n_steps, len(run.epochs)
+        self._ticks, self._loads = _util_ticks(run.util), len(run.worker_load_ns or [])
+
+    def _append(self, part: Run) -> None:
+        loads = part.worker_load_ns
+        line = {
+            "kind": JOURNAL_KIND,
+            "after_steps": self._steps,
+            "after_epochs": self._epochs,
+            "after_ticks": self._ticks,
+            "after_loads": self._loads,
+            "status": part.status,
+            "steps": {
+                "start_ns": part.start_ns,
+                "wait_ns": part.wait_ns,
+                "step_ns": part.step_ns,
+                "samples": part.samples,
+                "epoch": part.epoch,
+                "complete": part.complete,
+                "h2d_ns": part.h2d_ns,
+            },
+            "epochs": part.epochs,
+            "util": part.util,
+            "worker_load_ns": loads[self._loads :] if loads is not None else None,
+        }
+        text = json.dumps(line, separators=(",", ":"), allow_nan=False)
+        with open(self.journal, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+            f.flush()
+        self._steps += part.n_steps
+        self._epochs += len(part.epochs)
+        self._ticks += _util_ticks(part.util)
+        self._loads = len(loads) if loads is not None else 0
+
+
+def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
+    """``doc`` (a parsed run log) with the epochs from its journal appended, and how many
+    journal lines were used. A line cut short by a crash, or one the document already
+    holds, is skipped; anything else odd ends the reading there."""
+    jpath = journal_path(path)
+    if not os.path.isfile(jpath):
+        return doc, 0
+    try:
+        steps: dict[str, Optional[list[Any]]] = {
+            k: list(v) if v is not None else None for k, v in doc["steps"].items()
+        }
+        n = len(steps["step_ns"] or [])
+    except (KeyError, TypeError, AttributeError):
+        return doc, 0
+    epochs = list(doc.get("epochs") or [])
+    util, loads = doc.get("util"), doc.get("worker_load_ns")
+    status, used = doc.get("status"), 0
+    try:
+        with open(jpath, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return doc, 0
+    for raw in lines:
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            break  # the last line, cut short by a crash
+        if not isinstance(line, dict) or line.get("kind") != JOURNAL_KIND:
+            break
+        if line.get("after_steps") != n or line.get("after_epochs") != len(epochs):
+            continue  # already in the document (written just before a crash)
+        try:  # the whole line or nothing: checked into temporaries first
+            new = line["steps"]
+            k = len(new["step_ns"])
+            add = {}
+            for key, have in steps.items():
+                got = new.get(key)
+                if have is None and (key != "h2d_ns" or got is None):
+                    continue  # a series the document does not hold (wait_ns in a replay)
+                got = [None] * k if got is None else list(got)
+                if len(got) != k:
+                    raise ValueError(f"steps.{key} has {len(got)} entries, not {k}")
+                add[key] = got
+            more_epochs = list(line["epochs"])
+        except Exception:
+            break
+        for key, got in add.items():
+            steps[key] = (steps[key] or [None] * n) + got  # copy times begin later: pad
+        n += k
+        epochs += more_epochs
+        try:
+            util = _join_util(util, line.get("util"))
+        except Exception:  # utilisation is a bonus: never lose the steps over it
+            pass
+        if loads is not None and line.get("worker_load_ns") is not None:
+            loads = list(loads) + list(line["worker_load_ns"])
+        status, used = _worse(status, line.get("status")), used + 1
+    if not used:
+        return doc, 0
+    # summary and DALI keys are derived: recomputed on load, so they are left stale here
+    merged = {**doc, "steps": steps, "epochs": epochs, "util": util, "status": status}
+    merged["worker_load_ns"] = loads
+    return merged, used

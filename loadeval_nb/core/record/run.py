@@ -1,0 +1,366 @@
+"""One measured run: raw per-step arrays plus context, and the statistics derived from them.
+
+A :class:`Run` is built from an evaluator's epoch stamps by :func:`build_run` and
+written and read as a run log by :mod:`._runlog`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from .._errors import RunLogError
+from .._files import atomic_open
+from .._stats import describe
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass
+class Run:
+    """One measured run (real or ideal): raw per-step arrays plus context.
+
+    Statistics are derived on demand from the raw arrays; nothing derived is
+    trusted from disk.
+    """
+
+    mode: str
+    start_ns: list[int]
+    step_ns: list[int]
+    wait_ns: Optional[list[int]] = None
+    samples: list[Optional[int]] = field(default_factory=list)
+    epoch: list[int] = field(default_factory=list)
+    complete: list[bool] = field(default_factory=list)
+    warmup_steps: int = 0
+    label: Optional[str] = None
+    status: str = "complete"
+    created_unix: float = field(default_factory=time.time)
+    environment: dict[str, Any] = field(default_factory=dict)
+    loader: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    util: Optional[dict[str, Any]] = None
+    worker_load_ns: Optional[list[int]] = None
+    """Per-batch production times measured inside worker processes (None: not measured)."""
+    h2d_ns: Optional[list[Optional[int]]] = None
+    """Host-to-device copy time (GPU) in each step, from CUDA events (None: not measured,
+    e.g. on CPU; a None entry: a step of an epoch without copy timing)."""
+
+    def __post_init__(self) -> None:
+        n = len(self.step_ns)
+        if not self.samples:
+            self.samples = [None] * n
+        if not self.epoch:
+            self.epoch = [0] * n
+        if not self.complete:
+            self.complete = [True] * n
+
+    # -- derived -----------------------------------------------------------------
+    @property
+    def n_steps(self) -> int:
+        return len(self.step_ns)
+
+    def steady_indices(self) -> list[int]:
+        """Steps used for statistics: past the first ``warmup_steps`` of each epoch, and complete."""
+        return self._steady().tolist()
+
+    def _steady(self) -> np.ndarray:
+        # vectorised: a million-step run is read in milliseconds, not seconds
+        n = len(self.epoch)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        e = np.asarray(self.epoch)
+        idx = np.arange(n)
+        if n > 1 and np.any(e[1:] < e[:-1]):  # epochs out of order (an edited log)
+            order = np.argsort(e, kind="stable")
+            pos = np.empty(n, dtype=np.int64)
+            se = e[order]
+            first = np.maximum.accumulate(np.where(np.r_[True, se[1:] != se[:-1]], idx, 0))
+            pos[order] = idx - first
+        else:
+            first = np.maximum.accumulate(np.where(np.r_[True, e[1:] != e[:-1]], idx, 0))
+            pos = idx - first
+        # an epoch's first step carries its start-up (iter(), worker spawn, the first
+        # fetch): reported apart (startup_s), never in the steady statistics
+        keep = (pos >= max(self.warmup_steps, 1)) & np.asarray(self.complete, dtype=bool)
+        return idx[keep]
+
+    def startup_s(self) -> Optional[float]:
+        """Time from ``iter()`` to the first batch of the first epoch (worker spawn, first
+        fetch; for a replay, setting up the epoch), seconds; None without a step."""
+        if not self.epochs or not self.step_ns:
+            return None
+        first = self.epochs[0]
+        if first.get("startup_ns") is not None:
+            return float(first["startup_ns"]) / 1e9
+        wait = self.wait_ns[0] if self.wait_ns else 0
+        return float((first.get("setup_ns") or 0) + wait) / 1e9
+
+    def steady_step_s(self) -> list[float]:
+        return (np.asarray(self.step_ns, dtype=float)[self._steady()] / 1e9).tolist()
+
+    def steady_h2d_s(self) -> Optional[list[float]]:
+        """Host-to-device copy time of the steady steps (None: not measured)."""
+        if self.h2d_ns is None:
+            return None
+        vals = [self.h2d_ns[i] for i in self.steady_indices()]
+        return [v / 1e9 for v in vals if v is not None]
+
+    def steady_wait_s(self) -> Optional[list[float]]:
+        if self.wait_ns is None:
+            return None
+        return (np.asarray(self.wait_ns, dtype=float)[self._steady()] / 1e9).tolist()
+
+    def steps_per_epoch(self) -> Optional[int]:
+        """Length of an epoch: the loader's ``len()`` if known, else the longest epoch seen."""
+        n = self.loader.get("len") if self.loader else None
+        if isinstance(n, int) and n > 0:
+            return n
+        counts: dict[int, int] = {}
+        for e in self.epoch:
+            counts[e] = counts.get(e, 0) + 1
+        return max(counts.values()) if counts else None
+
+    def mean_gpu_util_pct(self) -> Optional[float]:
+        """Mean GPU utilisation over the run and all visible GPUs; None without readings."""
+        gpu = (self.util or {}).get("gpu") or {}
+        series = gpu.get("util_pct")
+        if not series:
+            return None
+        vals = [v for s in series for v in s if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    def mean_cpu_pct(self, which: str = "process_pct") -> Optional[float]:
+        """Mean CPU % (100 = one core) of this process (``process_pct``) or its loader
+        workers (``workers_pct``); None with fewer than two readings (a run too short to
+        sample: one rate over a few milliseconds says nothing)."""
+        cpu = (self.util or {}).get("cpu") or {}
+        vals = [v for v in (cpu.get(which) or []) if v is not None]
+        return sum(vals) / len(vals) if len(vals) >= 2 else None
+
+    def cpu_text(self) -> str:
+        """CPU use in words: "process 95%, workers 180% (100% = one core)", "too short to
+        sample", or "not sampled"."""
+        if not (self.util or {}).get("cpu", {}).get("process_pct"):
+            return "not sampled"
+        proc, workers = self.mean_cpu_pct("process_pct"), self.mean_cpu_pct("workers_pct")
+        if proc is None:
+            interval = (self.util or {}).get("interval_s") or 0.1
+            return f"too short to sample (under {2 * interval:g} s of sampling)"
+        w = f", workers {workers:.0f}%" if workers else ""
+        return f"process {proc:.0f}%{w} (100% = one core)"
+
+    def gpu_util_per_tick(self) -> Optional[list[Optional[float]]]:
+        """Mean GPU utilisation over the visible GPUs at each sampler tick (None: no GPU
+        readings; a None entry: no GPU answered at that tick)."""
+        gpu = (self.util or {}).get("gpu") or {}
+        series = gpu.get("util_pct")
+        return gpu_mean_per_tick(series) if series else None
+
+    def summary(self) -> dict[str, Any]:
+        """Statistics over the steady steps (seconds) plus counts."""
+        idx = self.steady_indices()
+        d = describe_steady([self])
+        wait_share = None
+        if self.wait_ns is not None and d["total_s"]:
+            wait_share = sum(self.wait_ns[i] for i in idx) / 1e9 / d["total_s"]
+        total_ns = sum(self.step_ns)
+        return {
+            "steps": self.n_steps,
+            "steady_steps": len(idx),
+            "warmup_steps": self.warmup_steps,
+            "startup_s": self.startup_s(),
+            "total_s": total_ns / 1e9,
+            "step": d,
+            "wait_share": wait_share,
+            "mean_gpu_util_pct": self.mean_gpu_util_pct(),
+            "mean_process_cpu_pct": self.mean_cpu_pct("process_pct"),
+            "mean_workers_cpu_pct": self.mean_cpu_pct("workers_pct"),
+        }
+
+    # -- its file (the layout: record/runlog.py's docstring) ---------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The run log document (JSON-ready)."""
+        return run_to_dict(self)
+
+    def save(self, path: PathLike) -> str:
+        """Write the run log as JSON (atomically: a crash never leaves half a file).
+        Returns the path."""
+        return save_run(self, path)
+
+    @classmethod
+    def from_dict(cls, doc: Any, source: str = "the run log") -> Run:
+        """Build a Run from a parsed run log, refusing foreign or newer ones
+        (:class:`RunLogError`)."""
+        return run_from_dict(doc, source, cls)
+
+
+def describe_steady(runs: Iterable[Run]) -> dict[str, Any]:
+    """:func:`describe` over the steady steps of ``runs``, pooled (step times in seconds,
+    with their sample counts for the throughput)."""
+    steps: list[float] = []
+    samples: list[Optional[int]] = []
+    for run in runs:
+        idx = run.steady_indices()
+        steps += run.steady_step_s()
+        samples += [run.samples[i] for i in idx]
+    return describe(steps, samples)
+
+
+def gpu_mean_per_tick(per_device: Sequence[Sequence[Optional[float]]]) -> list[Optional[float]]:
+    """Per sampler tick, the mean utilisation over the GPUs that answered (None where none did)."""
+    out: list[Optional[float]] = []
+    for vals in zip(*per_device):
+        got = [v for v in vals if v is not None]
+        out.append(sum(got) / len(got) if got else None)
+    return out
+
+
+def dali_metrics(run: Run) -> dict[str, Any]:
+    """DALI's metrics of ``run``: ``total_batches``, ``total_time`` (all steps, seconds),
+    ``avg/min/max_batch_time`` and ``batch_times`` (the wait inside ``next()`` per batch;
+    zeros in replay, where a cache lookup costs nanoseconds and is not timed)."""
+    n = run.n_steps
+    waits = [w / 1e9 for w in run.wait_ns] if run.wait_ns is not None else [0.0] * n
+    return {
+        "mode": run.mode,
+        "total_batches": n,
+        "total_time": sum(run.step_ns) / 1e9,
+        "avg_batch_time": sum(waits) / n if n else None,
+        "min_batch_time": min(waits) if n else None,
+        "max_batch_time": max(waits) if n else None,
+        "batch_times": waits,
+    }
+
+
+SCHEMA_VERSION = 2
+RUN_KIND = "loadeval_nb.run"
+
+
+def run_to_dict(run: Run) -> dict[str, Any]:
+    """The run log document of ``run``."""
+    dali = dali_metrics(run)
+    return {
+        "kind": RUN_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "mode": run.mode,
+        "label": run.label,
+        "status": run.status,
+        "created_unix": run.created_unix,
+        **{k: dali[k] for k in DALI_KEYS},
+        "environment": run.environment,
+        "loader": run.loader,
+        "settings": {**run.settings, "warmup_steps": run.warmup_steps},
+        "steps": {
+            "start_ns": run.start_ns,
+            "wait_ns": run.wait_ns,
+            "step_ns": run.step_ns,
+            "samples": run.samples,
+            "epoch": run.epoch,
+            "complete": run.complete,
+            "h2d_ns": run.h2d_ns,
+        },
+        "epochs": run.epochs,
+        "util": run.util,
+        "worker_load_ns": run.worker_load_ns,
+        "summary": run.summary(),
+    }
+
+
+DALI_KEYS = (
+    "total_batches",
+    "total_time",
+    "avg_batch_time",
+    "min_batch_time",
+    "max_batch_time",
+    "batch_times",
+)
+"""DALI's metric keys written at the top level ("mode" is already there)."""
+
+
+def save_run(run: Run, path: PathLike) -> str:
+    """Write ``run`` as JSON (atomically: a crash never leaves half a file). Returns the path."""
+    with atomic_open(path) as f:
+        json.dump(run_to_dict(run), f, separators=(",", ":"), allow_nan=False)
+    return os.fspath(path)
+
+
+def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -> Run:
+    """Build a Run from a parsed document, refusing foreign or newer ones."""
+    if not isinstance(doc, dict) or doc.get("kind") != RUN_KIND:
+        raise RunLogError(
+            f'{source} is not a loadeval_nb run log (it has no "kind": "{RUN_KIND}"); '
+            "pass a file written by LoaderEvaluator(metrics_file=...) or save_metrics()."
+        )
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RunLogError(
+            f"{source} has no integer schema_version; write it again with save_metrics()."
+        )
+    if version > SCHEMA_VERSION:
+        raise RunLogError(
+            f"{source} uses run-log schema {version}, newer than the {SCHEMA_VERSION} this "
+            "loadeval_nb reads; upgrade with `pip install -U loadeval-nb`."
+        )
+    try:
+        steps = doc["steps"]
+        if not isinstance(steps, dict):
+            raise ValueError("it has no steps")
+        step_ns = [int(x) for x in steps["step_ns"]]
+        n = len(step_ns)
+        start_ns = [int(x) for x in steps["start_ns"]]
+        wait = steps.get("wait_ns")
+        wait_ns = [int(x) for x in wait] if wait is not None else None
+        samples = [None if x is None else int(x) for x in steps.get("samples") or [None] * n]
+        epoch = [int(x) for x in steps.get("epoch") or [0] * n]
+        complete = [bool(x) for x in steps.get("complete") or [True] * n]
+        for name, arr in (
+            ("start_ns", start_ns),
+            ("samples", samples),
+            ("epoch", epoch),
+            ("complete", complete),
+            ("wait_ns", wait_ns),
+        ):
+            if arr is not None and len(arr) != n:
+                raise ValueError(f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}")
+        if any(x < 0 for x in step_ns) or (wait_ns is not None and any(x < 0 for x in wait_ns)):
+            raise ValueError("it holds negative step or wait times")
+        if any(not isinstance(x, bool) for x in steps.get("complete") or []):
+            raise ValueError(
+                'steps.complete holds values that are not true or false ("false" is not)'
+            )
+        if doc["mode"] not in ("log", "replay"):
+            raise ValueError(f"its mode is {doc['mode']!r}, not 'log' or 'replay'")
+        settings = dict(doc.get("settings") or {})
+        loads = doc.get("worker_load_ns")
+        h2d = steps.get("h2d_ns")
+        if h2d is not None and len(h2d) != n:
+            raise ValueError(f"steps.h2d_ns has {len(h2d)} entries but steps.step_ns has {n}")
+        return cls(
+            mode=str(doc["mode"]),
+            start_ns=start_ns,
+            step_ns=step_ns,
+            wait_ns=wait_ns,
+            samples=samples,
+            epoch=epoch,
+            complete=complete,
+            warmup_steps=int(settings.get("warmup_steps", 0)),
+            label=doc.get("label"),
+            status=str(doc.get("status", "complete")),
+            created_unix=float(doc.get("created_unix", 0.0)),
+            environment=dict(doc.get("environment") or {}),
+            loader=dict(doc.get("loader") or {}),
+            settings=settings,
+            epochs=list(doc.get("epochs") or []),
+            util=doc.get("util"),
+            worker_load_ns=[int(x) for x in loads] if loads is not None else None,
+            h2d_ns=[None if x is None else int(x) for x in h2d] if h2d is not None else None,
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunLogError(f"{source} is a damaged run log ({e}); record the run again.") from None

@@ -1,0 +1,310 @@
+"""The verdict: how much faster would training be with an ideal loader, and where the time goes.
+
+See ``docs/verdict.md`` for the method and thresholds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any, Optional, Union
+
+from .._errors import LoadEvalError, a_kind
+from .._stats import bootstrap_ratio_ci
+from ..record.run import Run, describe_steady
+from ..record.runlog import load_run
+from .diagnosis import (
+    CI_LEVEL,
+    INPUT_BOUND,
+    INPUT_BOUND_HEADROOM,
+    MIN_STEADY_STEPS,
+    NOT_ENOUGH_DATA,
+    NOT_INPUT_BOUND,
+    PARTLY_HEADROOM,
+    PARTLY_INPUT_BOUND,
+    Diagnosis,
+)
+
+log = logging.getLogger("loadeval_nb")
+
+
+RunLike = Union[Run, str, "os.PathLike[str]", Any]
+
+
+def as_run(x: RunLike, name: str = "run") -> Run:
+    """Accept a :class:`Run`, a path to a run log, or anything with ``to_run()`` (an evaluator)."""
+    if isinstance(x, Run):
+        return x
+    if isinstance(x, (str, os.PathLike)):
+        return load_run(x)
+    to_run = getattr(x, "to_run", None)
+    if callable(to_run):
+        run = to_run()
+        if isinstance(run, Run):
+            return run
+    raise LoadEvalError(
+        f"{name} must be a LoaderEvaluator, a Run or the path of a run log, not {a_kind(x)}."
+    )
+
+
+def _verdict(
+    n_real: int,
+    n_ideal: int,
+    headroom: Optional[float],
+    ci: tuple[Optional[float], Optional[float]],
+) -> tuple[str, str]:
+    if n_real < MIN_STEADY_STEPS or n_ideal < MIN_STEADY_STEPS:
+        return NOT_ENOUGH_DATA, (
+            f"only {min(n_real, n_ideal)} steady steps in one run; at least {MIN_STEADY_STEPS} "
+            "are needed (run more steps or fewer warm-up steps)"
+        )
+    if headroom is None:
+        return NOT_ENOUGH_DATA, (
+            "the steps took no measurable time, so there is no speed to compare (check the "
+            "clock, or that the loop does its work inside the steps)"
+        )
+    lo = ci[0]
+    significant = lo is not None and lo > 1.0
+    if headroom >= INPUT_BOUND_HEADROOM:
+        # the interval must clear the PARTLY threshold, not just 1.0
+        if lo is not None and lo >= 1.0 / (1.0 - PARTLY_HEADROOM):
+            return (
+                INPUT_BOUND,
+                "an ideal loader would make steps much faster, and the gain is well above noise",
+            )
+        if significant:
+            return (
+                PARTLY_INPUT_BOUND,
+                "a large gain is likely, but step times are too noisy to be sure of its size",
+            )
+        return (
+            NOT_ENOUGH_DATA,
+            "the runs differ but step times vary too much to tell; run more steps",
+        )
+    if headroom >= PARTLY_HEADROOM and significant:
+        return PARTLY_INPUT_BOUND, "an ideal loader would make steps somewhat faster"
+    if headroom >= PARTLY_HEADROOM:
+        return NOT_INPUT_BOUND, "the difference is within noise"
+    return NOT_INPUT_BOUND, "steps are as fast with the real loader as with an ideal one"
+
+
+def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
+    """Compare a real run with an ideal one.
+
+    ``real`` and ``ideal`` may be :class:`LoaderEvaluator` objects, :class:`Run`
+    objects, or paths of run logs. The verdict uses mean step times over each
+    run's steady steps (mean step = 1 / throughput); medians and p90s are
+    reported beside it.
+    """
+    r = as_run(real, "real")
+    i = as_run(ideal, "ideal")
+    if r.mode == "replay" and i.mode == "log":
+        raise LoadEvalError(
+            "The real run is a replay and the ideal run a log: they look swapped; pass the "
+            "log-mode run as real and the replay as ideal."
+        )
+    rs, is_ = r.steady_step_s(), i.steady_step_s()
+    rd, idd = describe_steady([r]), describe_steady([i])
+    speedup = headroom = None
+    ci: tuple[Optional[float], Optional[float]] = (None, None)
+    if rd["mean_s"] and idd["mean_s"]:
+        speedup = rd["mean_s"] / idd["mean_s"]
+        headroom = 1.0 - idd["mean_s"] / rd["mean_s"]
+        ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)
+    repeats = between_repeats(r, i)
+    if repeats is not None and ci[0] is not None and ci[1] is not None:
+        ratios, (blo, bhi) = repeats
+        ci = (min(ci[0], blo), max(ci[1], bhi))  # the spread between repeats counts too
+    verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
+
+    copies = r.steady_h2d_s()
+    real_h2d = sum(copies) / len(copies) if copies else None
+    waits = r.steady_wait_s()
+    wait_share = real_wait = real_other = None
+    if waits is not None and rd["total_s"]:
+        wait_share = sum(waits) / rd["total_s"]
+        real_wait = sum(waits) / len(waits)
+        real_other = rd["mean_s"] - real_wait
+    spe = r.steps_per_epoch()
+    saved = real_epoch = None
+    if spe and rd["mean_s"] is not None:
+        real_epoch = rd["mean_s"] * spe
+        if idd["mean_s"] is not None:
+            saved = (rd["mean_s"] - idd["mean_s"]) * spe
+    notes = []
+    if r.mode != "log":
+        notes.append(f"the 'real' run was recorded in {r.mode!r} mode")
+    if i.mode != "replay":
+        notes.append(f"the 'ideal' run was recorded in {i.mode!r} mode")
+    differ = [
+        k
+        for k in ("platform", "cpu_count", "devices", "torch_version")
+        if k in r.environment and k in i.environment and r.environment[k] != i.environment[k]
+    ]
+    if differ:
+        notes.append(
+            f"the runs were recorded on different machines or setups ({', '.join(differ)} "
+            "differ): the comparison mixes them"
+        )
+    if repeats is not None:
+        each = ", ".join(f"{x:.2f}×" for x in repeats[0])
+        notes.append(
+            f"each run holds {len(repeats[0])} epochs (a pair repeated in ABBA order with "
+            f"--repeat, or a loop of several epochs): speedup per epoch {each}; the interval "
+            "holds the spread between them"
+        )
+    disturbed = []
+    for name, run in (("real", r), ("ideal", i)):
+        busy = busy_note(run, name)
+        if busy:
+            disturbed.append(name)
+            notes.append(busy)
+    used = [
+        f"{name} {run.n_steps} steps ({_auto_reasons(run)})"
+        for name, run in (("real", r), ("ideal", i))
+        if (run.settings or {}).get("auto_stop")
+    ]
+    if used:
+        notes.append("adaptive stop: " + ", ".join(used))
+    for name, run in (("real", r), ("ideal", i)):
+        stops = (
+            [e.get("auto_stop") for e in run.epochs]
+            if (run.settings or {}).get("auto_stop")
+            else []
+        )
+        if stops and "converged" not in stops:
+            notes.append(
+                f"not converged: the {name} run stopped ({', '.join(dict.fromkeys(map(str, stops)))}) "
+                "before its step time was known to the precision asked, so the interval is "
+                "wider than that; give it a longer loader or more steps"
+            )
+            reason = f"{reason} (the {name} run did not converge)"
+    asked, got = (r.settings or {}).get("max_steps"), r.steps_per_epoch()
+    if isinstance(asked, int) and got and got < asked and r.status == "complete":
+        notes.append(
+            f"the loader has {got} batches an epoch, fewer than the {asked} steps asked: "
+            f"each run measured {got}"
+        )
+    cached, want = (
+        (i.settings or {}).get("batches_cached"),
+        (i.settings or {}).get("num_cached_batches"),
+    )
+    if isinstance(cached, int) and isinstance(want, int) and 0 < cached < want:
+        notes.append(
+            f"the ideal run replayed {cached} cached batches, fewer than the {want} asked: "
+            "the loader had no more"
+        )
+    for name, run in (("real", r), ("ideal", i)):
+        if run.status != "complete":
+            notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
+    if verdict != NOT_ENOUGH_DATA and real_other is not None and idd["mean_s"]:
+        slower = real_other / idd["mean_s"] - 1.0
+        if slower > 0.15:
+            notes.append(
+                f"apart from waiting, real steps were {slower:.0%} slower than ideal ones "
+                "(CPU contention from workers, or host-to-device copies the cache avoided)"
+            )
+    prediction = None
+    if verdict != NOT_ENOUGH_DATA:
+        try:
+            from ..whatif.from_runs import predict_from_runs
+
+            p = predict_from_runs(r, i)
+            prediction = p.line() if p is not None else None
+        except LoadEvalError as e:  # inputs the simulator cannot use
+            notes.append(f"no simulator prediction ({e})")
+        except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
+            log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
+            notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
+    return Diagnosis(
+        prediction=prediction,
+        verdict=verdict,
+        reason=reason,
+        real_step_s=rd["mean_s"],
+        ideal_step_s=idd["mean_s"],
+        speedup=speedup,
+        headroom=headroom,
+        speedup_ci=ci,
+        real_median_s=rd["median_s"],
+        ideal_median_s=idd["median_s"],
+        real_p90_s=rd["p90_s"],
+        ideal_p90_s=idd["p90_s"],
+        real_samples_per_s=rd["samples_per_s"],
+        ideal_samples_per_s=idd["samples_per_s"],
+        real_steps_per_s=rd["steps_per_s"],
+        ideal_steps_per_s=idd["steps_per_s"],
+        wait_share=wait_share,
+        real_wait_s=real_wait,
+        real_other_s=real_other,
+        steps_per_epoch=spe,
+        time_saved_per_epoch_s=saved,
+        real_epoch_s=real_epoch,
+        real_gpu_util_pct=r.mean_gpu_util_pct(),
+        ideal_gpu_util_pct=i.mean_gpu_util_pct(),
+        real_steady_steps=len(rs),
+        ideal_steady_steps=len(is_),
+        notes=notes,
+        real_startup_s=r.startup_s(),
+        ideal_startup_s=i.startup_s(),
+        disturbed=disturbed,
+        real_h2d_s=real_h2d,
+    )
+
+
+BUSY_SHARE = 0.2
+"""Other processes using this share of the machine's cores (and half a core at least)
+during a run make it disturbed."""
+
+
+T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
+"""Student's t, 97.5th percentile, for 1 to 10 degrees of freedom (2.0 beyond)."""
+
+
+def epoch_means(run: Run) -> dict[int, float]:
+    """Mean steady step of each epoch that has steady steps (seconds), by epoch."""
+    sums: dict[int, list[float]] = {}
+    for k in run.steady_indices():
+        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
+    return {e: sum(v) / len(v) for e, v in sums.items() if v}
+
+
+def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
+    """For a pair repeated in ABBA order (one epoch per repeat on each side): the speedup
+    of each repeat and a 95 % t-interval of their geometric mean; None without repeats."""
+    a, b = epoch_means(r), epoch_means(i)
+    ratios = [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
+    if len(ratios) < 2:
+        return None
+    logs = [math.log(x) for x in ratios]
+    m = sum(logs) / len(logs)
+    sd = math.sqrt(sum((v - m) ** 2 for v in logs) / (len(logs) - 1))
+    t = T975[len(logs) - 2] if len(logs) - 1 <= len(T975) else 2.0
+    half = t * sd / math.sqrt(len(logs))
+    return ratios, (math.exp(m - half), math.exp(m + half))
+
+
+def busy_note(run: Run, name: str) -> Optional[str]:
+    """The sentence for a run during which the machine was busy with other work, or None."""
+    procs = [
+        n for n in ((run.util or {}).get("gpu") or {}).get("other_procs") or [] if n is not None
+    ]
+    if procs and sum(1 for n in procs if n > 0) >= 0.3 * len(procs):
+        return (
+            f"other processes ran work on the GPU during the {name} run (up to {max(procs)} at "
+            "a time); the comparison is disturbed: rerun when the GPU is yours alone"
+        )
+    other = run.mean_cpu_pct("other_pct")
+    cores = run.environment.get("cpu_count") or os.cpu_count() or 1
+    if other is None or other < 50 or other / 100 < BUSY_SHARE * cores:
+        return None
+    return (
+        f"the machine was busy with other work during the {name} run: {other / 100:.1f} of "
+        f"{cores} cores in other processes; the comparison is disturbed: rerun when the "
+        "machine is quiet"
+    )
+
+
+def _auto_reasons(run: Run) -> str:
+    reasons = [e.get("auto_stop") or "stopped" for e in run.epochs]
+    return ", ".join(dict.fromkeys(reasons)) or "n/a"

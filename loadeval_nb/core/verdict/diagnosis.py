@@ -1,0 +1,279 @@
+"""The verdict as a record: its words and thresholds, :class:`Diagnosis`, and what it
+says (its facts, once, for the text and the notebook's card, and its advice)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from .._facts import Fact, Facts, Reported
+from .._format import fmt_pct, fmt_seconds, fmt_times
+
+INPUT_BOUND = "INPUT-BOUND"
+PARTLY_INPUT_BOUND = "PARTLY INPUT-BOUND"
+NOT_INPUT_BOUND = "NOT INPUT-BOUND"
+NOT_ENOUGH_DATA = "NOT ENOUGH DATA"
+
+MIN_STEADY_STEPS = 10
+"""Fewer steady steps than this in either run gives NOT ENOUGH DATA."""
+INPUT_BOUND_HEADROOM = 0.20
+"""Headroom (1 - ideal/real) at or above this, significantly, is INPUT-BOUND (speedup >= 1.25x)."""
+PARTLY_HEADROOM = 0.05
+"""Headroom at or above this, significantly, is PARTLY INPUT-BOUND (speedup >= ~1.05x)."""
+CI_LEVEL = 0.95
+
+
+@dataclass
+class Diagnosis(Reported):
+    """The comparison of a real run with an ideal (replayed-cache) run. Times in seconds."""
+
+    verdict: str
+    reason: str
+    real_step_s: Optional[float]
+    ideal_step_s: Optional[float]
+    speedup: Optional[float]
+    headroom: Optional[float]
+    speedup_ci: tuple[Optional[float], Optional[float]]
+    real_median_s: Optional[float]
+    ideal_median_s: Optional[float]
+    real_p90_s: Optional[float]
+    ideal_p90_s: Optional[float]
+    real_samples_per_s: Optional[float]
+    ideal_samples_per_s: Optional[float]
+    real_steps_per_s: Optional[float]
+    ideal_steps_per_s: Optional[float]
+    wait_share: Optional[float]
+    """Fraction of the real run's steady time spent waiting inside ``next()``."""
+    real_wait_s: Optional[float]
+    """Mean wait for data per real step."""
+    real_other_s: Optional[float]
+    """Mean rest of a real step (compute, host-to-device copy, Python): step minus wait."""
+    steps_per_epoch: Optional[int]
+    time_saved_per_epoch_s: Optional[float]
+    real_epoch_s: Optional[float]
+    real_gpu_util_pct: Optional[float]
+    ideal_gpu_util_pct: Optional[float]
+    real_steady_steps: int
+    ideal_steady_steps: int
+    notes: list[str] = field(default_factory=list)
+    real_h2d_s: Optional[float] = None
+    """Mean host-to-device copy time (GPU, CUDA events) of a real step; None without CUDA."""
+    disturbed: list[str] = field(default_factory=list)
+    """The runs ("real", "ideal") during which other processes took a material share of
+    the machine's CPU: their times, and the comparison, may be off."""
+    real_startup_s: Optional[float] = None
+    """``iter()`` to the first batch of the real run (worker spawn, first fetch): reported
+    apart, never in the step times."""
+    ideal_startup_s: Optional[float] = None
+    prediction: Optional[str] = None
+    """The simulator's one line on other ``num_workers`` ("with num_workers=6: about 1.8×
+    faster"); None when the pair lacks worker timings."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup_ci"] = list(self.speedup_ci)
+        return d
+
+    def facts(self) -> Facts:
+        """The diagnosis's facts, once: :meth:`report` and the notebook's verdict card
+        render this."""
+        return diagnosis_facts(self)
+
+
+def _rate(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:,.0f} samples/s"
+
+
+def _step_fact(d: Diagnosis, which: str) -> Fact:
+    mean, median, p90 = (getattr(d, f"{which}_{k}") for k in ("step_s", "median_s", "p90_s"))
+    rate, n = getattr(d, f"{which}_samples_per_s"), getattr(d, f"{which}_steady_steps")
+    return Fact(
+        f"{which}_step",
+        f"{which} step",
+        f"{fmt_seconds(mean)} mean (median {fmt_seconds(median)}, p90 {fmt_seconds(p90)}), "
+        f"{_rate(rate)}, {n} steady steps",
+    )
+
+
+def diagnosis_facts(d: Diagnosis) -> Facts:
+    """See :meth:`Diagnosis.facts`."""
+    facts = [_step_fact(d, "real"), _step_fact(d, "ideal")]
+    if d.speedup is not None:
+        lo, hi = d.speedup_ci
+        ci = f" (95% CI {lo:.2f}–{hi:.2f}×)" if lo is not None and hi is not None else ""
+        facts.append(
+            Fact(
+                "speedup",
+                "speedup with an ideal loader",
+                f"{fmt_times(d.speedup)}{ci}; headroom {fmt_pct(d.headroom, 1)}",
+            )
+        )
+    if d.wait_share is not None:
+        facts.append(
+            Fact(
+                "wait",
+                "waiting for data",
+                f"{fmt_seconds(d.real_wait_s)} per step ({fmt_pct(d.wait_share)} of the time), "
+                f"the rest {fmt_seconds(d.real_other_s)} (ideal step {fmt_seconds(d.ideal_step_s)})",
+            )
+        )
+    if d.real_h2d_s is not None and d.real_wait_s is not None and d.real_step_s is not None:
+        rest = max(0.0, d.real_step_s - d.real_wait_s - d.real_h2d_s)
+        facts.append(
+            Fact(
+                "split",
+                "a real step, split",
+                f"input wait {fmt_seconds(d.real_wait_s)}, host-to-device copies "
+                f"{fmt_seconds(d.real_h2d_s)} (GPU time; non_blocking copies overlap compute), "
+                f"compute and the rest {fmt_seconds(rest)}",
+            )
+        )
+    if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
+        facts.append(
+            Fact(
+                "saved",
+                f"time saved per epoch of {d.steps_per_epoch} steps",
+                f"{fmt_seconds(d.time_saved_per_epoch_s)} of {fmt_seconds(d.real_epoch_s)}"
+                if d.time_saved_per_epoch_s >= 1e-9  # less is said in words, never "0 ns"
+                else f"none: an ideal loader would not shorten the {fmt_seconds(d.real_epoch_s)} "
+                "epoch",
+            )
+        )
+    if d.real_startup_s is not None:
+        # a replay starts from memory: its start-up is worth a mention only when it took time
+        slow = d.ideal_startup_s is not None and d.ideal_startup_s >= 1e-3
+        ideal = f", ideal {fmt_seconds(d.ideal_startup_s)}" if slow else ""
+        facts.append(
+            Fact(
+                "startup",
+                "start-up (to the first batch)",
+                f"real {fmt_seconds(d.real_startup_s)}{ideal}; not in the step times",
+            )
+        )
+    if d.real_gpu_util_pct is None and d.ideal_gpu_util_pct is None:
+        gpu = "n/a (no NVIDIA GPU readings)"
+    else:
+        gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
+    facts.append(Fact("gpu", "GPU utilisation", gpu))
+    if d.prediction:
+        facts.append(Fact("prediction", "simulator", d.prediction))
+    facts.append(Fact("advice", "what to do", advice(d)))
+    return Facts(
+        kind="verdict",
+        title="Verdict",
+        badge=d.verdict,
+        headline=f"{d.reason}.",
+        facts=tuple(facts),
+        notes=tuple(d.notes),
+    )
+
+
+def _gpu(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.0f}%"
+
+
+CONTENTION = 0.15
+"""Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
+
+
+def advice(d: Diagnosis) -> str:
+    """The next step, from what was measured: the cause named, then what to try."""
+    if d.disturbed:
+        runs = " and ".join(d.disturbed) + (" runs" if len(d.disturbed) > 1 else " run")
+        return (
+            "Rerun when the machine is quiet: other processes were using it during the "
+            f"{runs}, so these numbers may be off."
+        )
+    if d.verdict == NOT_ENOUGH_DATA:
+        return (
+            "Run more steps (--steps 400, or --steps auto) so that the difference can be told "
+            "from noise."
+        )
+    if d.verdict == NOT_INPUT_BOUND:
+        return (
+            "The loader is not what holds training back: make the step itself faster (model, "
+            "batch size, mixed precision); other loader settings will not buy much."
+        )
+    out = []
+    step = d.real_step_s or 0.0
+    if d.real_h2d_s and step and d.real_h2d_s / step >= CONTENTION:
+        out.append(
+            f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step (GPU "
+            "time): unless they already are, make them pin_memory=True with "
+            ".to(device, non_blocking=True) so they overlap compute, or keep the data on the "
+            "GPU (--cache-on device shows what that buys)."
+        )
+    waits = d.wait_share is not None and d.wait_share >= 0.1
+    if waits:
+        out.append(f"The loop waits for data {fmt_pct(d.wait_share)} of the time: {_workers(d)}")
+    slower = (
+        d.real_other_s / d.ideal_step_s - 1.0
+        if d.real_other_s is not None and d.ideal_step_s
+        else None
+    )
+    if slower is not None and slower > CONTENTION and not out:
+        out.append(
+            f"Steps are {fmt_pct(slower)} slower than ideal ones although the loop hardly "
+            "waits: the loader's workers compete with training for CPU cores. Try fewer "
+            'workers or fewer intra-op threads (--sweep "num_workers=1,2; num_threads=1,2").'
+        )
+    return " ".join(out) or (
+        "Collation and handing batches over cost time in the training process: try "
+        "pin_memory, a lighter collate_fn, or larger batches with fewer steps."
+    )
+
+
+_PER_SAMPLE = (
+    "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU "
+    "(--ladder says which stage costs most)."
+)
+
+
+def _workers(d: Diagnosis) -> str:
+    """Whether more workers are the answer, as the simulator's line says (its gist only:
+    the whole line is the fact above the advice)."""
+    line = d.prediction or ""
+    if line.startswith("with num_workers="):
+        gist = line.split(" (")[0].split(", still")[0]  # "with num_workers=4: about 2.0× faster"
+        return (
+            f"add DataLoader workers ({gist}). If more workers do not help, the per-sample "
+            f"work is the cost: {_PER_SAMPLE}"
+        )
+    if line:  # the simulator finds no number of workers that helps
+        return (
+            "more workers would not help (see the simulator's line); the per-sample work "
+            f"is the cost: {_PER_SAMPLE}"
+        )
+    return (
+        "add DataLoader workers. If more workers do not help, the per-sample work is the "
+        f"cost: {_PER_SAMPLE}"
+    )
+
+
+_STAGE_ADVICE = {
+    "host": (
+        "host-to-device copies are the cost: make them pin_memory=True with "
+        ".to(device, non_blocking=True) so they overlap compute, or keep the data on the GPU "
+        "(--cache-on device)."
+    ),
+    "samples": (
+        "handing batches over is the cost (workers and collation): add DataLoader workers, "
+        "lighten collate_fn, or hand over fewer, larger batches."
+    ),
+    "real": (
+        "the per-sample work is the cost (reading, decoding, transforms): cheaper "
+        "augmentation, pre-decoded or smaller images, or decoding on the GPU."
+    ),
+}
+
+
+def ladder_advice(stage: Optional[str], costliest: Optional[str] = None) -> Optional[str]:
+    """What to do about the ladder's largest stage (None: no stage stands out); for the
+    per-sample stage, the costliest transform step is where to start."""
+    text = _STAGE_ADVICE.get(stage or "")
+    if text is None:
+        return None
+    text = text[0].upper() + text[1:]
+    if stage == "real" and costliest:
+        text += f" Start with {costliest}, the costliest step."
+    return text

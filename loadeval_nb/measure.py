@@ -1,0 +1,21 @@
+"""loadeval_nb.measure: Measuring one run: the DataLoader wrapper and what it reads while the loop runs."""
+
+from __future__ import annotations
+
+from .core import (
+    AutoStop,
+    LoaderEvaluator,
+    UtilSampler,
+    WorkerFetchTimer,
+    gpu_status,
+    step_path,
+)
+
+__all__ = [
+    "AutoStop",
+    "LoaderEvaluator",
+    "UtilSampler",
+    "WorkerFetchTimer",
+    "gpu_status",
+    "step_path",
+]
