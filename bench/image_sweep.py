@@ -55,7 +55,7 @@ def main() -> None:
         max_repeats=1,
     )
     print(f"device {device}, {time.perf_counter() - t:.0f} s")
-    print(res.report())
+    print(res.text())
     within = 0
     rows = [r for r in res.table() if r["steps_per_s"] and r["predicted_steps_per_s"]]
     print(f"{'config':<8} {'predicted':>10} {'measured':>10} {'error':>8}")

@@ -67,7 +67,7 @@ class Reported:
     def report(self) -> str:
         """Deprecated: :meth:`text` (``report`` named five things; it names none now)."""
         warnings.warn(
-            "result.report() is now result.text(); report() goes in the next release.",
+            "result.text() is now result.text(); report() goes in the next release.",
             DeprecationWarning,
             stacklevel=2,
         )

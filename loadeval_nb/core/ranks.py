@@ -75,7 +75,7 @@ def _payload(run: Optional[Run]) -> Optional[dict[str, Any]]:
         warmup_steps=0,
         label=run.label,
         status=run.status,
-        loader=run.loader,
+        loader_settings=run.loader_settings,
         settings=run.settings,
         epochs=run.epochs,
         util=run.util,  # a sample every 0.1 s: small next to the steps
@@ -226,7 +226,7 @@ def gather_pair(result: Any, group: Any = None) -> RanksResult:
     if result.error is not None:
         first = str(result.error).splitlines()[0] if str(result.error) else ""
         print(
-            f"loadeval_nb: rank {where[0]} stops: its {result.failed_run} run failed "
+            f"loadeval_nb: rank {where[0]} stops: its {result.failed} run failed "
             f"({type(result.error).__name__}: {first}); if another rank failed first, its "
             "traceback holds the cause.",
             file=sys.stderr,

@@ -153,7 +153,7 @@ class Session:
             from ..widgets import ladder_html
 
             self.dashboard.ladder_done(result)
-            self.main_card = (ladder_html(result), result.report())
+            self.main_card = (ladder_html(result), result.text())
             self._write_static()
         return result
 
@@ -184,7 +184,7 @@ class Session:
             from ..widgets import sweep_html
 
             dash.sweep_done(result)
-            card = (sweep_html(result), result.report())
+            card = (sweep_html(result), result.text())
             if from_panel:
                 self.panel_cards.append(card)
             else:
@@ -226,7 +226,7 @@ class Session:
             )
             self.dashboard.set_panel(self.panel.widget)
         report = (
-            result.diagnosis.report()
+            result.diagnosis.text()
             if result.diagnosis is not None
             else f"loadeval: {self.dashboard.status.value}"
         )

@@ -171,7 +171,7 @@ def _util_figure(runs: dict[str, Run], width: Optional[int]) -> Any:
 
 def _describe(name: str, run: Run) -> str:
     """One line on what a run was: its label, loader settings, when and on what."""
-    loader = run.loader or {}
+    loader = run.loader_settings or {}
     knobs = ", ".join(
         f"{k}={loader[k]}"
         for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")

@@ -245,7 +245,7 @@ class Dashboard(SweepHooks):
                 f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
             )
         elif result.error is None:
-            self.set_status(f"Done: {result.failed_run or 'one run only'}; no comparison to make.")
+            self.set_status(f"Done: {result.failed or 'one run only'}; no comparison to make.")
         self.add_history([{**result.row(), **settings_row}])
 
     def add_history(self, rows: list[dict[str, Any]]) -> None:

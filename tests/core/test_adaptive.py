@@ -178,12 +178,12 @@ def test_pair_with_auto_steps_reports_steps_used():
     res = run_pair(dl, run_once, RunSettings(steps="auto", warmup=3, sample_interval_s=None))
     assert res.ok and res.diagnosis is not None
     for ev in (res.real, res.ideal):
-        run = ev.to_run()
+        run = ev
         assert run.epochs[0]["auto_stop"] == "converged"
         assert run.n_steps < 200
     assert res.diagnosis.speedup == pytest.approx(4 / 1, rel=0.35)
     note = next(n for n in res.diagnosis.notes if n.startswith("adaptive stop"))
-    assert f"real {res.real.to_run().n_steps} steps (converged)" in note
+    assert f"real {res.real.n_steps} steps (converged)" in note
 
 
 def test_pair_settings_reject_bad_steps():

@@ -59,7 +59,7 @@ def test_a_busy_machine_during_one_run_is_said(which):
     assert "busy with other work" in str(d)
     # the "workers" CPU is the DataLoader's workers only (none here), never the busy loops
     for ev in (res.real, res.ideal):
-        workers = ev.to_run().util["cpu"]["workers_pct"]
+        workers = ev.util["cpu"]["workers_pct"]
         assert all(v in (None, 0.0) for v in workers)
 
 

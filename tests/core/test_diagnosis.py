@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -37,7 +38,7 @@ def noisy(mean_ms, n, rel=0.03, seed=1):
 
 
 def test_input_bound_numbers():
-    real = run_of(noisy(20, 100), wait_ms=noisy(10, 100, seed=2), loader={"len": 500})
+    real = run_of(noisy(20, 100), wait_ms=noisy(10, 100, seed=2), loader_settings={"len": 500})
     ideal = run_of(noisy(10, 100, seed=3), mode="replay")
     d = diagnose(real, ideal)
     assert d.verdict == INPUT_BOUND
@@ -95,7 +96,7 @@ def test_too_few_steps():
 
 def test_report_text():
     d = diagnose(
-        run_of(noisy(20, 50), wait_ms=[10] * 50, loader={"len": 100}),
+        run_of(noisy(20, 50), wait_ms=[10] * 50, loader_settings={"len": 100}),
         run_of(noisy(10, 50), mode="replay"),
     )
     text = str(d)
@@ -239,10 +240,10 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
 
     loader = DataLoader(TensorDataset(torch.zeros(400, 2)), batch_size=4)
     settings = RunSettings(steps=20, warmup=2, cache=4, sample_interval_s=None)
-    res = run_pair(loader, run_once, settings, hooks=Seen(), repeats=3)
+    res = run_pair(loader, run_once, replace(settings, repeat=3), hooks=Seen())
     assert [w for w, _, _ in order] == ["real", "ideal", "ideal", "real", "real", "ideal"]
     assert order[-1][1:] == (5, 6)
-    real = res.real.to_run()
+    real = res.real
     assert sorted(set(real.epoch)) == [0, 1, 2] and real.n_steps == 60
     d = res.diagnosis
     note = next(n for n in d.notes if n.startswith("each run holds 3 epochs"))

@@ -42,7 +42,7 @@ def test_ladder_finds_per_sample_loading():
     assert stages["real"].added_s == pytest.approx(0.024, rel=0.2)
     assert stages["real"].significant
     assert res.largest is not None and res.largest.what == "per-sample loading and transforms"
-    assert "Largest stage: per-sample loading and transforms, +" in res.report()
+    assert "Largest stage: per-sample loading and transforms, +" in res.text()
     advice = next(f for f in res.facts().facts if f.key == "advice").text
     assert advice.startswith("The per-sample work is the cost (reading, decoding, transforms)")
 
@@ -55,7 +55,7 @@ def test_ladder_finds_collation():
     stages = {s.name: s for s in res.stages}
     assert stages["samples"].added_s == pytest.approx(0.020, rel=0.25)
     assert res.largest.what == "workers + collation"
-    assert "what to do: Handing batches over is the cost (workers and collation)" in res.report()
+    assert "what to do: Handing batches over is the cost (workers and collation)" in res.text()
 
 
 def test_ladder_says_within_noise_when_loading_is_free():
@@ -65,7 +65,7 @@ def test_ladder_says_within_noise_when_loading_is_free():
     assert res.ok
     assert res.largest is None
     assert "within noise" in res.conclusion()
-    assert "what to do" not in res.report()  # nothing stands out: no stage to act on
+    assert "what to do" not in res.text()  # nothing stands out: no stage to act on
 
 
 class Stream(IterableDataset):
@@ -80,8 +80,8 @@ def test_iterable_dataset_skips_the_sample_rung_and_says_why():
         dl, sleep_steps(0.001), RunSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
     )
     samples = res.rung("samples")
-    assert samples.ev is None and "IterableDataset" in samples.skipped
-    assert [r.name for r in res.rungs if r.ev is not None] == ["host", "real"]
+    assert samples.run is None and "IterableDataset" in samples.skipped
+    assert [r.name for r in res.rungs if r.run is not None] == ["host", "real"]
     # the remaining stage spans what the skipped rung would have split
     assert res.stages[0].what == "workers + collation + per-sample loading and transforms"
 
@@ -106,7 +106,7 @@ def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
         dl, sleep_steps(0.0), RunSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
         rungs=("samples",),
     )  # fmt: skip
-    assert res.ok and res.rung("samples").ev.total_steps == 6
+    assert res.ok and res.rung("samples").run.n_steps == 6
     assert set(seen) == {8}  # the user's collate_fn ran on the sample rung
     assert vars(dl) == before  # the user's DataLoader is untouched
 
@@ -131,8 +131,8 @@ def test_failure_in_the_cell_keeps_partial_rungs_and_stops():
     dl = DataLoader(SleepyItems(100, 0.0), batch_size=4)
     settings = RunSettings(steps=10, warmup=1, cache=2, sample_interval_s=None)
     res = run_ladder(dl, run_once, settings, hooks=hooks)
-    assert res.failed_rung == "real" and isinstance(res.error, RuntimeError)
-    assert res.rung("real").ev.total_steps >= 3  # the partial run is kept
+    assert res.failed == "real" and isinstance(res.error, RuntimeError)
+    assert res.rung("real").run.n_steps >= 3  # the partial run is kept
     assert hooks.started == ["host", "samples", "real"]
     assert "stopped at the real rung" in res.conclusion()
 
@@ -163,7 +163,7 @@ def test_sample_rung_skipped_when_samples_cannot_be_made_in_the_main_process():
     )
     assert res.ok, res.error
     assert "could not be made in the main process" in res.rung("samples").skipped
-    assert res.rung("real").ev.total_steps == 8
+    assert res.rung("real").run.n_steps == 8
 
 
 def test_sample_rung_failure_is_left_out_and_the_real_rung_runs():
@@ -179,7 +179,7 @@ def test_sample_rung_failure_is_left_out_and_the_real_rung_runs():
     )
     assert res.ok, res.error
     assert res.rung("samples").skipped.startswith("it failed (RuntimeError")
-    assert res.rung("real").ev.total_steps == 8
+    assert res.rung("real").run.n_steps == 8
 
 
 def test_cached_samples_forward_attributes_to_the_dataset():
@@ -264,7 +264,7 @@ def test_rungs_run_in_two_blocks_in_abba_order():
     assert names == ["host", "samples", "real", "real", "samples", "host"]  # no CUDA here
     assert [i for _, i, _ in hooks.started] == list(range(6)) and hooks.started[0][2] == 6
     for name in ("host", "samples", "real"):
-        run = res.rung(name).ev.to_run()
+        run = res.rung(name).run
         assert sorted(set(run.epoch)) == [0, 1] and run.n_steps == 60  # 30 + 30
     assert any("two blocks" in n for n in res.notes)
 

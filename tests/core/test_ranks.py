@@ -42,19 +42,19 @@ def test_the_rank_that_waits_is_the_straggler():
     assert rep.skew_s == pytest.approx(0.032 - 0.0002, abs=0.001)
     lo, hi = rep.skew_ci
     assert lo < rep.skew_s < hi and lo > 0.030
-    text = rep.report()
+    text = rep.text()
     assert text.startswith("4 ranks: rank 1 is a straggler") and "node1" in text
     assert "1 (straggler)" in text
 
 
 def test_equal_waits_name_no_straggler():
     rep = ranks_result([rank(0, 5.0), rank(1, 5.1)])
-    assert rep.straggler is None and "no rank holds the others back" in rep.report()
+    assert rep.straggler is None and "no rank holds the others back" in rep.text()
 
 
 def test_a_rank_without_runs_is_listed_with_why():
     rep = ranks_result([rank(0, 1.0), RankResult(1, "node0", None, None, error="boom")])
-    assert rep.straggler is None and rep.report().splitlines()[-1].split() == ["1", "node0", "boom"]
+    assert rep.straggler is None and rep.text().splitlines()[-1].split() == ["1", "node0", "boom"]
 
 
 def test_real_runs_alone_still_show_the_straggler():
@@ -64,7 +64,7 @@ def test_real_runs_alone_still_show_the_straggler():
         r.ideal = None
     rep = ranks_result(ranks)
     assert rep.straggler == 1 and rep.diagnoses == {}
-    assert "real run only" in rep.report()
+    assert "real run only" in rep.text()
 
 
 @pytest.mark.parametrize("n_ranks", [2, 8, 32])

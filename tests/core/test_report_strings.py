@@ -42,23 +42,10 @@ def test_a_configuration_is_named_as_a_sweep_spec_writes_it(config, label):
     assert config_label(config) == label
 
 
-class Ev:
-    """A finished evaluator, as far as a sweep's point needs one."""
-
-    def __init__(self, run):
-        self.run = run
-
-    def to_run(self):
-        return self.run
-
-    def worker_load_ns(self):
-        return None
-
-
 def test_the_sweep_report_names_configurations_and_keeps_three_figures():
     cfg = {"num_workers": 2}
-    points = [SweepPoint(cfg, config_label(cfg), {"num_workers": 2}, evs=[Ev(run_of([2074] * 12))])]
-    ideal = Ev(run_of([1000] * 12, mode="replay"))
+    points = [SweepPoint(cfg, config_label(cfg), {"num_workers": 2}, runs=[run_of([2074] * 12)])]
+    ideal = run_of([1000] * 12, mode="replay")
     res = SweepResult("", {}, points=points, ideal=ideal, best=points[0])
     text = str(res)
     assert "  num_workers=2 " in text and " w2 " not in text
@@ -82,7 +69,7 @@ def test_a_faster_rung_reads_minus_not_plus_minus():
         rungs=[Rung("device"), Rung("host")],
         stages=[Stage("host", "host-to-device copy", -0.0221, (0.9, 1.0), False, None)],
     )
-    text = res.report()
+    text = res.text()
     assert "−22.1 ms" in text and "+-" not in text and "+−" not in text
 
 

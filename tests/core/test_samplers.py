@@ -8,10 +8,10 @@ import sys
 import time
 import types
 
-import loadeval_nb.core.measure.readers as rd
-import loadeval_nb.core.measure.sampler as smp
 import pytest
 
+import loadeval_nb.core.measure.readers as rd
+import loadeval_nb.core.measure.sampler as smp
 from loadeval_nb.core import UtilSampler
 
 

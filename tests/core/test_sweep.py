@@ -119,10 +119,10 @@ def test_noisy_config_is_repeated_and_failure_is_kept():
         RunSettings(steps=12, warmup=1, sample_interval_s=None),
         max_repeats=1,
     )
-    assert isinstance(res.error, RuntimeError) and res.failed_run == "num_workers=0 #2"
+    assert isinstance(res.error, RuntimeError) and res.failed == "num_workers=0 #2"
     assert [p.error is None for p in res.points] == [True, False]
-    assert res.points[1].evs[0].total_steps >= 2  # partial run kept
-    assert "failed" in res.report()
+    assert res.points[1].runs[0].n_steps >= 2  # partial run kept
+    assert "failed" in res.text()
 
 
 def test_load_drift_note_when_batches_get_slower_with_more_workers(monkeypatch):
@@ -133,13 +133,14 @@ def test_load_drift_note_when_batches_get_slower_with_more_workers(monkeypatch):
         ev = LoaderEvaluator(list(range(20)), sample_interval_s=None)
         for _ in ev:
             pass
-        monkeypatch.setattr(ev, "worker_load_ns", lambda: [int(load_ms * 1e6)] * 10)
-        return SweepPoint({"num_workers": 1}, label, {"num_workers": 1}, evs=[ev])
+        run = ev.to_run()
+        run.worker_load_ns = [int(load_ms * 1e6)] * 10
+        return SweepPoint({"num_workers": 1}, label, {"num_workers": 1}, runs=[run])
 
     res = SweepResult("", {}, points=[point("w1", 200), point("w12", 290)])
     note = res.load_drift_note()
     assert note and "45% longer" in note and "w12 than at w1" in note
-    assert "note: a batch took" in res.report()
+    assert "note: a batch took" in res.text()
     res = SweepResult("", {}, points=[point("w1", 200), point("w2", 210)])
     assert res.load_drift_note() is None
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import loadeval_nb.core.measure.evaluator as ev_mod
 import pytest
 
+import loadeval_nb.core.measure.evaluator as ev_mod
 from loadeval_nb import LoaderEvaluator
 
 MS = 1_000_000

@@ -166,12 +166,12 @@ def test_shares_match_a_sleeping_pipeline(workers):
     truth = {"RandomResizedCrop": 6 / 12, "ColorJitter": 3 / 12, "Normalize": 1 / 12}
     truth["rest of __getitem__"] = 2 / 12
     got = shares(split)
-    assert got == pytest.approx(truth, abs=0.08), split.report()
+    assert got == pytest.approx(truth, abs=0.08), split.text()
     assert split.parts[0].name == "RandomResizedCrop"
     assert split.per_sample_s == pytest.approx(0.012, rel=0.3)
     assert all(p.calls == split.samples for p in split.parts)
     assert split.samples >= 32 and split.processes == max(workers, 1)
-    text = split.report()
+    text = split.text()
     assert text.startswith("Per-sample time by step: RandomResizedCrop ")
     assert pipe.transforms[0].__class__ is RandomResizedCrop  # put back
     assert dl.dataset.transform is pipe and len(vars(pipe)) == 1
@@ -195,7 +195,7 @@ def test_spawned_workers_get_the_timed_steps_through_pickling(resource_tracker):
     split = split_transforms(dl, batches=3)
     assert [p.name for p in split.parts][0] == "RandomResizedCrop"
     assert all(p.calls == split.samples > 0 for p in split.parts)
-    assert split.processes == 1 and "in 1 worker process" in split.report()
+    assert split.processes == 1 and "in 1 worker process" in split.text()
     assert pipe.transforms[0].__class__ is RandomResizedCrop
 
 
@@ -212,7 +212,7 @@ def test_the_ladder_splits_the_real_rung_and_says_so():
     assert [f.key for f in facts.facts] == ["transform-split", "advice"]
     assert facts.facts[0].text.startswith("RandomResizedCrop ")
     assert facts.facts[1].text.endswith("Start with RandomResizedCrop, the costliest step.")
-    assert "per-sample time by step: RandomResizedCrop" in res.report()
+    assert "per-sample time by step: RandomResizedCrop" in res.text()
     assert any(
         n.startswith("per-transform split, measured after the rungs: 6 samples") for n in res.notes
     ), res.notes
@@ -272,7 +272,7 @@ def test_a_named_step_never_called_is_noted(clock):
     unused = Crop(clock, 5)
     ds.unused = unused  # reachable from the dataset, never called by it
     split = split_transforms(DataLoader(ds, batch_size=2), [unused], batches=1, clock=clock)
-    assert "Crop never ran while 2 samples were made" in split.report()
+    assert "Crop never ran while 2 samples were made" in split.text()
     assert {p.name: p.calls for p in split.parts}["Crop"] == 0
 
 

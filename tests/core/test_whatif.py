@@ -17,7 +17,7 @@ def test_input_bound_one_worker_predicts_more_workers():
     # sleeping loads do not use the cores, so ~6 workers would reach the ideal
     dl = DataLoader(SleepyItems(4000, 0.015), batch_size=4, num_workers=1)
     res = run_pair(dl, sleep_steps(0.010), RunSettings(steps=40, warmup=4, sample_interval_s=0.05))
-    real, ideal = res.real.to_run(), res.ideal.to_run()
+    real, ideal = res.real, res.ideal
     loads = load_times_s(real)
     assert loads and sorted(loads)[len(loads) // 2] == pytest.approx(0.060, rel=0.15)
     # all waits are load time, not hand-over: not mistaken for a hand-over cost

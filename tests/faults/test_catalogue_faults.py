@@ -97,7 +97,7 @@ BODY = [
 ]
 
 
-@pytest.mark.filterwarnings("ignore::loadeval_nb.CacheMutationWarning")
+@pytest.mark.filterwarnings("ignore::loadeval_nb.errors.CacheMutationWarning")
 @pytest.mark.parametrize("mode", ["log", "replay"])
 @pytest.mark.parametrize(
     ("name", "body", "kind", "text", "steps", "status"), BODY, ids=[b[0] for b in BODY]
@@ -376,7 +376,7 @@ def test_a_pair_that_fails(user, name, run_once, failed, kind, real_steps, ideal
     loader = user.loader(num_workers=1)
     before, data = loader_state(loader), user.data.clone()
     res = run_pair(loader, run_once, RunSettings(steps=20, warmup=2, cache=3, log_dir="logs"))
-    assert isinstance(res.error, kind) and res.failed_run == failed
+    assert isinstance(res.error, kind) and res.failed == failed
     logs = sorted(os.listdir("logs"))
     assert len(logs) == (1 if ideal_steps is None else 2)
     real_log = next(f for f in logs if "real" in f)
@@ -547,7 +547,7 @@ def test_fault_in_a_cell(user, name, cell, kind, text, failed, n_logs):
             assert str(info.value) == text
         assert ip.user_ns["train_loader"] is loader  # the name is restored
         res = ip.user_ns["_loadeval"]
-        assert res.failed_run == failed
+        assert res.failed == failed
     logs = sorted(os.listdir("logs"))
     assert len(logs) == n_logs
     for f in logs:

@@ -54,8 +54,8 @@ SETUP = textwrap.dedent(
             "children": kids,
             "threads": extra,
             "failed": getattr(res, "failed_run", None),
-            "real_steps": res.real.to_run().n_steps if res is not None and res.real else None,
-            "ideal_steps": res.ideal.to_run().n_steps if res is not None and res.ideal else None,
+            "real_steps": res.real.n_steps if res is not None and res.real else None,
+            "ideal_steps": res.ideal.n_steps if res is not None and res.ideal else None,
         })
     """
 )

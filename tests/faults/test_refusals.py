@@ -116,13 +116,48 @@ def test_device_cache_without_cuda_is_refused_before_the_real_run():
         run_pair(loader, never_called, RunSettings(steps=6, warmup=1, cache_on="device"))
 
 
-def test_a_cache_over_budget_is_refused_before_the_real_run(monkeypatch):
+def test_a_cache_over_budget_is_refused_on_the_real_runs_first_batch(monkeypatch):
+    # from the batch the real run takes anyway: no start of the loader of its own
     import loadeval_nb.core.measure.cache as cache
 
     monkeypatch.setattr(cache, "host_budget", lambda: (100, "a test budget"))
-    loader = DataLoader(TensorDataset(torch.zeros(40, 30)), batch_size=4)  # 480 B a batch
+    starts, steps = [], []
+
+    class Counted(DataLoader):
+        def __iter__(self):
+            starts.append(1)
+            return super().__iter__()
+
+    loader = Counted(TensorDataset(torch.zeros(40, 30)), batch_size=4)  # 480 B a batch
+
+    def run_once(ev):
+        for _ in ev:
+            steps.append(1)
+
     with pytest.raises(LoadEvalError, match="over the budget of 100 B .*num_cached_batches=1"):
-        run_pair(loader, never_called, RunSettings(steps=6, warmup=1, cache=5))
+        run_pair(loader, run_once, RunSettings(steps=6, warmup=1, cache=5))
+    assert len(starts) == 1 and steps == []  # the real run stopped at its first batch
+
+
+def test_a_pair_starts_the_users_loader_exactly_twice():
+    starts = []
+
+    class Counted(DataLoader):
+        def __iter__(self):
+            starts.append(1)
+            return super().__iter__()
+
+    loader = Counted(TensorDataset(torch.zeros(40, 3)), batch_size=4, num_workers=1)
+
+    def run_once(ev):
+        for _ in ev:
+            pass
+
+    res = run_pair(
+        loader, run_once, RunSettings(steps=6, warmup=1, cache=2, sample_interval_s=None)
+    )
+    assert res.ok, res.error
+    assert len(starts) == 2  # the real run and the replay's cache fill, nothing else
 
 
 def test_an_empty_loader_is_refused_before_the_real_run():
@@ -236,8 +271,8 @@ def test_the_cache_check_leaves_persistent_workers_startable():
         TensorDataset(torch.zeros(64, 3)), batch_size=4, num_workers=1, persistent_workers=True
     )
     res = run_pair(loader, _loop, RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None))
-    assert res.error is None and res.real.total_steps == res.ideal.total_steps == 8
-    assert res.real.worker_load_ns() is not None  # the real run's workers were timed
+    assert res.error is None and res.real.n_steps == res.ideal.n_steps == 8
+    assert res.real.worker_load_ns is not None  # the real run's workers were timed
     from loadeval_nb.core._shared import shutdown_persistent_workers
 
     shutdown_persistent_workers(loader)

@@ -120,12 +120,12 @@ def test_ladder_device_rung_isolates_the_host_to_device_copy():
     res = run_ladder(dl, run_once, RunSettings(steps=30, warmup=3, cache=4, sample_interval_s=0.05))
     assert res.ok, res.error
     device, host = res.rung("device"), res.rung("host")
-    assert device.skipped is None and device.ev.cached_batches[0][0].is_cuda
-    assert host.stats()["mean_s"] > 1.5 * device.stats()["mean_s"], res.report()
+    assert device.skipped is None and device.run.settings["cache_on"] == "device"
+    assert host.stats()["mean_s"] > 1.5 * device.stats()["mean_s"], res.text()
     stages = {s.name: s for s in res.stages}
     assert stages["host"].what == "host-to-device copy" and stages["host"].significant
-    assert res.rung("device").ev.to_run().util["gpu"]["available"]
-    print(res.report())
+    assert res.rung("device").run.util["gpu"]["available"]
+    print(res.text())
 
 
 def test_magic_ladder_on_cuda():
@@ -148,7 +148,7 @@ def test_magic_ladder_on_cuda():
     finally:
         _magic.stop_all()
     res = ip.user_ns["_loadeval"]
-    assert [r.name for r in res.rungs if r.ev is not None] == ["device", "host", "samples", "real"]
+    assert [r.name for r in res.rungs if r.run is not None] == ["device", "host", "samples", "real"]
 
 
 def test_the_real_step_is_split_into_wait_copies_and_compute(monkeypatch):

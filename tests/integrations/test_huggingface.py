@@ -98,7 +98,7 @@ def test_input_bound_ground_truth_on_a_trainer_that_trained(tmp_path):
     assert 0.0175 <= d.real_step_s <= 0.029, d
     assert 0.0095 <= d.ideal_step_s <= 0.017, d
     assert d.real_p90_s < 0.045, d  # no evaluation between timed steps
-    assert res.real.total_steps == res.ideal.total_steps == 50
+    assert res.real.n_steps == res.ideal.n_steps == 50
     # the trainer and the model are left as they were
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())
     assert tr.optimizer is optimizer and tr.state is state
@@ -121,7 +121,7 @@ def test_compute_bound_ground_truth(tmp_path):
 def test_gradient_accumulation_counts_batches_not_updates(tmp_path):
     tr = hf_trainer(tmp_path, SleepyRegressor(), SleepyRecords(400), gradient_accumulation_steps=4)
     res = train_pair(tr, settings=RunSettings(steps=24, warmup=2, cache=3))
-    assert res.error is None and res.real.total_steps == res.ideal.total_steps == 24
+    assert res.error is None and res.real.n_steps == res.ideal.n_steps == 24
 
 
 def test_train_for_measurement_refuses_other_objects():
@@ -137,7 +137,7 @@ def test_magic_finds_the_trainer_in_the_cell(tmp_path):
             "loadeval", "--steps 20 --warmup 2 --cache 3 --quiet", "trainer.train()\n"
         )
         res = ip.user_ns["_loadeval"]
-    assert res.error is None and res.real.total_steps == res.ideal.total_steps == 20
+    assert res.error is None and res.real.n_steps == res.ideal.n_steps == 20
     assert "get_train_dataloader" not in vars(tr)
 
 

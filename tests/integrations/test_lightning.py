@@ -104,8 +104,8 @@ def test_input_bound_ground_truth_on_a_finished_trainer(tmp_path):
     assert 0.0175 <= d.real_step_s <= 0.029, d
     assert 0.0095 <= d.ideal_step_s <= 0.016, d  # Lightning adds a little to each step
     assert d.real_p90_s < 0.045, d  # no 50 ms validation batch or checkpoint between steps
-    assert res.real.total_steps == res.ideal.total_steps == 50
-    assert res.real.to_run().status == res.ideal.to_run().status == "complete"
+    assert res.real.n_steps == res.ideal.n_steps == 50
+    assert res.real.status == res.ideal.status == "complete"
     # the trainer and the model are left as they were
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())
     assert t.callbacks == callbacks and t.current_epoch == epoch and t.fit_loop.max_epochs == 1
@@ -130,7 +130,7 @@ def test_fit_pair_with_a_datamodule_leaves_it_as_it_was(tmp_path):
     res = fit_pair(
         t, SleepyModule(0.0), datamodule=dm, settings=RunSettings(steps=15, warmup=2, cache=3)
     )
-    assert res.error is None and res.real.total_steps == res.ideal.total_steps == 15
+    assert res.error is None and res.real.n_steps == res.ideal.n_steps == 15
     assert "train_dataloader" not in vars(dm)  # the method is the class's again
     assert dm.setups == 3  # ours, then Lightning's in each fit
 
@@ -170,8 +170,8 @@ def test_a_failing_fit_restores_weights_and_trainer(tmp_path):
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     loader = DataLoader(SleepyItems(80, 0), batch_size=8)
     res = fit_pair(t, model, loader, settings=RunSettings(steps=8, warmup=1))
-    assert isinstance(res.error, RuntimeError) and res.failed_run == "real"
-    assert res.real is not None and res.real.total_steps >= 3  # the partial run is kept
+    assert isinstance(res.error, RuntimeError) and res.failed == "real"
+    assert res.real is not None and res.real.n_steps >= 3  # the partial run is kept
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())
     assert t.fit_loop.max_epochs == 1 and len(t.callbacks) == len(trainer(root=tmp_path).callbacks)
 
@@ -202,7 +202,7 @@ def test_magic_measures_a_fit_cell_on_a_finished_trainer(lshell):
     )
     res = lshell.user_ns["_loadeval"]
     assert res.error is None and res.diagnosis is not None
-    assert res.real.total_steps == res.ideal.total_steps == 40
+    assert res.real.n_steps == res.ideal.n_steps == 40
     assert lshell.user_ns["train_loader"].__class__ is DataLoader  # the name is restored
 
 
@@ -211,7 +211,7 @@ def test_magic_finds_a_datamodule_in_the_cell(lshell):
         "loadeval", "--steps 20 --warmup 2 --cache 3 --quiet", "trainer.fit(model, datamodule=dm)\n"
     )
     res = lshell.user_ns["_loadeval"]
-    assert res.error is None and res.real.total_steps == res.ideal.total_steps == 20
+    assert res.error is None and res.real.n_steps == res.ideal.n_steps == 20
     assert "train_dataloader" not in vars(lshell.user_ns["dm"])
 
 

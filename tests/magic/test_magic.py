@@ -37,7 +37,7 @@ def test_runs_the_pair_and_restores_the_loader(shell):
     run(shell, f"train_loader {QUIET}", LOOP)
     res = shell.user_ns["_loadeval"]
     assert shell.user_ns["train_loader"] is original
-    assert res.real.to_run().n_steps == 24 and res.ideal.to_run().n_steps == 24
+    assert res.real.n_steps == 24 and res.ideal.n_steps == 24
     assert res.diagnosis is not None and res.diagnosis.real_steady_steps == 22
     assert shell.user_ns["seen"] == 24  # the cell ran in the user namespace
 
@@ -75,7 +75,7 @@ def test_dotted_name_swapped_and_restored(shell):
     original = t.train_loader
     run(shell, f"trainer.train_loader {QUIET}", "for b in trainer.train_loader:\n    pass\n")
     assert t.train_loader is original
-    assert shell.user_ns["_loadeval"].real.to_run().n_steps == 24
+    assert shell.user_ns["_loadeval"].real.n_steps == 24
 
 
 @pytest.mark.parametrize(
@@ -122,8 +122,8 @@ def test_exception_in_cell_is_reraised_after_cleanup(shell):
         run(shell, f"train_loader {QUIET}", cell)
     assert shell.user_ns["train_loader"] is original
     res = shell.user_ns["_loadeval"]
-    assert res.failed_run == "real" and res.ideal is None
-    assert res.real.to_run().n_steps == 6  # the partial run is kept
+    assert res.failed == "real" and res.ideal is None
+    assert res.real.n_steps == 6  # the partial run is kept
 
 
 def test_keyboard_interrupt_is_reraised_after_cleanup(shell):
@@ -132,7 +132,7 @@ def test_keyboard_interrupt_is_reraised_after_cleanup(shell):
     with pytest.raises(KeyboardInterrupt):
         run(shell, f"train_loader {QUIET}", cell)
     assert shell.user_ns["train_loader"] is original
-    assert shell.user_ns["_loadeval"].real.to_run().status == "stopped"
+    assert shell.user_ns["_loadeval"].real.status == "stopped"
 
 
 def test_cell_rebinding_the_name_is_undone(shell):
@@ -219,7 +219,7 @@ def test_ladder_from_the_magic(shell):
     run(shell, "train_loader --ladder --steps 16 --warmup 2 --cache 3", LOOP)
     res = shell.user_ns["_loadeval"]
     assert [r.name for r in res.rungs] == ["device", "host", "samples", "real"]
-    assert res.rung("device").skipped and res.rung("real").ev.total_steps == 16
+    assert res.rung("device").skipped and res.rung("real").run.n_steps == 16
     assert shell.user_ns["train_loader"] is original
     session = magic.latest_session()
     dash = session.dashboard
@@ -288,7 +288,7 @@ def test_steps_auto(shell):
     run(shell, "long_loader --steps auto --warmup 2 --cache 3 --quiet", cell)
     res = shell.user_ns["_loadeval"]
     for ev in (res.real, res.ideal):
-        run_ = ev.to_run()
+        run_ = ev
         assert run_.epochs[0]["auto_stop"] == "converged" and 30 <= run_.n_steps < 1000
 
 
@@ -323,7 +323,7 @@ def test_one_shot_iterator_refused_for_a_pair_but_not_for_one_side(shell):
         run(shell, "gen --quiet --steps 10", "for b in gen:\n    pass\n")
     assert next(shell.user_ns["gen"]).shape == (2,)  # untouched: nothing was drawn but this
     run(shell, "gen --quiet --steps 10 --warmup 2 --only real", "for b in gen:\n    pass\n")
-    assert shell.user_ns["_loadeval"].real.to_run().n_steps == 10
+    assert shell.user_ns["_loadeval"].real.n_steps == 10
 
 
 def test_panel_sweep_checks_the_spec_before_adding_a_view(shell, capsys):
@@ -392,7 +392,7 @@ def test_running_a_cell_again_releases_its_previous_session(shell):
 def test_repeat_runs_the_pair_in_abba_order(shell):
     run(shell, f"train_loader {QUIET} --repeat 2", LOOP)
     res = shell.user_ns["_loadeval"]
-    assert sorted(set(res.real.to_run().epoch)) == [0, 1]
-    assert sorted(set(res.ideal.to_run().epoch)) == [0, 1]
+    assert sorted(set(res.real.epoch)) == [0, 1]
+    assert sorted(set(res.ideal.epoch)) == [0, 1]
     with pytest.raises(UsageError, match=r"^--repeat must be an integer >= 1, not 0\.$"):
         run(shell, f"train_loader {QUIET} --repeat 0", LOOP)

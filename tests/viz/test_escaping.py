@@ -77,18 +77,8 @@ def test_history_and_sweep_cards_escape_labels_once():
     assert_escaped_once(table)
     assert "&lt;1%" in table
 
-    class Ev:  # a finished evaluator, as far as a sweep's point needs one
-        def __init__(self, run):
-            self.run = run
-
-        def to_run(self):
-            return self.run
-
-        def worker_load_ns(self):
-            return None
-
-    points = [SweepPoint({"num_workers": 2}, HOSTILE, {}, evs=[Ev(run_of([2074] * 12))])]
-    res = SweepResult("", {}, points=points, ideal=Ev(run_of([1000] * 12, mode="replay")))
+    points = [SweepPoint({"num_workers": 2}, HOSTILE, {}, runs=[run_of([2074] * 12)])]
+    res = SweepResult("", {}, points=points, ideal=run_of([1000] * 12, mode="replay"))
     card = sweep_html(res)
     # the table row and the SVG bar's label, each escaped once
     assert_escaped_once(card, times=2)

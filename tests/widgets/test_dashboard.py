@@ -183,16 +183,9 @@ def test_verdict_card_and_history_table():
 
 
 def test_static_copy_has_card_chart_and_history():
-    class R:
-        def __init__(self, run):
-            self._run = run
-
-        def to_run(self):
-            return self._run
-
     real, ideal = _runs()
     result = PairResult(
-        label="#1", loader={}, real=R(real), ideal=R(ideal), diagnosis=diagnose(real, ideal)
+        label="#1", loader_settings={}, real=real, ideal=ideal, diagnosis=diagnose(real, ideal)
     )
     bundle = static_bundle(
         "cls-1", [(pair_html(result, [result.row()]), "text report"), ("<p>more</p>", "more")]
@@ -319,7 +312,7 @@ def test_the_no_gpu_line_goes_to_the_status_line_once_not_to_stderr(monkeypatch,
 def test_a_new_pair_clears_the_plots_and_dims_the_verdict_until_its_own():
     real, ideal = _runs()
     dash = Dashboard(loader_name="x", steps_per_run=30)
-    result = PairResult(label="#1", loader={}, diagnosis=diagnose(real, ideal))
+    result = PairResult(label="#1", loader_settings={}, diagnosis=diagnose(real, ideal))
     dash.pair_done(result, {})
     dash.step_src["real"].stream({"step": [0, 1], "step_ms": [1.0, 2.0]})
     dash.util_src["ideal"].stream({"t_s": [0.1], "process_cpu_pct": [50], "workers_cpu_pct": [0]})

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .._env import loader_settings
-from .._errors import LoadEvalError
-from .._facts import Fact, Facts, Reported
+from .._errors import LoadEvalError, OptionError
+from .._facts import Fact, Facts
 from .._format import fmt_bytes, fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci
 from ..measure.batches import batch_nbytes
@@ -42,13 +41,12 @@ from ..measure.loader import shutdown_persistent_workers
 from ..record.run import Run, describe_steady
 from ..verdict.diagnosis import ladder_advice
 from .runner import (
+    Result,
+    Runner,
     check_run_args,
     check_writable_dir,
     evaluator_for,
-    log_path,
-    measure,
     refuse_one_shot,
-    same_evaluator,
 )
 from .samples import sample_rung_loader
 from .settings import RunHooks, RunSettings
@@ -74,10 +72,10 @@ significant (the same 5 % as the PARTLY INPUT-BOUND threshold of the verdict).""
 
 @dataclass
 class Rung:
-    """One rung: its wrapper (with the run), or why it was skipped."""
+    """One rung: its run, or why it was skipped."""
 
     name: str
-    ev: Optional[LoaderEvaluator] = None
+    run: Optional[Run] = None
     skipped: Optional[str] = None
     error: Optional[BaseException] = None
 
@@ -85,17 +83,11 @@ class Rung:
     def title(self) -> str:
         return RUNG_TITLES[self.name]
 
-    def run(self) -> Optional[Run]:
-        """The rung's run (a finished evaluator hands out the same Run each time)."""
-        return self.ev.to_run() if self.ev is not None else None
-
     def steady_s(self) -> list[float]:
-        run = self.run()
-        return run.steady_step_s() if run is not None else []
+        return self.run.steady_step_s() if self.run is not None else []
 
     def stats(self) -> dict[str, Any]:
-        run = self.run()
-        return describe_steady([run] if run is not None else [])
+        return describe_steady([self.run] if self.run is not None else [])
 
 
 @dataclass
@@ -111,22 +103,13 @@ class Stage:
 
 
 @dataclass
-class LadderResult(Reported):
-    label: str
-    loader: dict[str, Any]
+class LadderResult(Result):
     rungs: list[Rung] = field(default_factory=list)
     stages: list[Stage] = field(default_factory=list)
     largest: Optional[Stage] = None
-    error: Optional[BaseException] = None
-    failed_rung: Optional[str] = None
     notes: list[str] = field(default_factory=list)
-    log_paths: dict[str, str] = field(default_factory=dict)
     transforms: Optional[TransformSplit] = None
     """The real rung's per-sample time split by transform step, when there was a split."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
     def rung(self, name: str) -> Optional[Rung]:
         return next((r for r in self.rungs if r.name == name), None)
@@ -158,7 +141,7 @@ class LadderResult(Reported):
     def conclusion(self) -> str:
         """One sentence: the stage that adds the most, or that differences are noise."""
         if self.error is not None:
-            return f"The ladder stopped at the {self.failed_rung} rung ({type(self.error).__name__}: {self.error})."
+            return f"The ladder stopped at the {self.failed} rung ({type(self.error).__name__}: {self.error})."
         if not self.stages:
             return "Fewer than two rungs ran, so there is nothing to compare."
         if self.largest is None:
@@ -208,9 +191,9 @@ class LadderResult(Reported):
 
 def compare_rungs(result: LadderResult) -> None:
     """Fill ``stages`` and ``largest`` from the rungs that ran."""
-    ran = [r for r in result.rungs if r.ev is not None and r.error is None and r.steady_s()]
+    ran = [r for r in result.rungs if r.run is not None and r.error is None and r.steady_s()]
     real = result.rung("real")
-    real_mean = real.stats()["mean_s"] if real is not None and real.ev is not None else None
+    real_mean = real.stats()["mean_s"] if real is not None and real.run is not None else None
     result.stages = []
     for upper, lower in zip(ran[1:], ran[:-1]):
         a, b = upper.steady_s(), lower.steady_s()
@@ -264,16 +247,15 @@ def run_ladder(
         raise LoadEvalError(f"rungs must be some of {', '.join(RUNGS)}, not {rungs!r}.")
     check_ladder_transforms(loader, transforms, rungs)
     settings = check_run_args(loader, run_once, settings)
-    refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
-    if settings.log_dir:
-        check_writable_dir(settings.log_dir, "log_dir")
+    if not settings.checked:
+        check_ladder(loader, settings, loader_name)
     hooks = hooks or RunHooks()
-    result = LadderResult(label=label, loader=loader_settings(loader))
+    result = LadderResult(label=label, loader_settings=loader_settings(loader))
     order = [r for r in RUNGS if r in rungs]
     torch = _torch()
     has_cuda = torch is not None and torch.cuda.is_available()
     runnable = sum(1 for r in order if r != "device" or has_cuda)
-    # two blocks in ABBA order (device, host, samples, real; then back), half the steps
+    # two blocks in A B B A order (device, host, samples, real; then back), half the steps
     # each: a burst of outside load lands on every rung instead of being named a stage
     steps = settings.steps
     blocks = 2 if isinstance(steps, int) and steps >= 2 * (settings.warmup + 20) else 1
@@ -283,10 +265,8 @@ def run_ladder(
             f"Rungs measured in two blocks ({', '.join(order)}, then back), "
             f"{settings.steps} steps each, so that load on the machine lands on every rung."
         )
-    total = runnable * blocks
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    runner = Runner(result, run_once, settings, hooks, loader_name, runnable * blocks)
     sample_loader: Any = None
-    index = 0
     try:
         for name in order:
             rung = Rung(name)
@@ -312,17 +292,14 @@ def run_ladder(
                     f"produced in {fmt_seconds(spent_ns / 1e9)} before it ran."
                 )
                 source = sample_loader
-            path = log_path(settings, stamp, label or "ladder", name)
-            if path:
-                result.log_paths[name] = path
-            make = functools.partial(_rung_evaluator, source, name, settings, path)
-            ev, error = measure(name, make, run_once, hooks, index, total, loader_name)
-            index += 1
-            rung.ev, rung.error = ev, error
+            make = functools.partial(_rung_evaluator, source, name, settings)
+            error = runner.measure(name, make, log_label=label or "ladder")
+            rung.error = error
             if name == "samples":  # its workers are not needed while the real rung runs
                 shutdown_persistent_workers(sample_loader)
                 if error is not None and not isinstance(error, KeyboardInterrupt):
                     # a loader we built failed, not necessarily the user's: go on without it
+                    result.error = result.failed = None
                     rung.skipped = f"it failed ({type(error).__name__}: {error})"
                     result.notes.append(
                         "samples rung failed and is left out; the host-to-real difference "
@@ -330,34 +307,55 @@ def run_ladder(
                     )
                     continue
             if error is not None:
-                result.error, result.failed_rung = error, name
                 break
         if blocks == 2 and result.error is None:
             for rung in reversed(result.rungs):
-                if rung.ev is None or rung.error is not None or rung.skipped:
+                if rung.error is not None or rung.skipped:
                     continue
-                again = functools.partial(same_evaluator, rung.ev)
-                ev, error = measure(rung.name, again, run_once, hooks, index, total, loader_name)
-                index += 1
+                error = runner.measure(rung.name, _unused)
                 if error is None:
                     continue
                 if rung.name == "samples" and not isinstance(error, KeyboardInterrupt):
                     # as in the first block: a loader we built failed; its first block stands
+                    result.error = result.failed = None
                     result.notes.append(
                         f"samples rung failed in its second block ({type(error).__name__}: "
                         f"{error}); its first block is kept."
                     )
                     continue
-                result.error, result.failed_rung = error, rung.name
                 break
     finally:
         if sample_loader is not None:
             shutdown_persistent_workers(sample_loader)
+        runs = runner.take_all()
+        for rung in result.rungs:
+            rung.run = runs.get(rung.name)
+            if rung.name == "samples" and rung.skipped:
+                rung.run = None
     if result.error is None and "real" in order:
         result.transforms, notes = ladder_split(loader, transforms, settings.cache, hooks.progress)
         result.notes += notes
     compare_rungs(result)
     return result
+
+
+def check_ladder(loader: Any, settings: RunSettings, loader_name: str) -> None:
+    """The checks a ladder needs before anything runs, made once."""
+    if settings.repeat != 1:
+        raise OptionError(
+            "repeat",
+            " does not apply to a ladder: it measures its rungs in two blocks (A B B A) "
+            "itself; drop repeat, or run a pair.",
+        )
+    if settings.only is not None:
+        raise OptionError("only", " does not apply to a ladder: it measures every rung; drop only.")
+    refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")
+
+
+def _unused(path: Optional[str]) -> LoaderEvaluator:  # pragma: no cover
+    raise AssertionError("a rung's second block runs its first block's wrapper again")
 
 
 def _rung_evaluator(

@@ -8,52 +8,42 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .._env import dist_rank, interrupts_deferred, loader_settings
-from .._errors import OptionError
-from ..measure.cache import check_cache_fits
+from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
+from .._errors import CacheBudgetError, LoadEvalError, OptionError
+from .._facts import Facts
+from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
 from .runner import (
     PAIR_NEEDS_TWO_PASSES,
+    Result,
+    Runner,
+    abba,
     check_run_args,
     check_writable_dir,
     evaluator_for,
-    is_one_shot,
-    log_path,
-    measure,
     refuse_one_shot,
-    same_evaluator,
 )
 from .settings import RunHooks, RunSettings
 
 
 @dataclass
-class PairResult:
-    """What a pair produced, including a run that failed half-way (kept, never dropped)."""
+class PairResult(Result):
+    """What a pair produced, including a run that failed half-way (kept, never dropped):
+    the two :class:`Run` records and the verdict, no wrapper and no replay cache."""
 
-    label: str
-    loader: dict[str, Any]
-    real: Optional[LoaderEvaluator] = None
-    ideal: Optional[LoaderEvaluator] = None
+    real: Optional[Run] = None
+    ideal: Optional[Run] = None
     diagnosis: Optional[Diagnosis] = None
-    error: Optional[BaseException] = None
-    failed_run: Optional[str] = None
-    log_paths: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
     def runs(self) -> dict[str, Optional[Run]]:
-        """``{"real": Run | None, "ideal": Run | None}`` (a finished evaluator hands out
-        the same Run each time)."""
-        pairs = (("real", self.real), ("ideal", self.ideal))
-        return {w: (ev.to_run() if ev is not None else None) for w, ev in pairs}
+        """``{"real": Run | None, "ideal": Run | None}``."""
+        return {"real": self.real, "ideal": self.ideal}
 
     def row(self) -> dict[str, Any]:
         """One history-table row: settings and results."""
@@ -61,7 +51,7 @@ class PairResult:
         return {
             "label": self.label,
             **{
-                k: self.loader.get(k)
+                k: self.loader_settings.get(k)
                 for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
             },
             "real_step_s": d.real_step_s if d else None,
@@ -69,6 +59,17 @@ class PairResult:
             "speedup": d.speedup if d else None,
             "verdict": d.verdict if d else ("failed" if self.error else None),
         }
+
+    def facts(self) -> Facts:
+        """The verdict's facts; a pair that failed or ran one side says so."""
+        if self.diagnosis is not None:
+            return self.diagnosis.facts()
+        if self.error is not None:
+            headline = f"the {self.failed} run failed ({type(self.error).__name__}: {self.error})"
+        else:
+            done = [w for w, r in self.runs().items() if r is not None]
+            headline = f"only the {' and '.join(done) or 'no'} run measured: no verdict"
+        return Facts(kind="verdict", title="Pair", headline=headline)
 
 
 def run_pair(
@@ -81,21 +82,75 @@ def run_pair(
     loader_name: str = "the loader",
     repeats: Optional[int] = None,
 ) -> PairResult:
-    """Run ``run_once`` with a log-mode wrapper of ``loader``, then with a replay wrapper.
+    """Run ``run_once`` with a log-mode wrapper of ``loader`` (the real run), then with a
+    replay wrapper (the ideal run).
 
-    ``repeats`` (or ``settings.repeat``) runs the pair that many times in ABBA order (real,
-    ideal, ideal, real, real, ideal, ...), each side's repeats as epochs of one wrapper, so
-    that load on the machine lands on both sides and the interval holds the spread
-    between repeats.
+    ``settings.repeat`` runs the pair that many times in A B B A order (real, ideal,
+    ideal, real, real, ideal, ...), each side's repeats as epochs of one wrapper, so that
+    load on the machine lands on both sides and the interval holds the spread between
+    repeats. (``repeats=`` is the old name of ``settings.repeat``, for one release.)
+
+    The user's loader is started exactly twice: by the real run and by the replay's cache
+    fill. A cache that would not fit is refused from the real run's first batch, before
+    the real run goes on.
 
     Never raises for a failure inside a run: the error is stored in the result
-    (``error``, ``failed_run``) after everything is cleaned up and the partial run
-    kept, so the caller can show it and then re-raise. A one-shot iterator for a
-    whole pair raises :class:`LoadEvalError` before anything runs.
+    (``error``, ``failed``) after everything is cleaned up and the partial run kept, so
+    the caller can show it and then re-raise. A one-shot iterator for a whole pair
+    raises :class:`LoadEvalError` before anything runs.
     """
     settings = check_run_args(loader, run_once, settings)
     if repeats is not None:
+        warnings.warn(
+            "run_pair(repeats=N) is now RunSettings(repeat=N); repeats= goes in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         settings = dataclasses.replace(settings, repeat=repeats)
+    if not settings.checked:
+        check_pair(loader, settings, loader_name)
+    hooks = hooks or RunHooks()
+    result = PairResult(label=label, loader_settings=loader_settings(loader))
+    which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
+    order = abba(which_runs, settings.repeat)
+    runner = Runner(result, run_once, settings, hooks, loader_name, len(order))
+    # the replay's cache is checked on the real run's first batch, not on a batch of its
+    # own: another start of the user's loader would cost its workers' start-up again
+    budget_check = (
+        budget_checker(settings.cache, cache_on=settings.cache_on)
+        if "ideal" in which_runs
+        else None
+    )
+    for which in order:
+        make = functools.partial(_evaluator, loader, which, settings, budget_check)
+        if runner.measure(which, make) is not None:
+            break
+    runs = runner.take_all()
+    result.real, result.ideal = runs.get("real"), runs.get("ideal")
+    if isinstance(result.error, CacheBudgetError) and result.failed == "real":
+        raise result.error  # refused on the real run's first batch: a setting to change
+    if result.error is None and result.real is not None and result.ideal is not None:
+        with interrupts_deferred():  # both runs are done: the verdict is not lost to a Ctrl-C
+            result.diagnosis = diagnose(result.real, result.ideal)
+    return result
+
+
+def _evaluator(
+    loader: Any,
+    which: str,
+    settings: RunSettings,
+    budget_check: Optional[Callable[[Any], None]],
+    path: Optional[str],
+) -> LoaderEvaluator:
+    ev = evaluator_for(loader, which, settings, metrics_file=path)
+    if which == "real":
+        ev.config.first_batch = budget_check
+    return ev
+
+
+def check_pair(loader: Any, settings: RunSettings, loader_name: str) -> None:
+    """The checks a pair needs before anything runs, made once (by :meth:`RunSettings.plan`
+    in a front end, or here)."""
     if settings.auto and dist_rank() is not None:
         # each rank would stop at its own step, and the ranks' collectives would pair up wrong
         raise OptionError(
@@ -112,35 +167,5 @@ def run_pair(
         )
     if settings.log_dir:
         check_writable_dir(settings.log_dir, "log_dir")
-    if settings.only != "real" and not is_one_shot(loader):
-        # the replay's cache is checked now, not after the whole real run
-        check_cache_fits(loader, settings.cache, cache_on=settings.cache_on)
-    hooks = hooks or RunHooks()
-    result = PairResult(label=label, loader=loader_settings(loader))
-    which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
-    order = [
-        which
-        for r in range(settings.repeat)
-        for which in (which_runs if r % 2 == 0 else which_runs[::-1])
-    ]
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for index, which in enumerate(order):
-        made = getattr(result, which)
-        if made is not None:  # a repeat: the same wrapper again, one more epoch
-            make: Callable[[], LoaderEvaluator] = functools.partial(same_evaluator, made)
-        else:
-            path = log_path(settings, stamp, label, which)
-            if path:
-                result.log_paths[which] = path
-            make = functools.partial(evaluator_for, loader, which, settings, metrics_file=path)
-        ev, error = measure(which, make, run_once, hooks, index, len(order), loader_name)
-        if ev is not None:
-            setattr(result, which, ev)
-        if error is not None:
-            result.error, result.failed_run = error, which
-            return result
-    with interrupts_deferred():  # both runs are done: the verdict is not lost to a Ctrl-C
-        runs = result.runs()
-        if runs["real"] is not None and runs["ideal"] is not None:
-            result.diagnosis = diagnose(runs["real"], runs["ideal"])
-    return result
+    if settings.only != "real" and safe_len(loader) == 0:  # len() starts no worker
+        raise LoadEvalError(nothing_to_measure(loader))

@@ -1,15 +1,26 @@
-"""One measured run of the user's loop, as the pair, the ladder and the sweep all do it."""
+"""The one runner under the pair, the ladder and the sweep: they decide *what* runs; this
+measures it the same way for all three (time stamp and log paths, one run that never
+raises, the A B B A order of blocks, repeats as more epochs of one wrapper) and hands
+back :class:`~loadeval_nb.Run` records, never the wrappers, so that a finished result
+holds no replay cache, worker or sampler."""
 
 from __future__ import annotations
 
+import functools
 import os
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred
 from .._errors import LoadEvalError, a_kind
+from .._facts import Reported
 from .._files import cannot_write_in
 from ..measure.cache import nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
+from ..record.run import Run
 from .settings import RunHooks, RunSettings
 
 
@@ -179,3 +190,117 @@ def refuse_one_shot(loader: Any, loader_name: str, why: str, instead: str = "") 
             f"{loader_name} is a one-shot iterator (a {type(loader).__name__}): {why}; pass a "
             f"re-iterable loader such as a DataLoader{', or ' + instead if instead else ''}."
         )
+
+
+def abba(names: Sequence[str], blocks: int) -> list[str]:
+    """``names`` in ``blocks`` blocks, every other block reversed (A B, B A, A B, ...): a
+    drift over the whole measurement lands on every name alike."""
+    return [n for b in range(blocks) for n in (names if b % 2 == 0 else names[::-1])]
+
+
+@dataclass
+class Result(Reported):
+    """What every exploring result shares: its label, the user's loader's settings, the
+    error that stopped it and which run failed, and the logs it wrote."""
+
+    label: str
+    loader_settings: dict[str, Any]
+    error: Optional[BaseException] = None
+    failed: Optional[str] = None
+    """The run that failed: ``real``/``ideal``, a rung, or a sweep configuration's label."""
+    log_paths: dict[str, str] = field(default_factory=dict)
+    """Run name -> the JSON log written for it (under ``RunSettings.log_dir``)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    # -- names of 0.x, for one release ---------------------------------------------------
+    @property
+    def loader(self) -> dict[str, Any]:
+        _renamed("loader", "loader_settings")
+        return self.loader_settings
+
+    @property
+    def failed_run(self) -> Optional[str]:
+        _renamed("failed_run", "failed")
+        return self.failed
+
+    @property
+    def failed_rung(self) -> Optional[str]:
+        _renamed("failed_rung", "failed")
+        return self.failed
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"result.{old} is now result.{new}; the old name goes in the next release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class Runner:
+    """Measures the runs one result needs, in the order its caller asks."""
+
+    def __init__(
+        self,
+        result: Result,
+        run_once: Callable[[LoaderEvaluator], None],
+        settings: RunSettings,
+        hooks: RunHooks,
+        loader_name: str,
+        total: int,
+    ) -> None:
+        self.result = result
+        self.run_once = run_once
+        self.settings = settings
+        self.hooks = hooks
+        self.loader_name = loader_name
+        self.total = total
+        self.index = 0
+        self.stamp = time.strftime("%Y%m%d-%H%M%S")
+        self._evaluators: dict[str, LoaderEvaluator] = {}
+
+    def measure(
+        self,
+        key: str,
+        make: Callable[[Optional[str]], LoaderEvaluator],
+        *,
+        which: Optional[str] = None,
+        log_label: Optional[str] = None,
+    ) -> Optional[BaseException]:
+        """One run of ``key``: its wrapper is made by ``make(log_path)`` the first time,
+        run again (one more epoch) after that. Returns the run's error (kept in the
+        result as ``error`` and ``failed``), or None."""
+        which = which or key
+        ev = self._evaluators.get(key)
+        if ev is not None:
+            build: Callable[[], LoaderEvaluator] = functools.partial(same_evaluator, ev)
+        else:
+            label = self.result.label if log_label is None else log_label
+            path = log_path(self.settings, self.stamp, label, which)
+            if path:
+                self.result.log_paths[key] = path
+            build = functools.partial(make, path)
+        ev, error = measure(
+            which, build, self.run_once, self.hooks, self.index, self.total, self.loader_name
+        )
+        self.index += 1
+        if ev is not None:
+            self._evaluators[key] = ev
+        if error is not None:
+            self.result.error, self.result.failed = error, key
+        return error
+
+    def take(self, key: str) -> Optional[Run]:
+        """``key``'s run, and let go of its wrapper: its replay cache (host and device
+        memory) is freed now, not when the result is."""
+        ev = self._evaluators.pop(key, None)
+        if ev is None:
+            return None
+        ev.release()
+        return ev.to_run()
+
+    def take_all(self) -> dict[str, Run]:
+        return {k: run for k in list(self._evaluators) if (run := self.take(k)) is not None}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .._errors import OptionError, check_choice, check_int, check_interval
@@ -37,6 +37,9 @@ class RunSettings:
     repeat: int = 1
     """Run the pair this many times in ABBA order (real, ideal, ideal, real, ...): the
     verdict's interval then holds the spread between repeats, not only between steps."""
+    checked: bool = field(default=False, repr=False, compare=False)
+    """Set by a front end that made a run's checks (one-shot loader, writable ``log_dir``,
+    options that do not apply) before it ran: the runner does not make them again."""
 
     def __post_init__(self) -> None:
         self.validate()

@@ -13,17 +13,17 @@ fastest measured, or the cheapest one within 3 % of it.
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any, Callable, Optional
 
 from .._env import loader_settings, torch_threads
-from .._errors import LoadEvalError
+from .._errors import LoadEvalError, OptionError
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import loader_knobs, shutdown_persistent_workers
+from ..record.run import Run
 from ..whatif.from_runs import predict_from_runs
-from .runner import check_run_args, check_writable_dir, evaluator_for, log_path, measure
+from .runner import Runner, check_run_args, check_writable_dir, evaluator_for
 from .settings import RunHooks, RunSettings
-from .sweep_result import SweepHooks, SweepPoint, SweepResult, _pick_best
+from .sweep_result import SweepHooks, SweepPoint, SweepResult, pick_best
 from .sweep_spec import SweepPlan, config_label, prepare_sweep
 
 
@@ -51,27 +51,21 @@ def run_sweep(
         configs if isinstance(configs, SweepPlan) else prepare_sweep(loader, configs, loader_name)
     )
     configs, loaders = plan.configs, plan.loaders
-    if settings.log_dir:
-        check_writable_dir(settings.log_dir, "log_dir")
+    if not settings.checked:
+        check_sweep(settings)
     hooks = hooks or RunHooks()
-    result = SweepResult(label=label, loader=loader_settings(loader))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    total = 1 + len(configs)
-    index = 0
-    ev, error = measure(
-        "ideal",
-        lambda: evaluator_for(
-            loader, "ideal", settings, metrics_file=log_path(settings, stamp, "sweep", "ideal")
-        ),
-        run_once,
-        hooks,
-        index,
-        total,
-        loader_name,
-    )
-    result.ideal = ev
-    if error is not None:
-        result.error, result.failed_run = error, "ideal"
+    result = SweepResult(label=label, loader_settings=loader_settings(loader))
+    runner = Runner(result, run_once, settings, hooks, loader_name, 1 + len(configs))
+
+    def ideal(key: str) -> Optional[Run]:
+        make = functools.partial(_evaluator, loader, "ideal", settings, None)
+        error = runner.measure(key, make, which="ideal", log_label="sweep")
+        if error is not None:
+            result.failed = "ideal"
+        return runner.take(key)
+
+    result.ideal = ideal("ideal")
+    if result.error is not None:
         return result
     try:
         seen: dict[str, int] = {}
@@ -85,35 +79,34 @@ def run_sweep(
             point = SweepPoint(cfg, name1, knobs)
             result.points.append(point)
             for rep in range(max_repeats):
-                index += 1
                 if rep:
-                    total += 1  # a repeat: one run more than planned
+                    runner.total += 1  # a repeat: one run more than planned
                 name = f"{point.label}{' (again)' if rep else ''}"
-                path = log_path(settings, stamp, f"sweep-{point.label}-{rep + 1}", "real")
-
+                key = point.label if not rep else f"{point.label} #{rep + 1}"
                 # labelled by its configuration in the live status and the run log
-                make = functools.partial(
-                    evaluator_for, dl, "real", settings, metrics_file=path, label=name
-                )
+                make = functools.partial(_evaluator, dl, "real", settings, name)
                 with torch_threads(cfg.get("num_threads")):
-                    ev, error = measure("real", make, run_once, hooks, index, total, loader_name)
-                if ev is not None:
-                    point.evs.append(ev)
+                    error = runner.measure(
+                        key, make, which="real", log_label=f"sweep-{point.label}-{rep + 1}"
+                    )
+                run = runner.take(key)
+                if run is not None:
+                    point.runs.append(run)
                 if error is not None:
                     point.error = error
-                    result.error, result.failed_run = error, point.label
+                    result.failed = point.label
                     break
                 noise = point.rel_ci()
                 if noise is not None and noise <= noise_rel:
                     break
             shutdown_persistent_workers(dl)  # persistent workers are not needed past their point
-            if result.prediction is None and result.ideal is not None and point.evs:
+            if result.prediction is None and result.ideal is not None and point.runs:
                 try:
-                    result.prediction = predict_from_runs(point.runs()[0], result.ideal.to_run())
+                    result.prediction = predict_from_runs(point.runs[0], result.ideal)
                 except LoadEvalError:
                     result.prediction = None
             _fill_predictions(result)
-            result.best = _pick_best(result.points)
+            result.best = pick_best(result.points)
             if isinstance(hooks, SweepHooks):
                 hooks.point_done(point, result)
             if result.error is not None:
@@ -121,28 +114,19 @@ def run_sweep(
         if result.error is None and result.beats_ideal():
             # a configuration beat the ideal: the ideal run was probably slowed by outside
             # load; measure it again and keep the faster reading
-            ev, error = measure(
-                "ideal",
-                lambda: evaluator_for(
-                    loader,
-                    "ideal",
-                    settings,
-                    metrics_file=log_path(settings, stamp, "sweep", "ideal-again"),
-                ),
-                run_once,
-                hooks,
-                index + 1,
-                index + 2,
-                loader_name,
-            )
-            result.ideal_again = ev
-            if error is not None:
-                result.error, result.failed_run = error, "ideal"
-            result.best = _pick_best(result.points)
+            runner.total += 1
+            result.ideal_again = ideal("ideal-again")
+            result.best = pick_best(result.points)
     finally:
         for dl in loaders:
             shutdown_persistent_workers(dl)
     return result
+
+
+def _evaluator(
+    loader: Any, which: str, settings: RunSettings, label: Optional[str], path: Optional[str]
+) -> LoaderEvaluator:
+    return evaluator_for(loader, which, settings, metrics_file=path, label=label)
 
 
 def _fill_predictions(result: SweepResult) -> None:
@@ -157,3 +141,20 @@ def _fill_predictions(result: SweepResult) -> None:
                 p.predicted_steps_per_s = pred.result(nw, pf).steps_per_s
             except LoadEvalError:
                 p.predicted_steps_per_s = None
+
+
+def check_sweep(settings: RunSettings) -> None:
+    """The checks a sweep needs before anything runs, made once."""
+    if settings.repeat != 1:
+        raise OptionError(
+            "repeat",
+            " does not apply to a sweep: it runs a noisy configuration again by itself "
+            "(max_repeats); drop repeat.",
+        )
+    if settings.only is not None:
+        raise OptionError(
+            "only",
+            " does not apply to a sweep: it runs the ideal once and every configuration; drop only.",
+        )
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, "log_dir")

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .._facts import Fact, Facts, Reported
+from .._facts import Fact, Facts
 from .._format import fmt_pct, fmt_rate
 from .._stats import describe
 from ..measure.adaptive import mean_ci
-from ..measure.evaluator import LoaderEvaluator
 from ..record.run import Run, describe_steady
 from ..whatif.predict import Prediction
+from .runner import Result
 from .settings import RunHooks
 
 NEAR_BEST = 0.03
@@ -26,19 +26,16 @@ class SweepPoint:
     config: dict[str, Any]
     label: str
     knobs: dict[str, Any]
-    evs: list[LoaderEvaluator] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    """This configuration's runs (its repeats), in order."""
     predicted_steps_per_s: Optional[float] = None
     error: Optional[BaseException] = None
 
-    def runs(self) -> list[Run]:
-        """The runs of this configuration (a finished evaluator hands out the same Run)."""
-        return [ev.to_run() for ev in self.evs]
-
     def steady_s(self) -> list[float]:
-        return [x for run in self.runs() for x in run.steady_step_s()]
+        return [x for run in self.runs for x in run.steady_step_s()]
 
     def stats(self) -> dict[str, Any]:
-        return describe_steady(self.runs())
+        return describe_steady(self.runs)
 
     @property
     def steps_per_s(self) -> Optional[float]:
@@ -54,11 +51,11 @@ class SweepPoint:
 
     @property
     def repeats(self) -> int:
-        return len(self.evs)
+        return len(self.runs)
 
     def median_load_s(self) -> Optional[float]:
         """Median per-batch production time measured inside this configuration's workers."""
-        xs = sorted(x for ev in self.evs for x in (ev.worker_load_ns() or []))
+        xs = sorted(x for run in self.runs for x in (run.worker_load_ns or []))
         return xs[len(xs) // 2] / 1e9 if xs else None
 
 
@@ -70,31 +67,23 @@ class SweepHooks(RunHooks):
 
 
 @dataclass
-class SweepResult(Reported):
-    label: str
-    loader: dict[str, Any]
+class SweepResult(Result):
     points: list[SweepPoint] = field(default_factory=list)
-    ideal: Optional[LoaderEvaluator] = None
-    ideal_again: Optional[LoaderEvaluator] = None
+    ideal: Optional[Run] = None
+    ideal_again: Optional[Run] = None
     """The ideal measured a second time, when a configuration beat the first (an ideal
     run slowed by outside load would make a real configuration look faster than ideal)."""
     prediction: Optional[Prediction] = None
     best: Optional[SweepPoint] = None
-    error: Optional[BaseException] = None
-    failed_run: Optional[str] = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
     @property
     def ideal_steps_per_s(self) -> Optional[float]:
         """The ideal loader's speed: the faster of its measurements (outside load only ever
         slows an ideal run down)."""
         rates = [
-            describe(ev.to_run().steady_step_s())["steps_per_s"]
-            for ev in (self.ideal, self.ideal_again)
-            if ev is not None
+            describe(run.steady_step_s())["steps_per_s"]
+            for run in (self.ideal, self.ideal_again)
+            if run is not None
         ]
         rates = [r for r in rates if r]
         return max(rates) if rates else None
@@ -146,7 +135,9 @@ class SweepResult(Reported):
         rate = b.steps_per_s or 0.0
         ideal = self.ideal_steps_per_s
         # compare with the loader's own setting when the sweep measured it
-        current = {k: self.loader.get(k) for k in ("num_workers", "pin_memory", "prefetch_factor")}
+        current = {
+            k: self.loader_settings.get(k) for k in ("num_workers", "pin_memory", "prefetch_factor")
+        }
         ref = next(
             (
                 p
@@ -235,7 +226,7 @@ class SweepResult(Reported):
         )
 
 
-def _pick_best(points: list[SweepPoint]) -> Optional[SweepPoint]:
+def pick_best(points: list[SweepPoint]) -> Optional[SweepPoint]:
     done = [p for p in points if p.error is None and p.steps_per_s]
     if not done:
         return None

@@ -76,7 +76,7 @@ def build_run(
         label=label,
         status=status,
         environment=environment,
-        loader=dict(loader),
+        loader_settings=dict(loader),
         settings=settings,
         epochs=summaries,
         util=util,

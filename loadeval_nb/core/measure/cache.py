@@ -18,7 +18,7 @@ from .._env import cuda_synchronize, is_dataloader
 from .._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from .._format import fmt_bytes
 from .batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
-from .loader import shutdown_persistent_workers, shutdown_source
+from .loader import shutdown_source
 
 log = logging.getLogger("loadeval_nb")
 
@@ -54,8 +54,8 @@ def target_device(device: Any) -> Any:
 def nothing_to_measure(source: Any, name: str = "") -> str:
     """The sentence for a source that yielded no batch: a used-up iterator, or an empty loader."""
     what = name or f"The {type(source).__name__}"
-    try:
-        used_up = iter(source) is source
+    try:  # asked only of iterators: iter() on a DataLoader would start its workers
+        used_up = callable(getattr(type(source), "__next__", None)) and iter(source) is source
     except TypeError:
         used_up = False
     if used_up:
@@ -74,32 +74,16 @@ def nothing_to_measure(source: Any, name: str = "") -> str:
     )
 
 
-def check_cache_fits(
-    loader: Any,
-    size: int,
-    *,
-    cache_on: str = "host",
-    budget_bytes: Optional[int] = None,
-    device: Any = None,
-) -> None:
-    """Refuse, before a pair's real run, a replay cache that could not be made: no CUDA
-    device for ``cache_on="device"``, an empty loader, or ``size`` batches over the budget
-    (estimated from the first batch, which is pulled and the loader's workers stopped)."""
+def budget_checker(
+    size: int, *, cache_on: str = "host", budget_bytes: Optional[int] = None, device: Any = None
+) -> Callable[[Any], None]:
+    """For a pair: refuse now a replay cache on a missing CUDA device, and return the check
+    of ``size`` batches against the budget, to be made on the real run's first batch (one
+    start of the user's loader fewer than pulling a batch of its own)."""
     cache = ReplayCache(size, cache_on=cache_on, budget_bytes=budget_bytes, device=device)
     if cache_on == "device":
         target_device(device)
-    it = iter(loader)
-    try:
-        first = next(it, _NOTHING)
-    finally:
-        if getattr(loader, "persistent_workers", False):
-            shutdown_persistent_workers(loader)  # the real run starts (and times) its own
-        else:
-            shutdown_source(it)
-        del it
-    if first is _NOTHING:
-        raise LoadEvalError(nothing_to_measure(loader))
-    cache._check_budget(first)
+    return cache.check_budget
 
 
 _NOTHING = object()
@@ -152,7 +136,8 @@ class ReplayCache:
             return default_budget(free, "GPU memory free")
         return host_budget()
 
-    def _check_budget(self, first: Any) -> None:
+    def check_budget(self, first: Any) -> None:
+        """Refuse (:class:`CacheBudgetError`) ``size`` batches like ``first`` over the budget."""
         per = batch_nbytes(first)
         need = per * self.size
         budget, why = self._budget()
@@ -183,7 +168,7 @@ class ReplayCache:
             cache: list[Any] = []
             for k, batch in enumerate(islice(it, self.size)):
                 if k == 0:
-                    self._check_budget(batch)
+                    self.check_budget(batch)
                     self.samples_per_batch = leading_dim(batch)
                 cache.append(to_device(batch) if to_device else batch)
         finally:
@@ -204,6 +189,12 @@ class ReplayCache:
         self._tensors = [leaf for b in cache for leaf in iter_leaves(b) if is_tensor(leaf)]
         self._versions = [t._version for t in self._tensors]
         self.ready = True
+
+    def release(self) -> None:
+        """Let go of the cached batches (their host or device memory is freed once nothing
+        else holds them); ``nbytes`` still says how much was held."""
+        self.batches = []
+        self._tensors, self._versions = [], []
 
     def check_mutation(self) -> None:
         """Warn once if the loop changed cached tensors in place since they were cached."""

@@ -5,7 +5,7 @@ this, never the evaluator back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .._env import safe_len
 from .adaptive import AutoStop
@@ -29,6 +29,10 @@ class EvaluatorConfig:
     copies_on: Optional[tuple[str, Any]] = None
     """Host-to-device copy timing: None times copies to CUDA when this process uses CUDA;
     tests set ("meta", an event class on a fake clock)."""
+
+    first_batch: Optional[Callable[[Any], None]] = None
+    """Called with the first batch of the first epoch (log mode): a pair's check that the
+    replay cache will fit, made without starting the loader once more."""
 
     def expected_steps(self) -> Optional[int]:
         """Steps in one epoch: ``len(loader)`` capped by ``max_steps`` (None: unknown)."""

@@ -290,6 +290,13 @@ class LoaderEvaluator(DaliMethods):
             if self._writer is not None:  # the journal folded into one document
                 self._write_metrics(final=True)
 
+    def release(self) -> None:
+        """:meth:`close`, then let go of the replay cache (host and device memory): for a
+        wrapper whose runs are over, so that a result holding its :class:`Run` holds
+        no batches. The wrapper cannot replay again after this."""
+        self.close()
+        self._mode.release()
+
     def worker_load_ns(self) -> Optional[list[int]]:
         """Per-batch production times measured inside the DataLoader's worker processes
         (``worker_timing=True``, ``num_workers > 0``), in order of completion; else None."""

@@ -107,11 +107,15 @@ class LogMode(_Mode):
         return timed_log_iter(source, rec, guard, clock, hook), src
 
     def _first_batch_hook(self) -> Callable[[Any], Any]:
+        check = self.ev.first_batch
+
         def hook(batch: Any) -> Any:
             try:
                 self._samples = leading_dim(batch)
             except Exception:
                 pass
+            if check is not None:
+                check(batch)
             return batch
 
         return hook
@@ -157,6 +161,9 @@ class LogMode(_Mode):
         """The pids of the DataLoader worker processes of the epoch running now."""
         workers = getattr(self._src, "_workers", None) or ()
         return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+
+    def release(self) -> None:
+        pass  # nothing held past close()
 
     def close(self) -> None:
         self._src = None
@@ -227,7 +234,10 @@ class ReplayMode(_Mode):
         return None
 
     def close(self) -> None:
-        pass
+        pass  # the cache stays: a repeat replays it again
+
+    def release(self) -> None:
+        self.cache.release()
 
 
 MODES: dict[str, type[LogMode] | type[ReplayMode]] = {"log": LogMode, "replay": ReplayMode}

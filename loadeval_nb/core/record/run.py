@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -42,7 +43,8 @@ class Run:
     status: str = "complete"
     created_unix: float = field(default_factory=time.time)
     environment: dict[str, Any] = field(default_factory=dict)
-    loader: dict[str, Any] = field(default_factory=dict)
+    loader_settings: dict[str, Any] = field(default_factory=dict)
+    """The loader's settings (batch_size, num_workers, ...): the run log's ``loader``."""
     settings: dict[str, Any] = field(default_factory=dict)
     epochs: list[dict[str, Any]] = field(default_factory=list)
     util: Optional[dict[str, Any]] = None
@@ -119,7 +121,7 @@ class Run:
 
     def steps_per_epoch(self) -> Optional[int]:
         """Length of an epoch: the loader's ``len()`` if known, else the longest epoch seen."""
-        n = self.loader.get("len") if self.loader else None
+        n = self.loader_settings.get("len") if self.loader_settings else None
         if isinstance(n, int) and n > 0:
             return n
         counts: dict[int, int] = {}
@@ -183,6 +185,26 @@ class Run:
             "mean_process_cpu_pct": self.mean_cpu_pct("process_pct"),
             "mean_workers_cpu_pct": self.mean_cpu_pct("workers_pct"),
         }
+
+    @property
+    def loader(self) -> dict[str, Any]:
+        """Deprecated: :attr:`loader_settings` (``loader`` is always a loader now)."""
+        warnings.warn(
+            "Run.loader is now Run.loader_settings; the old name goes in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.loader_settings
+
+    def to_run(self) -> Run:
+        """Deprecated: a result's ``real``/``ideal`` is a Run now; drop ``.to_run()``."""
+        warnings.warn(
+            "results hold Run records now: use result.real itself, not result.real.to_run(); "
+            "to_run() on a Run goes in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self
 
     # -- its file (the layout: record/runlog.py's docstring) ---------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -255,7 +277,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         "created_unix": run.created_unix,
         **{k: dali[k] for k in DALI_KEYS},
         "environment": run.environment,
-        "loader": run.loader,
+        "loader": run.loader_settings,
         "settings": {**run.settings, "warmup_steps": run.warmup_steps},
         "steps": {
             "start_ns": run.start_ns,
@@ -355,7 +377,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             status=str(doc.get("status", "complete")),
             created_unix=float(doc.get("created_unix", 0.0)),
             environment=dict(doc.get("environment") or {}),
-            loader=dict(doc.get("loader") or {}),
+            loader_settings=dict(doc.get("loader") or {}),
             settings=settings,
             epochs=list(doc.get("epochs") or []),
             util=doc.get("util"),

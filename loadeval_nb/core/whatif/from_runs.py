@@ -21,7 +21,7 @@ MIN_LOAD_SAMPLES = 8
 
 def load_times_s(real: Run) -> Optional[list[float]]:
     """Per-batch production times (s) of the real run, past its first batches (start-up)."""
-    nw = real.loader.get("num_workers") if real.loader else None
+    nw = real.loader_settings.get("num_workers") if real.loader_settings else None
     if real.worker_load_ns:
         # the first batch of each worker pays its start-up (imports, first file opens)
         skip = max(int(nw or 0), 1)
@@ -37,7 +37,7 @@ def load_cpu_share(real: Run, loads_s: list[float]) -> Optional[float]:
     """How much of a batch's production time is CPU time (1.0: all of it), from the worker
     processes' CPU readings; None when unknown. Loads that wait (sleep, network, disk)
     do not crowd each other on the cores; CPU-bound ones do."""
-    nw = real.loader.get("num_workers") if real.loader else None
+    nw = real.loader_settings.get("num_workers") if real.loader_settings else None
     if not loads_s or not isinstance(nw, int):
         return None
     duration_s = sum(real.step_ns) / 1e9
@@ -70,12 +70,12 @@ def predict_from_runs(real: Run, ideal: Run, **kw: Any) -> Optional[Prediction]:
     DataLoader, no ideal steps)."""
     loads = load_times_s(real)
     steps = ideal.steady_step_s()
-    nw = real.loader.get("num_workers") if real.loader else None
+    nw = real.loader_settings.get("num_workers") if real.loader_settings else None
     if not loads or len(loads) < MIN_LOAD_SAMPLES or len(steps) < MIN_LOAD_SAMPLES:
         return None
     if not isinstance(nw, int):
         return None
-    pf = real.loader.get("prefetch_factor") or 2
+    pf = real.loader_settings.get("prefetch_factor") or 2
     if nw and "handoff_s" not in kw:
         kw["handoff_s"] = handoff_s(real, loads)
     if "reserve_cores" not in kw:
