@@ -80,7 +80,7 @@ class Disturb(RunHooks):
 def input_bound_pair(hooks=None):
     # 8 items of 5 ms per batch over 2 workers: a batch every 20 ms against a 10 ms step
     loader = DataLoader(SleepyItems(4000, 0.005), batch_size=8, num_workers=2)
-    settings = RunSettings(steps=120, warmup=5, cache=10, sample_interval_s=0.05)
+    settings = RunSettings(steps=120, warmup=5, num_cached_batches=10, sample_interval_s=0.05)
     return run_pair(loader, sleep_steps(0.010), settings, hooks=hooks)
 
 

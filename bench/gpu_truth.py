@@ -87,7 +87,7 @@ from loadeval_nb import (  # noqa: E402
     run_ladder,
     run_pair,
 )
-from loadeval_nb.core import INPUT_BOUND, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND  # noqa: E402
+from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 now = time.perf_counter_ns  # the tool's default clock: its stamps and ours share one origin
@@ -657,14 +657,19 @@ class Smi:
             self.cmds = [["nvidia-smi", *self.QUERY, "-lms", "100", "-i", i] for i in ids]
         self.cmd = self.cmds[0]
         self.lines: list[tuple[int, str]] = []
+        self.proc: Optional[subprocess.Popen] = None
         self.unix_minus_clock_ns = time.time_ns() - now()
 
     def __enter__(self) -> Smi:
         for cmd in self.cmds:
             self.cmd, self.lines = cmd, []
-            self.proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-            )
+            try:
+                self.proc = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+                )
+            except OSError as e:  # no nvidia-smi: the figure fails with the reason, no crash
+                self.lines, self.proc = [(now(), f"cannot start: {e}")], None
+                break
             self.reader = threading.Thread(target=self._read, daemon=True)
             self.reader.start()
             deadline = time.monotonic() + 5  # nvidia-smi takes a moment to start
@@ -678,11 +683,13 @@ class Smi:
         return self
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
+        assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append((now(), line.strip()))
 
     def _stop(self) -> None:
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # lets it flush; kill it if it will not end
             try:
@@ -793,7 +800,7 @@ def check_ideal(ctx: Ctx) -> list[Record]:
     pinned = DataLoader(
         Repeat(images(4 * batch, res), batch * (steps + 8)), batch_size=batch, pin_memory=ctx.cuda
     )
-    common = dict(mode="replay", num_cached_batches=4, max_steps=steps, warmup_steps=warmup)
+    common = dict(mode="replay", num_cached_batches=4, steps=steps, warmup=warmup)
     on_dev = LoaderEvaluator(pinned, cache_on=ctx.cache_on(), **common)
     on_host = LoaderEvaluator(pinned, cache_on="host", **common)
     for ev in (on_dev, on_host, on_host, on_dev):  # ABBA: drift lands on both
@@ -812,7 +819,8 @@ def check_ideal(ctx: Ctx) -> list[Record]:
             int(0.5e9),
         )
         util, n = window_mean(tool[0], tool[1], wins)
-        note = f"{n} readings over the steady steps; run mean {dev_run.mean_gpu_util_pct():.1f} %"
+        whole = fmt_value(dev_run.mean_gpu_util_pct(), "%")
+        note = f"{n} readings over the steady steps; {whole} over the whole run"
     else:
         util, note = None, "no NVML readings"
     shape = f"{batch} x 3 x {res}^2 uint8, {ms(step_s):.1f} ms a step"
@@ -866,7 +874,9 @@ def ladder_copy_cost(ctx: Ctx, train: Trainer, batch: int, res: int, step_s: flo
         for x in loader:
             body(x)
 
-    settings = RunSettings(steps=steps, warmup=warmup, cache=cache, sample_interval_s=None)
+    settings = RunSettings(
+        steps=steps, warmup=warmup, num_cached_batches=cache, sample_interval_s=None
+    )
     ladder = run_ladder(floats, run_once, settings, rungs=("device", "host"), transforms=None)
     if not ladder.ok:
         raise RuntimeError(f"the ladder failed: {ladder.error!r}")
@@ -962,7 +972,7 @@ def check_split(ctx: Ctx) -> list[Record]:
         compute.end()
         loss.item()
 
-    ev = LoaderEvaluator(loader, mode="log", max_steps=steps, warmup_steps=warmup)
+    ev = LoaderEvaluator(loader, mode="log", steps=steps, warmup=warmup)
     hand_step: list[float] = []
     hand_wait: list[float] = []
     for side in abba(2):  # tool, hand, hand, tool
@@ -983,8 +993,8 @@ def check_split(ctx: Ctx) -> list[Record]:
         mode="replay",
         num_cached_batches=4,
         cache_on=ctx.cache_on(),
-        max_steps=steps,
-        warmup_steps=warmup,
+        steps=steps,
+        warmup=warmup,
     )
     for b in ideal:
         body(b)
@@ -1179,7 +1189,9 @@ def check_seed(ctx: Ctx) -> list[Record]:
         ds = Photos(batch * (steps + 4) * 2, size, pipeline(crop, k, out))
         return DataLoader(ds, batch_size=batch, num_workers=workers, pin_memory=ctx.cuda)
 
-    settings = RunSettings(steps=steps, warmup=warmup, cache=cache, cache_on=ctx.cache_on())
+    settings = RunSettings(
+        steps=steps, warmup=warmup, num_cached_batches=cache, cache_on=ctx.cache_on()
+    )
     body(torch.zeros(batch, 3, out, out))  # cuDNN picks its kernels before anything is timed
     recs: list[Record] = []
     found = {}
@@ -1302,11 +1314,8 @@ for (x,) in dl:
 """
 NB_PROBE = """\
 import json
-def _run(rung):  # a rung's Run: .run (a Run, or a method giving one), or .ev.to_run()
-    run = getattr(rung, "run", None)
-    run = run() if callable(run) else run
-    ev = getattr(rung, "ev", None)
-    return run if run is not None or ev is None else ev.to_run()
+def _run(rung):  # a rung's Run
+    return rung.run
 _r = _loadeval
 _runs = {g.name: _run(g) for g in _r.rungs if g.skipped is None}
 _dev = _runs.get("device")

@@ -51,7 +51,7 @@ def main() -> None:
         loader,
         run_once,
         f"num_workers={args.workers}",
-        RunSettings(steps=args.steps, warmup=args.warmup, cache=10),
+        RunSettings(steps=args.steps, warmup=args.warmup, num_cached_batches=10),
         max_repeats=1,
     )
     print(f"device {device}, {time.perf_counter() - t:.0f} s")

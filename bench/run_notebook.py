@@ -20,10 +20,9 @@ from nbclient import NotebookClient
 # Run in the kernel after the notebook: one line per pair, GPU readings from the run logs.
 PROBE = r"""
 import json as _json
-def _util(ev):
-    if ev is None:
+def _util(run):
+    if run is None:
         return None
-    run = ev.to_run()
     gpu = (run.util or {}).get("gpu") or {}
     return {"gpu": gpu.get("available"), "gpu_reason": gpu.get("reason"),
             "mean_gpu_util_pct": run.mean_gpu_util_pct(),
@@ -33,7 +32,7 @@ def _util(ev):
             "median_step_s": run.summary()["step"].get("median_s")}
 _r = _loadeval
 if hasattr(_r, "rungs"):  # a caching ladder: one entry per rung
-    print("PROBE", _json.dumps({r.name: _util(r.ev) or r.skipped for r in _r.rungs}, default=str))
+    print("PROBE", _json.dumps({r.name: _util(r.run) or r.skipped for r in _r.rungs}, default=str))
 else:
     print("PROBE", _json.dumps({"real": _util(_r.real), "ideal": _util(_r.ideal),
           "speedup": getattr(_r.diagnosis, "speedup", None)}, default=str))

@@ -22,7 +22,7 @@ def run_of(n: int, mean_ms: float, mode: str, seed: int) -> Run:
     step = (rng.gamma(4, mean_ms / 4, n) * 1e6).astype(np.int64).tolist()
     start = np.concatenate(([0], np.cumsum(step)[:-1])).tolist()
     wait = [s // 3 for s in step] if mode == "log" else None
-    return Run(mode=mode, start_ns=start, step_ns=step, wait_ns=wait, warmup_steps=10)
+    return Run(mode=mode, start_ns=start, step_ns=step, wait_ns=wait, warmup=10)
 
 
 def metrics_file_cost(epochs: int = 300, steps: int = 1000) -> None:

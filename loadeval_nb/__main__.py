@@ -7,26 +7,30 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from .core import LoadEvalError
+from .core import LoadEvalError, OptionError, RunSettings
 from .core._shared import check_workers
 
 __all__ = ["main"]
+
+DEMO_FLAGS = {"steps": "--steps", "warmup": "--warmup", "num_cached_batches": "--cache"}
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m loadeval_nb", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="run the built-in synthetic workload as a real + replay pair")
-    d.add_argument("--steps", type=int, default=60, help="measured steps per run (default 60)")
+    d.add_argument(
+        "--steps", type=int, default=65, help="steps per run, warm-up included (default 65)"
+    )
     d.add_argument("--warmup", type=int, default=5, help="warm-up steps per run (default 5)")
     d.add_argument("--batch-size", type=int, default=32)
     d.add_argument("--workers", type=int, default=1, help="DataLoader num_workers (default 1)")
     d.add_argument(
-        "--cache", type=int, default=10, help="batches cached for the replay (default 10)"
+        "--cache", type=int, default=10, help="batches cached for the ideal run (default 10)"
     )
     d.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     d.add_argument("--out", default="loadeval-demo.html", help="HTML report path ('' for none)")
-    d.add_argument("--log-dir", default=None, help="also write real.json and ideal.json here")
+    d.add_argument("--log-dir", default=None, help="also write the two run logs here")
     g = sub.add_parser("diagnose", help="print the verdict for two run logs")
     g.add_argument("real")
     g.add_argument("ideal")
@@ -52,12 +56,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
-            for name in ("steps", "warmup", "batch_size", "workers", "cache"):
-                v = getattr(args, name)
-                if v < (0 if name in ("warmup", "workers") else 1):
-                    raise LoadEvalError(
-                        f"--{name.replace('_', '-')} must be a positive integer, not {v}."
-                    )
+            # the run's settings are checked once, by RunSettings, under the CLI's flags
+            try:
+                RunSettings(steps=args.steps, warmup=args.warmup, num_cached_batches=args.cache)
+            except OptionError as e:
+                raise LoadEvalError(e.renamed(DEMO_FLAGS.get(e.option, e.option))) from None
+            if args.batch_size < 1:
+                raise LoadEvalError(
+                    f"--batch-size must be a positive integer, not {args.batch_size}."
+                )
             check_workers(args.workers, "--workers")
             if args.device is not None:
                 import torch
@@ -75,7 +82,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 warmup=args.warmup,
                 batch_size=args.batch_size,
                 num_workers=args.workers,
-                cache=args.cache,
+                num_cached_batches=args.cache,
                 device=args.device,
                 out=args.out or None,
                 log_dir=args.log_dir,

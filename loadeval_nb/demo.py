@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .core import Diagnosis, LoaderEvaluator, LoadEvalError, diagnose
+from .core import Diagnosis, LoadEvalError, RunHooks, RunSettings, run_pair
 
 __all__ = ["SyntheticImages", "SmallConvNet", "train_steps", "run_demo"]
 
@@ -123,41 +123,63 @@ def train_steps(
 
 
 def run_demo(
-    steps: int = 60,
+    steps: int = 65,
     warmup: int = 5,
     batch_size: int = 32,
     num_workers: int = 1,
-    cache: int = 10,
+    num_cached_batches: int = 10,
     device: Optional[str] = None,
     out: Optional[str] = "loadeval-demo.html",
     log_dir: Optional[str] = None,
     echo: Callable[[str], None] = print,
 ) -> Diagnosis:
-    """Run the synthetic workload as a real + replay pair and return the diagnosis."""
+    """Run the synthetic workload as a real + ideal pair (:func:`run_pair`) and return the
+    diagnosis. ``steps``, ``warmup`` and ``num_cached_batches`` mean what they mean in
+    :class:`RunSettings` (``steps`` counts the warm-up)."""
+    settings = RunSettings(
+        steps=steps,
+        warmup=warmup,
+        num_cached_batches=num_cached_batches,
+        log_dir=log_dir,
+        worker_timing=False,
+    )
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     threads = torch.get_num_threads()
     if dev.type == "cpu":
         # leave the loader workers their own cores, as one would when training on the CPU
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - num_workers))
     try:
-        return _run_pair(steps, warmup, batch_size, num_workers, cache, dev, out, log_dir, echo)
+        return _run_pair(settings, batch_size, num_workers, dev, out, echo)
     finally:
         torch.set_num_threads(threads)
 
 
+class _Echo(RunHooks):
+    """Says each run's length as it ends."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.echo = echo
+        self.t = time.perf_counter()
+
+    def run_started(self, which: str, ev: Any, index: int, total: int) -> None:
+        self.t = time.perf_counter()
+
+    def run_ended(self, which: str, ev: Any, error: Optional[BaseException]) -> None:
+        took = time.perf_counter() - self.t
+        cached = f" (replaying {len(ev.cached_batches)} cached batches)" if which == "ideal" else ""
+        self.echo(f"  {which} run: {ev.total_steps} steps in {took:.1f} s{cached}")
+
+
 def _run_pair(
-    steps: int,
-    warmup: int,
+    settings: RunSettings,
     batch_size: int,
     num_workers: int,
-    cache: int,
     dev: torch.device,
     out: Optional[str],
-    log_dir: Optional[str],
     echo: Callable[[str], None],
 ) -> Diagnosis:
     torch.manual_seed(0)
-    ds = SyntheticImages(n=batch_size * (steps + warmup + 1))
+    ds = SyntheticImages(n=batch_size * (settings.steps + 1))
     dl = DataLoader(
         ds,
         batch_size=batch_size,
@@ -167,46 +189,21 @@ def _run_pair(
     )
     model = SmallConvNet().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    files = {}
-    if log_dir:
-        os.makedirs(log_dir, exist_ok=True)
-        files = {k: os.path.join(log_dir, f"{k}.json") for k in ("real", "ideal")}
     echo(
         f"loadeval_nb demo: synthetic images, batch {batch_size}, num_workers={num_workers}, "
-        f"{steps} steps per run (+{warmup} warm-up) on {dev}"
+        f"{settings.steps} steps per run ({settings.warmup} of them warm-up) on {dev}"
     )
-    t = time.perf_counter()
-    real = LoaderEvaluator(
-        dl,
-        mode="log",
-        max_steps=steps + warmup,
-        warmup_steps=warmup,
-        metrics_file=files.get("real"),
-        label="real",
-    )
-    train_steps(model, real, dev, opt)
-    echo(f"  real run:  {real.total_steps} steps in {time.perf_counter() - t:.1f} s")
-    t = time.perf_counter()
-    ideal = LoaderEvaluator(
-        dl,
-        mode="replay",
-        num_cached_batches=cache,
-        max_steps=steps + warmup,
-        warmup_steps=warmup,
-        metrics_file=files.get("ideal"),
-        label="ideal",
-    )
-    train_steps(model, ideal, dev, opt)
-    echo(
-        f"  ideal run: {ideal.total_steps} steps in {time.perf_counter() - t:.1f} s "
-        f"(replaying {len(ideal.cached_batches)} cached batches)"
-    )
-    diag = diagnose(real, ideal)
+    result = run_pair(dl, lambda ev: train_steps(model, ev, dev, opt), settings, hooks=_Echo(echo))
+    if result.error is not None:
+        raise result.error
+    assert result.diagnosis is not None and result.real is not None and result.ideal is not None
     echo("")
-    echo(str(diag))
+    echo(str(result.diagnosis))
+    for which, path in result.log_paths.items():
+        echo(f"{which} run log: {path}")
     if out:
         from .viz import save_report
 
-        save_report(real, ideal, out, title="loadeval_nb demo")
+        save_report(result.real, result.ideal, out, title="loadeval_nb demo")
         echo(f"\nReport written to {out}")
-    return diag
+    return result.diagnosis

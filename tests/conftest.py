@@ -86,3 +86,19 @@ class FakeClock:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture
+def fake_time(monkeypatch, clock) -> FakeClock:
+    """``clock``, read by every LoaderEvaluator the test makes without a clock of its own:
+    those of run_pair, run_ladder and run_sweep too. A loop (or a dataset read in the main
+    process) that advances it instead of sleeping is timed exactly, on a busy machine too."""
+    from loadeval_nb.core.measure import evaluator
+
+    monkeypatch.setattr(evaluator, "DEFAULT_CLOCK", clock)
+    probe = evaluator.LoaderEvaluator([0], sample_interval_s=None)
+    if probe.clock is not clock:
+        pytest.fail(
+            "LoaderEvaluator no longer reads measure.evaluator.DEFAULT_CLOCK: fix fake_time"
+        )
+    return clock

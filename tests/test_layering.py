@@ -20,7 +20,12 @@ PKG = ROOT / "loadeval_nb"
 FORBIDDEN = ("IPython", "ipywidgets", "bokeh", "jupyter_bokeh")
 LAYERS = ("core", "viz", "widgets", "integrations", "magic")
 SHARED = {"loadeval_nb._version"}  # the package's version: anyone may read it
-DOORS = {"loadeval_nb.core._shared"}  # the private door of core for the upper layers
+DOORS = {  # each layer's one private door, for the layers above it
+    "loadeval_nb.core._shared",
+    "loadeval_nb.viz._shared",
+    "loadeval_nb.widgets._shared",
+    "loadeval_nb.integrations._shared",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -349,3 +354,24 @@ def test_the_front_face_is_narrow():
     assert len(loadeval_nb.__all__) <= 15
     for name in loadeval_nb.__all__:  # nothing there exists only for another layer
         assert not name.startswith("_") or name == "__version__"
+
+
+def test_renamed_arguments_and_attributes_still_work_for_a_release():
+    from loadeval_nb import LoaderEvaluator, Run, RunSettings
+
+    with pytest.warns(DeprecationWarning, match="max_steps argument is now steps"):
+        ev = LoaderEvaluator([1, 2, 3], max_steps=2, sample_interval_s=None)
+    assert ev.steps == 2
+    with pytest.warns(DeprecationWarning, match="warmup_steps argument is now warmup"):
+        assert LoaderEvaluator([1], warmup_steps=1, sample_interval_s=None).warmup == 1
+    with pytest.warns(DeprecationWarning, match="cache is now num_cached_batches"):
+        assert RunSettings(cache=4).num_cached_batches == 4
+    run = Run(mode="log", start_ns=[0], step_ns=[1], warmup=2)
+    with pytest.warns(DeprecationWarning, match="Run.warmup_steps is now Run.warmup"):
+        assert run.warmup_steps == 2
+    with pytest.warns(DeprecationWarning, match="Run.loader is now Run.loader_settings"):
+        assert run.loader == {}
+    with pytest.warns(DeprecationWarning, match=r"report\(\) is now result.text\(\)"):
+        from loadeval_nb import diagnose
+
+        diagnose(run, Run(mode="replay", start_ns=[0], step_ns=[1])).report()

@@ -40,6 +40,7 @@ def test_committed_without_outputs(name):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # CPU-bound cells: 75 s quiet, 200 s beside two busy loops
 @pytest.mark.parametrize(
     "name, n_pairs, n_ladders",
     [("quickstart.ipynb", 1, 0), ("image_pipeline.ipynb", 2, 1), ("lightning.ipynb", 1, 0)],

@@ -35,6 +35,7 @@ from ._facts import Fact, Facts
 from ._moved import check_sorted, moved_name
 from .explore.ladder import LadderResult, Rung, Stage, run_ladder
 from .explore.pair import PairResult, run_pair
+from .explore.plan import plan_run
 from .explore.settings import RunHooks, RunSettings
 from .explore.sweep import run_sweep
 from .explore.sweep_result import SweepHooks, SweepPoint, SweepResult
@@ -105,6 +106,7 @@ __all__ = [
     "gpu_status",
     "load_run",
     "parse_sweep",
+    "plan_run",
     "predict",
     "predict_from_runs",
     "prepare_sweep",
@@ -119,7 +121,15 @@ __all__ = [
 check_sorted(__name__, __all__)
 
 _SHARED = "loadeval_nb.core._shared"
-_NEVER_PUBLIC = {"ranks_result", "check_sorted", "moved_name"}
+_NEVER_PUBLIC = {
+    "ranks_result",
+    "check_sorted",
+    "moved_name",
+    "Action",
+    "option_name",
+    "said",
+    "HistoryRow",
+}
 MOVED = {
     # plumbing the upper layers share: behind the private door now
     **{name: f"{_SHARED}.{name}" for name in _shared.__all__ if name not in _NEVER_PUBLIC},

@@ -27,6 +27,15 @@ def dist_rank() -> Optional[tuple[int, int]]:
     return None
 
 
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity; all of the machine's where that
+    cannot be read): the one core count behind worker limits, the simulator and sweeps."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _torch() -> Any:
     return sys.modules.get("torch")
 
@@ -152,6 +161,47 @@ class interrupts_deferred:
 
 
 _MAIN_IDENT = threading.main_thread().ident
+
+
+class SigintStamp:
+    """When SIGINT (Ctrl-C, the notebook's Stop) last arrived while an epoch ran, on the
+    epoch's clock: a ``next()`` that raised after it was interrupted, not broken.
+
+    Installed for an epoch only where Python's own handler is in place (in the main
+    thread); it stamps, then raises ``KeyboardInterrupt`` as that handler does. A handler
+    of the user's is left alone (nothing is stamped then)."""
+
+    __slots__ = ("clock", "at", "_installed")
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.at: Optional[int] = None
+        self._installed = False
+
+    def install(self) -> None:
+        self.at = None
+        if threading.get_ident() != _MAIN_IDENT:
+            return
+        try:
+            if _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                _signal.signal(signal.SIGINT, self._on_sigint)
+                self._installed = True
+        except ValueError:  # not the main interpreter
+            pass
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.at = self.clock()
+        raise KeyboardInterrupt
+
+    def uninstall(self) -> None:
+        if not self._installed:
+            return
+        self._installed = False
+        try:
+            if _signal.getsignal(signal.SIGINT) == self._on_sigint:
+                _signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # pragma: no cover
+            pass
 
 
 @contextmanager

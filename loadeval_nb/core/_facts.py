@@ -10,16 +10,71 @@ disagree. :class:`Reported` is that shared rendering tail, written once.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
+
+SPELLINGS = ("keywords", "options")
+"""How a next step is spelled: as a script's keyword (``steps=400``), the default, or as
+``%%loadeval``'s option (``--steps 400``)."""
+
+
+class Action(NamedTuple):
+    """A next step with its parameters, in no front end's spelling: core says *what* to
+    run, each front end says it in its own words (:func:`spell`)."""
+
+    setting: str
+    """``steps``, ``cache_on``, ``repeat``, ``ladder`` or ``sweep``."""
+    value: Any = None
+
+
+def spell(action: Action, spelling: str = "keywords") -> str:
+    """``action`` as a script writes it (``keywords``) or as the magic does (``options``)."""
+    name, v = action.setting, action.value
+    if spelling == "options":
+        if name == "ladder":
+            return "--ladder"
+        if name == "sweep":
+            return f'--sweep "{v}"'
+        return f"--{name.replace('_', '-')} {v}"
+    if name == "ladder":
+        return "run_ladder"
+    if name == "sweep":
+        return f'run_sweep with "{v}"'
+    return f"{name}={v!r}"
+
+
+def option_name(setting: str, spelling: str = "keywords") -> str:
+    """A setting's name as a front end spells it: ``log_dir`` or ``--log-dir``."""
+    return f"--{setting.replace('_', '-')}" if spelling == "options" else setting
+
+
+Piece = Union[str, Action]
 
 
 class Fact(NamedTuple):
-    """One labelled fact: ``key`` names it for code (CSS, tests), ``label`` for people."""
+    """One labelled fact: ``key`` names it for code (CSS, tests), ``label`` for people.
+    A fact that names a next step keeps its ``pieces`` (text and :class:`Action`), so that
+    each front end can spell the step its way; ``text`` is the script's spelling."""
 
     key: str
     label: str
     text: str
+    pieces: tuple[Piece, ...] = ()
+
+    @classmethod
+    def of(cls, key: str, label: str, pieces: Sequence[Piece]) -> Fact:
+        """A fact made of text and actions."""
+        pieces = tuple(pieces)
+        return cls(key, label, said(pieces), pieces)
+
+    def said(self, spelling: str = "keywords") -> str:
+        """The text, its next steps spelled for a front end (see :data:`SPELLINGS`)."""
+        return said(self.pieces, spelling) if self.pieces else self.text
+
+
+def said(pieces: Sequence[Piece], spelling: str = "keywords") -> str:
+    return "".join(p if isinstance(p, str) else spell(p, spelling) for p in pieces)
 
 
 @dataclass(frozen=True)
@@ -38,11 +93,12 @@ class Facts:
     rows: tuple[tuple[str, ...], ...] = ()
     notes: tuple[str, ...] = ()
 
-    def text(self) -> str:
-        """The plain-text rendering (what ``print(result)`` shows)."""
+    def text(self, spelling: str = "keywords") -> str:
+        """The plain-text rendering (what ``print(result)`` shows); ``spelling`` says how
+        next steps are written (a script's keywords, or the magic's options)."""
         head = f"{self.badge} - {self.headline}" if self.badge else self.headline
         lines = [f"{self.title}: {head}"]
-        lines += [f"  {f.label}: {f.text}" for f in self.facts]
+        lines += [f"  {f.label}: {f.said(spelling)}" for f in self.facts]
         if self.columns:
             table = [self.columns, *self.rows]
             widths = [max(len(r[i]) for r in table) for i in range(len(self.columns) - 1)]
@@ -60,14 +116,15 @@ class Reported:
     def facts(self) -> Facts:
         raise NotImplementedError
 
-    def text(self) -> str:
-        """The plain-text rendering of :meth:`facts` (what ``print(result)`` shows)."""
-        return self.facts().text()
+    def text(self, spelling: str = "keywords") -> str:
+        """The plain-text rendering of :meth:`facts` (what ``print(result)`` shows); the
+        magic asks for ``spelling="options"``."""
+        return self.facts().text(spelling)
 
     def report(self) -> str:
         """Deprecated: :meth:`text` (``report`` named five things; it names none now)."""
         warnings.warn(
-            "result.text() is now result.text(); report() goes in the next release.",
+            "result.report() is now result.text(); report() goes in the next release.",
             DeprecationWarning,
             stacklevel=2,
         )

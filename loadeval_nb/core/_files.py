@@ -3,23 +3,40 @@ the target, then ``os.replace``; the temporary file never survives a failure."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Optional
 
 
+def expand_path(path: Any) -> str:
+    """``path`` as a shell would read it: ``~`` and ``$VARS`` expanded (a notebook's
+    ``--log-dir ~/runs`` means the home folder, not a folder named ``~``)."""
+    return os.path.expandvars(os.path.expanduser(os.fspath(path)))
+
+
+_calls = itertools.count()
+
+
 @contextmanager
 def atomic_open(path: Any) -> Iterator[IO[str]]:
     """A text file that becomes ``path`` only when the block ends without an exception."""
-    p = os.fspath(path)
+    p = expand_path(path)
     if os.path.isdir(p):  # say so about the user's path, not about the temporary file
         raise IsADirectoryError(21, "it is a folder", p)
-    os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
-    tmp = f"{p}.tmp-{os.getpid()}"
+    folder = os.path.dirname(os.path.abspath(p))
+    os.makedirs(folder, exist_ok=True)
+    # a name of its own for each writer (process, thread, call): two writers of one path
+    # never share a temporary file, and the last os.replace wins whole
+    tmp = os.path.join(
+        folder,
+        f".{os.path.basename(p)[:64]}.tmp-{os.getpid()}-{threading.get_ident()}-{next(_calls)}",
+    )
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "x", encoding="utf-8") as f:
             yield f
         os.replace(tmp, p)
     except BaseException:
@@ -50,4 +67,4 @@ def write_text_atomic(path: Any, text: str) -> str:
     """Write ``text`` to ``path`` atomically; returns the path."""
     with atomic_open(path) as f:
         f.write(text)
-    return os.fspath(path)
+    return expand_path(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._env import interrupts_deferred, is_dataloader, torch_threads
 from ._errors import a_kind, check_choice, check_int, close_match
+from ._facts import Action, option_name, said
 from ._files import write_text_atomic
 from ._format import fmt_rate, fmt_seconds, fmt_times
 from ._moved import check_sorted, moved_name
@@ -18,10 +19,12 @@ from .explore.runner import PAIR_NEEDS_TWO_PASSES, check_writable_dir, refuse_on
 from .explore.sweep_spec import config_label
 from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
 from .ranks import ranks_result
-from .record.history import load_history, save_history
+from .record.history import HistoryRow, load_history, save_history
 from .verdict.diagnose import as_run
 
 __all__ = [
+    "Action",
+    "HistoryRow",
     "PAIR_NEEDS_TWO_PASSES",
     "RUNGS",
     "a_kind",
@@ -41,8 +44,10 @@ __all__ = [
     "load_history",
     "loader_knobs",
     "moved_name",
+    "option_name",
     "ranks_result",
     "refuse_one_shot",
+    "said",
     "save_history",
     "shutdown_persistent_workers",
     "torch_threads",

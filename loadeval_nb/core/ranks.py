@@ -14,6 +14,13 @@ when that interval lies above zero and the difference is at least 5 % of its mea
 Comparing with the runner-up, not with the others pooled, is what keeps equal ranks
 from producing a "straggler" just because one of them had to come out on top: the
 more ranks, the larger the top one's lead over the pooled mean by chance alone.
+
+Wait skew alone does not tell a slow loader from a late phase: under DDP, with workers,
+the rank whose batch happens to arrive later waits in ``next()`` while the other waits
+in the all-reduce, and that phase can hold for a whole run. So where both ranks' workers
+were timed, the top rank is named only when its loader also delivers batches more slowly
+(its median batch time inside the workers over its worker count) than the runner-up's,
+by at least the same 5 %.
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from ._facts import Fact, Facts, Reported
 from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._stats import bootstrap_mean_ci
 from .record.run import Run, describe_steady
-from .verdict.diagnose import Diagnosis, diagnose
+from .verdict.diagnose import diagnose
+from .verdict.diagnosis import PARTLY_HEADROOM, Diagnosis
 
-MIN_SKEW_SHARE = 0.05
-"""A wait difference under this share of the mean step is not called a straggler."""
+MIN_SKEW_SHARE = PARTLY_HEADROOM
+"""A wait difference under this share of the mean step is not called a straggler (the
+verdict's smallest headroom worth naming)."""
 MAX_GATHERED_STEPS = 5000
 """Steps per run a rank sends (evenly thinned past this): the intervals need no more."""
 
@@ -72,13 +81,14 @@ def _payload(run: Optional[Run]) -> Optional[dict[str, Any]]:
         step_ns=[run.step_ns[i] for i in sel],
         wait_ns=[run.wait_ns[i] for i in sel] if run.wait_ns is not None else None,
         samples=[run.samples[i] for i in sel],
-        warmup_steps=0,
+        warmup=0,
         label=run.label,
         status=run.status,
         loader_settings=run.loader_settings,
         settings=run.settings,
         epochs=run.epochs,
         util=run.util,  # a sample every 0.1 s: small next to the steps
+        worker_load_ns=_thin(run.worker_load_ns) if run.worker_load_ns else None,
     )
     return thin.to_dict()
 
@@ -101,10 +111,16 @@ class RanksResult(Reported):
     skew_ci: tuple[Optional[float], Optional[float]] = (None, None)
     skew_share: Optional[float] = None
     """``skew_s`` over that rank's mean real step."""
+    phase_note: Optional[str] = None
+    """Why a wait skew was not called a straggler (the loaders deliver alike)."""
 
     @property
     def world_size(self) -> int:
         return len(self.ranks)
+
+    @property
+    def ranks_by_number(self) -> dict[int, RankResult]:
+        return {r.rank: r for r in self.ranks}
 
     def diagnosis(self) -> Optional[Diagnosis]:
         """The slowest rank's diagnosis: its loader sets the pace every rank trains at."""
@@ -160,6 +176,7 @@ class RanksResult(Reported):
             facts=tuple(facts),
             columns=("rank", "host", "real step", "ideal step", "speedup", "wait", "verdict"),
             rows=tuple(rows),
+            notes=(self.phase_note,) if self.phase_note else (),
         )
 
     def headline(self) -> str:
@@ -203,8 +220,30 @@ def ranks_result(ranks: list[RankResult]) -> RanksResult:
         out.skew_share = out.skew_s / step if step and out.skew_s is not None else None
         lo = out.skew_ci[0]
         if lo is not None and lo > 0 and (out.skew_share or 0) >= MIN_SKEW_SHARE:
-            out.straggler = top
+            d_top, d_second = (delivery_s(out.ranks_by_number[k]) for k in (top, second))
+            if d_top is None or d_second is None or d_top > d_second * (1 + MIN_SKEW_SHARE):
+                out.straggler = top
+            else:  # equal loaders: the skew is a phase of the all-reduce, not a slow rank
+                out.phase_note = (
+                    f"rank {top} waited {fmt_seconds(out.skew_s)} more per step than rank "
+                    f"{second}, but its workers made batches as fast ({fmt_seconds(d_top)} "
+                    f"vs {fmt_seconds(d_second)} a batch): a phase of the gradient "
+                    "all-reduce, not a slower loader"
+                )
     return out
+
+
+def delivery_s(r: RankResult) -> Optional[float]:
+    """How often a rank's loader can hand out a batch: the median time to make one inside
+    its workers over the number of workers (None: no worker timings, e.g. no workers)."""
+    real = r.run("real")
+    if real is None or not real.worker_load_ns:
+        return None
+    nw = real.loader_settings.get("num_workers")
+    if isinstance(nw, bool) or not isinstance(nw, int) or nw < 1:
+        return None
+    loads = sorted(real.worker_load_ns)
+    return loads[len(loads) // 2] / 1e9 / nw
 
 
 def gather_pair(result: Any, group: Any = None) -> RanksResult:

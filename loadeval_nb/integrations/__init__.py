@@ -16,44 +16,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import bound_method
-from ._huggingface import (
-    AUTO_REFUSED as HF_NO_AUTO,
-)
-from ._huggingface import (
-    is_hf_trainer,
-    train_for_measurement,
-    train_pair,
-    trainer_train_loader,
-    wrapped_train_dataloader,
-)
+from ..core._shared import check_sorted, moved_name
+from ._huggingface import train_for_measurement, wrapped_train_dataloader
 from ._launch import launch_ranks
-from ._lightning import (
-    datamodule_train_loader,
-    fit_for_measurement,
-    fit_pair,
-    is_lightning_datamodule,
-    is_lightning_trainer,
-)
+from ._lightning import fit_for_measurement
+from ._target import fit_pair, train_pair
 
 __all__ = [
-    "fit_pair",
-    "fit_for_measurement",
     "LoadEvalCallback",
-    "is_lightning_trainer",
-    "is_lightning_datamodule",
-    "datamodule_train_loader",
-    "bound_method",
-    "train_pair",
-    "train_for_measurement",
-    "wrapped_train_dataloader",
-    "trainer_train_loader",
-    "is_hf_trainer",
+    "fit_for_measurement",
+    "fit_pair",
     "launch_ranks",
-    "HF_NO_AUTO",
+    "train_for_measurement",
+    "train_pair",
+    "wrapped_train_dataloader",
 ]
+check_sorted(__name__, __all__)
 
 _LAZY = {"LoadEvalCallback": "._lightning_callback"}
+_SHARED = "loadeval_nb.integrations._shared"
+MOVED = {
+    name: f"{_SHARED}.{name}"
+    for name in (
+        "is_lightning_trainer is_lightning_datamodule datamodule_train_loader bound_method "
+        "trainer_train_loader is_hf_trainer HF_NO_AUTO"
+    ).split()
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -61,4 +49,4 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return moved_name(__name__, name, MOVED)

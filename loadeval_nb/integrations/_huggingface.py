@@ -31,14 +31,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
-from ..core._shared import a_kind
+from ..core import LoaderEvaluator, LoadEvalError
+from ..core._shared import Action, a_kind
 from ._common import bound_method, cpu_snapshot
 
 AUTO_REFUSED = (
-    "steps='auto' cannot drive a Hugging Face Trainer (it plans its epochs from max_steps "
-    "before the first step); pass a number of steps."
+    Action("steps", "auto"),
+    " cannot drive a Hugging Face Trainer (it plans its epochs from max_steps before the "
+    "first step); pass a number of steps.",
 )
+"""Why an adaptive stop cannot drive a Trainer, each front end spelling the setting its way."""
 
 
 def is_hf_trainer(obj: Any) -> bool:
@@ -130,26 +132,3 @@ def trainer_train_loader(trainer: Any) -> Any:
             f"trainer.get_train_dataloader() failed ({type(e).__name__}: {e}); give the "
             "Trainer a train_dataset first."
         ) from None
-
-
-def train_pair(
-    trainer: Any,
-    *,
-    settings: Optional[RunSettings] = None,
-    hooks: Optional[RunHooks] = None,
-    label: str = "",
-    **train_kw: Any,
-) -> PairResult:
-    """``trainer.train(**train_kw)`` measured as a real + ideal pair of ``settings.steps``
-    batches each (:func:`loadeval_nb.run_pair` on the Trainer's loop); the trainer and the
-    model are restored after each side (see :func:`train_for_measurement`)."""
-    settings = settings or RunSettings()
-    if settings.auto:
-        raise LoadEvalError(AUTO_REFUSED)
-    loader = trainer_train_loader(trainer)
-
-    def run_once(ev: LoaderEvaluator) -> None:
-        with train_for_measurement(trainer, ev.max_steps), wrapped_train_dataloader(trainer, ev):
-            trainer.train(**train_kw)
-
-    return run_pair(loader, run_once, settings, hooks=hooks, label=label, loader_name="the loader")

@@ -16,9 +16,20 @@ import os
 import socket
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..core import LoadEvalError
+from ..core._shared import check_workers
+
+
+def _remove_error_files(procs: Any) -> None:
+    """torch leaves a ``pytorch-errorfile-*.pickle`` per rank in the temporary folder."""
+    for path in getattr(procs, "error_files", None) or ():
+        if path:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
 
 
 def _free_port() -> int:
@@ -54,15 +65,35 @@ def _rank_main(
         dist.destroy_process_group()
 
 
-def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo") -> Any:
+DEFAULT_TIMEOUT_S = 1800.0
+"""How long a launch waits for its ranks before it stops them (a hung rank, a deadlock)."""
+
+
+def launch_ranks(
+    fn: Callable[[], Any],
+    nprocs: int = 2,
+    *,
+    backend: str = "gloo",
+    timeout_s: Optional[float] = DEFAULT_TIMEOUT_S,
+) -> Any:
     """Run ``fn()`` on ``nprocs`` forked CPU ranks of a fresh process group and return rank
     0's result. A rank that raises stops them all; its traceback comes back as a
-    ``RuntimeError`` naming the rank."""
+    ``RuntimeError`` naming the rank. ``nprocs`` is at most the machine's worker limit
+    (4 per CPU); after ``timeout_s`` seconds (None: no limit) the ranks are stopped and
+    a ``TimeoutError`` says so. Nothing of the launch is left behind: no process, no
+    error file."""
     import torch
     import torch.multiprocessing as tmp
 
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise LoadEvalError(f"nprocs must be a number of processes >= 1, not {nprocs!r}.")
+    check_workers(nprocs, "nprocs")  # forking without bound would swamp the machine
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0
+    ):
+        raise LoadEvalError(
+            f"timeout_s must be a number of seconds > 0 or None, not {timeout_s!r}."
+        )
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         raise LoadEvalError(
             "This process has initialised CUDA, so it cannot fork ranks; run a script under "
@@ -83,9 +114,16 @@ def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo
         while not out.empty():
             got.append(out.get())  # read as it comes: a large result must not fill the pipe
 
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while not procs.join(timeout=0.05):
             drain()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the ranks did not finish in {timeout_s:g} s and were stopped (a rank may "
+                    "hang in a collective); raise timeout_s, or pass None to wait as long as "
+                    "they take."
+                )
     except tmp.ProcessRaisedException as e:
         drain()
         failed = sorted((m for m in got if m[0] == "error"), key=lambda m: m[3])
@@ -95,13 +133,18 @@ def launch_ranks(fn: Callable[[], Any], nprocs: int = 2, *, backend: str = "gloo
         also = sorted({m[1] for m in failed[1:]} - {rank})
         after = f" (then rank {', '.join(map(str, also))} failed too)" if also else ""
         raise RuntimeError(f"rank {rank} failed first{after}:\n{tb}") from None
-    except BaseException:  # Ctrl-C in the notebook: no rank outlives the launch
+    except BaseException:  # Ctrl-C, a timeout: no rank outlives the launch
         for p in procs.processes:
             if p.is_alive():
                 p.terminate()
         for p in procs.processes:
             p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
         raise
+    finally:
+        _remove_error_files(procs)
     drain()
     ok = [m for m in got if m[0] == "ok"]
     if not ok:

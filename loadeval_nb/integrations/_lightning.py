@@ -28,9 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
+from ..core import LoadEvalError
 from ..core._shared import a_kind
-from ._common import bound_method
 
 
 def _lightning(kind: str) -> Any:
@@ -146,38 +145,3 @@ def fit_for_measurement(trainer: Any) -> Iterator[None]:
         for owner, name, p in saved_progress:
             setattr(owner, name, p)
         trainer.strategy.optimizers, trainer.strategy.lr_scheduler_configs = optimizers
-
-
-def fit_pair(
-    trainer: Any,
-    model: Any,
-    train_dataloaders: Any = None,
-    *,
-    datamodule: Any = None,
-    settings: Optional[RunSettings] = None,
-    hooks: Optional[RunHooks] = None,
-    label: str = "",
-) -> PairResult:
-    """``trainer.fit(model, ...)`` measured as a real + ideal pair of ``settings.steps``
-    steps each (:func:`loadeval_nb.run_pair` on Lightning's loop): the same trainer, with
-    its progress, limits, callbacks, optimizers and the model's weights restored after
-    each side (see :func:`fit_for_measurement`). Pass the training loader or a
-    datamodule, as to ``fit``."""
-    settings = settings or RunSettings()
-    if (train_dataloaders is None) == (datamodule is None):
-        raise LoadEvalError("Pass the training loader or a datamodule to fit_pair, as to fit.")
-    if datamodule is not None:
-        loader = datamodule_train_loader(datamodule)
-
-        def run_once(ev: LoaderEvaluator) -> None:
-            with fit_for_measurement(trainer), bound_method(datamodule, "train_dataloader", ev):
-                trainer.fit(model, datamodule=datamodule)
-
-    else:
-        loader = train_dataloaders
-
-        def run_once(ev: LoaderEvaluator) -> None:
-            with fit_for_measurement(trainer):
-                trainer.fit(model, train_dataloaders=ev)
-
-    return run_pair(loader, run_once, settings, hooks=hooks, label=label, loader_name="the loader")

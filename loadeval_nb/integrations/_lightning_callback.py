@@ -74,7 +74,7 @@ class LoadEvalCallback(pl.Callback):
     ) -> None:
         check_choice("mode", mode, ("log", "replay"))
         self.mode = mode
-        self.evaluator_kw = {"max_steps": steps, "warmup_steps": warmup, **evaluator_kw}
+        self.evaluator_kw = {"steps": steps, "warmup": warmup, **evaluator_kw}
         # checked now, on a stand-in loader, so a bad argument fails before the fit (the
         # cache's own arguments are checked here, the stand-in only logs)
         check_int("num_cached_batches", self.evaluator_kw.get("num_cached_batches", 20), 1)

@@ -135,9 +135,27 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
+def peek(shell: Any, path: str) -> Any:
+    """The object at ``path`` in the user namespace, found without running user code: an
+    attribute is read as stored (``inspect.getattr_static``), and one computed on reading
+    (a property, a ``__getattr__``, any descriptor) counts as not found (``_ABSENT``).
+    Looking for the loader must never call a property (Lightning's ``model.trainer``
+    raises before a fit; another may have side effects)."""
+    parts = path.split(".")
+    obj = shell.user_ns.get(parts[0], _ABSENT)
+    for p in parts[1:]:
+        if obj is _ABSENT:
+            break
+        got = inspect.getattr_static(obj, p, _ABSENT)
+        if got is not _ABSENT and hasattr(type(got), "__get__") and not inspect.isclass(got):
+            got = _ABSENT  # a descriptor: reading it would run code
+        obj = got
+    return obj
+
+
 def _objects(shell: Any, cell: str) -> Iterator[tuple[ast.AST, str, Any]]:
     """(node, dotted path, object) for every name or attribute path in ``cell`` that
-    resolves in the user namespace."""
+    resolves in the user namespace, found without running user code (:func:`peek`)."""
     try:
         tree = ast.parse(shell.transform_cell(cell))
     except SyntaxError:
@@ -148,10 +166,9 @@ def _objects(shell: Any, cell: str) -> Iterator[tuple[ast.AST, str, Any]]:
         path = _dotted(node)
         if path is None:
             continue
-        try:
-            yield node, path, LoaderRef(shell, path).get()
-        except UsageError:
-            continue
+        obj = peek(shell, path)
+        if obj is not _ABSENT:
+            yield node, path, obj
 
 
 def find_names(shell: Any, cell: str, want: Callable[[Any], bool]) -> list[str]:
@@ -211,10 +228,7 @@ def find_callers(shell: Any, cell: str, method: str, want: Callable[[Any], bool]
         path = _dotted(node.func.value)
         if path is None:
             continue
-        try:
-            obj = LoaderRef(shell, path).get()
-        except UsageError:
-            continue
-        if want(obj):
+        obj = peek(shell, path)
+        if obj is not _ABSENT and want(obj):
             found[id(obj)] = obj
     return list(found.values())

@@ -6,35 +6,29 @@ Thin: it parses options, resolves the loader, and orchestrates the core
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any, Optional
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..core import LoadEvalError, OptionError, RunSettings, prepare_sweep
-from ..core._shared import PAIR_NEEDS_TWO_PASSES, a_kind, check_writable_dir, refuse_one_shot
-from ..integrations import (
-    HF_NO_AUTO,
-    bound_method,
-    datamodule_train_loader,
-    fit_for_measurement,
+from ..core import LoadEvalError, OptionError, RunSettings, plan_run, prepare_sweep
+from ..core._shared import a_kind, said
+from ..integrations._shared import (
+    Target,
     is_hf_trainer,
     is_lightning_datamodule,
     is_lightning_trainer,
-    train_for_measurement,
-    trainer_train_loader,
-    wrapped_train_dataloader,
+    target_for,
 )
 from ._busy import reads_busy
 from ._cell import LoaderRef, find_callers, find_loader_names, find_names, trainers_made_in
-from ._session import Session, Target, sessions
+from ._session import Session, sessions
 
 FLAGS = {
     "steps": "--steps",
     "warmup": "--warmup",
-    "cache": "--cache",
+    "num_cached_batches": "--cache",
     "cache_on": "--cache-on",
     "only": "--only",
     "log_dir": "--log-dir",
@@ -67,7 +61,8 @@ def _usage(e: LoadEvalError) -> UsageError:
 def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
     """What the cell's runs measure, and how each run's wrapper reaches the cell: bound to
     the loader's name, or handed out by a datamodule or a Hugging Face Trainer; a
-    framework's ``fit`` / ``train`` in the cell runs as a clean, restored measurement."""
+    framework's ``fit`` / ``train`` in the cell runs as a clean, restored measurement
+    (:func:`target_for`, as ``fit_pair`` and ``train_pair`` do)."""
     made = trainers_made_in(shell, cell)
     if made:
         raise UsageError(
@@ -76,39 +71,21 @@ def _target(ref: LoaderRef, cell: str, shell: Any) -> Target:
             "run can start it afresh and put it back."
         )
     obj = ref.get()
-    if is_hf_trainer(obj):
-        try:
-            loader = trainer_train_loader(obj)
-        except LoadEvalError as e:
-            raise UsageError(str(e)) from None
-        return Target(
-            ref.name,
-            loader,
-            lambda ev: wrapped_train_dataloader(obj, ev),
-            lambda ev: train_for_measurement(obj, ev.max_steps),
-            no_auto=HF_NO_AUTO,
-            rebuildable=False,  # accelerate prepared it: a plain rebuild would lose that
-        )
     trainers = find_callers(shell, cell, "fit", is_lightning_trainer)
     if len(trainers) > 1:
         raise UsageError("The cell fits more than one Lightning Trainer; measure one per cell.")
-    around = (
-        (lambda ev: fit_for_measurement(trainers[0])) if trainers else (lambda ev: nullcontext())
-    )
-    if is_lightning_datamodule(obj):
-        try:
-            loader = datamodule_train_loader(obj)
-        except Exception as e:
-            raise UsageError(
-                f"{ref.name}.train_dataloader() failed after setup('fit') "
-                f"({type(e).__name__}: {e}); pass the training DataLoader's name instead."
-            ) from None
-        return Target(
-            ref.name, loader, lambda ev: bound_method(obj, "train_dataloader", ev), around
-        )
-    if not hasattr(obj, "__iter__"):
+    framework = is_hf_trainer(obj) or is_lightning_datamodule(obj)
+    if not framework and not hasattr(obj, "__iter__"):
         raise UsageError(f"{ref.name} is {a_kind(obj)}, not a loader; pass the DataLoader's name.")
-    return Target(ref.name, obj, ref.bound, around)
+    try:
+        return target_for(obj, ref.name, fit=trainers[0] if trainers else None, bind=ref.bound)
+    except LoadEvalError as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # the datamodule's own setup or train_dataloader() failed
+        raise UsageError(
+            f"{ref.name}.train_dataloader() failed after setup('fit') "
+            f"({type(e).__name__}: {e}); pass the training DataLoader's name instead."
+        ) from None
 
 
 def _unquote(text: str) -> str:
@@ -242,31 +219,27 @@ class LoadEvalMagics(Magics):
                 ) from None
         if args.ladder and args.sweep:
             raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
-        if args.only and (args.ladder or args.sweep):
-            raise UsageError("--only applies to a pair; leave it out with --ladder or --sweep.")
-        many = "--ladder" if args.ladder else "--sweep" if args.sweep else None
-        try:  # what the loader is first, then the numbers
-            if many:
-                refuse_one_shot(loader, args.loader, f"{many} runs the cell several times")
-            elif not args.only:
-                refuse_one_shot(
-                    loader, args.loader, PAIR_NEEDS_TWO_PASSES,
-                    "run one side alone with --only real or --only ideal",
-                )  # fmt: skip
+        kind = "ladder" if args.ladder else "sweep" if args.sweep else "pair"
+        try:
+            try:
+                settings = RunSettings(
+                    steps=steps,
+                    warmup=args.warmup,
+                    num_cached_batches=args.cache,
+                    cache_on=args.cache_on,
+                    only=args.only,
+                    log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
+                    repeat=args.repeat,
+                )
+            except OptionError:  # what the loader is comes first, then the numbers
+                plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,
+                         spelling="options")  # fmt: skip
+                raise
+            # the run's checks, once, in the magic's words; the runner does not repeat them
+            settings = plan_run(kind, loader, settings, loader_name=args.loader, spelling="options")
             plan = prepare_sweep(loader, _unquote(args.sweep), args.loader) if args.sweep else None
-            settings = RunSettings(
-                steps=steps,
-                warmup=args.warmup,
-                cache=args.cache,
-                cache_on=args.cache_on,
-                only=args.only,
-                log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
-                repeat=args.repeat,
-            )
-            if settings.log_dir:
-                check_writable_dir(settings.log_dir, "--log-dir")
             if settings.auto and target.no_auto:
-                raise UsageError(target.no_auto.replace("steps='auto'", "--steps auto"))
+                raise UsageError(said(target.no_auto, "options"))
         except LoadEvalError as e:
             raise _usage(e) from None
         return Session(

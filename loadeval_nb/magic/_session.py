@@ -7,11 +7,11 @@ the loop and the widgets as the hooks, and never changes the settings it was giv
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import weakref
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from dataclasses import replace
+from typing import Any, Optional
 
 from IPython.display import display
 
@@ -38,26 +38,11 @@ from ..core._shared import (
     shutdown_persistent_workers,
     torch_threads,
 )
+from ..integrations._shared import Target
 from ._busy import reads_busy
 from ._cell import run_cell_body
 
 sessions: weakref.WeakSet[Session] = weakref.WeakSet()
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a cell measures: ``loader`` (named ``name`` in messages), ``bind(ev)`` (a context
-    in which the cell finds the wrapper ``ev`` where it looks for its loader) and
-    ``around(ev)`` (a context each run of the cell needs: a framework's clean-up)."""
-
-    name: str
-    loader: Any
-    bind: Callable[[Any], AbstractContextManager[Any]]
-    around: Callable[[Any], AbstractContextManager[Any]]
-    no_auto: Optional[str] = None
-    """Why ``--steps auto`` cannot drive this cell (None: it can)."""
-    rebuildable: bool = True
-    """Whether the rerun panel and sweeps may rebuild the loader with other settings."""
 
 
 class Session:
@@ -100,7 +85,8 @@ class Session:
         """The dashboard, then its saved copy (a line saying the run has not finished, until
         it has). BokehJS goes to the page first, in an output emptied at once: the page
         ran it as it showed it, so a notebook saved during the run does not keep it."""
-        from ..widgets import Dashboard, gpu_notice, load_bokehjs, unload_bokehjs_output
+        from ..widgets import Dashboard, load_bokehjs
+        from ..widgets._shared import gpu_notice, unload_bokehjs_output
 
         if self.quiet:
             gpu_notice()  # nothing shown, not even the no-GPU line
@@ -118,8 +104,7 @@ class Session:
         self._write_static()
 
     def _run_once(self, ev: Any) -> None:
-        with self.target.around(ev), self.target.bind(ev):
-            run_cell_body(self.shell, self.cell)
+        self.target.run_once(lambda ev: run_cell_body(self.shell, self.cell))(ev)
 
     def _write_static(self) -> None:
         """Write (or rewrite) the saved-notebook copy."""
@@ -137,7 +122,7 @@ class Session:
             return self.ladder()
         if self.sweep_plan is not None:
             return self.sweep(self.sweep_plan)
-        return self.run(self.original, self.settings, {"label": "#1 as is"})
+        return self.run(self.original, self.settings, "#1 as is")
 
     def ladder(self) -> LadderResult:
         """``--ladder``: the cell against device, host, sample and real inputs."""
@@ -150,10 +135,10 @@ class Session:
         )
         self.shell.user_ns["_loadeval"] = result
         if self.dashboard is not None:
-            from ..widgets import ladder_html
+            from ..viz._shared import ladder_html
 
             self.dashboard.ladder_done(result)
-            self.main_card = (ladder_html(result), result.text())
+            self.main_card = (ladder_html(result), result.text("options"))
             self._write_static()
         return result
 
@@ -170,7 +155,7 @@ class Session:
                 live=dash.live,
                 sweep=True,
             )
-            self.dashboard.panel_box.children = (*self.dashboard.panel_box.children, dash.widget)
+            self.dashboard.add_view(dash.widget)
         result = run_sweep(
             self.original,
             self._run_once,
@@ -181,10 +166,10 @@ class Session:
         )
         self.shell.user_ns["_loadeval"] = result
         if dash is not None:
-            from ..widgets import sweep_html
+            from ..viz._shared import sweep_html
 
             dash.sweep_done(result)
-            card = (sweep_html(result), result.text())
+            card = (sweep_html(result), result.text("options"))
             if from_panel:
                 self.panel_cards.append(card)
             else:
@@ -192,43 +177,49 @@ class Session:
             self._write_static()
         return result
 
-    def run(self, loader: Any, settings: RunSettings, row: dict[str, Any]) -> PairResult:
+    def run(self, loader: Any, settings: RunSettings, label: str) -> PairResult:
         """Run the pair with ``loader`` bound to the cell's name; show it; never raise."""
         self.n_pairs += 1
         if self.dashboard is not None:
-            self.dashboard.pair_starting(row.get("label", ""))
+            self.dashboard.pair_starting(label)
         result = run_pair(
             loader,
             self._run_once,
             settings,
             hooks=self.dashboard,
-            label=row.get("label", ""),
+            label=label,
             loader_name=self.target.name,
         )
         with interrupts_deferred():  # _loadeval and the card are updated, however often Stop is hit
             self.shell.user_ns["_loadeval"] = result
-            self._show_result(result, {**row, "cache": settings.cache})
+            self._show_result(result)
         return result
 
-    def _show_result(self, result: PairResult, settings_row: dict[str, Any]) -> None:
+    def _show_result(self, result: PairResult) -> None:
         if self.dashboard is None:
             return
-        from ..widgets import RerunPanel, pair_html
+        from ..viz._shared import pair_html
+        from ..widgets import RerunPanel
 
-        self.dashboard.pair_done(result, settings_row)
+        self.dashboard.pair_done(result)
         if self.panel is None and result.error is None:
             self.panel = RerunPanel(
                 {**loader_knobs(self.original), "num_threads": _threads_now()},
-                self.settings.cache,
+                self.settings.num_cached_batches,
                 self.rerun,
                 rebuildable=is_dataloader(self.original) and self.target.rebuildable,
                 on_sweep=self.panel_sweep,
+                fixed_note=(
+                    "The loader is not a torch DataLoader: only the cache size can change."
+                    if not is_dataloader(self.original)
+                    else self.target.fixed_note
+                ),
             )
             self.dashboard.set_panel(self.panel.widget)
         report = (
-            result.diagnosis.text()
+            result.diagnosis.text("options")
             if result.diagnosis is not None
-            else f"loadeval: {self.dashboard.status.value}"
+            else f"loadeval: {self.dashboard.status_text()}"
         )
         self.main_card = (pair_html(result, self.dashboard.rows), report)
         self._write_static()
@@ -252,7 +243,7 @@ class Session:
         label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
         try:
             with reads_busy(self.shell), torch_threads(threads):  # both runs, then put back
-                result = self.run(loader, settings, {"label": label})
+                result = self.run(loader, settings, label)
             if result.error is not None and not isinstance(result.error, KeyboardInterrupt):
                 self.dashboard.show_error(result.error)
         finally:
@@ -263,7 +254,11 @@ class Session:
         """ "Run sweep": checked before its view is added; run with the panel's cache size."""
         try:
             plan = prepare_sweep(self.original, spec, self.target.name)
-            cache = self.panel.cache.value if self.panel is not None else self.settings.cache
+            cache = (
+                self.panel.cache.value
+                if self.panel is not None
+                else self.settings.num_cached_batches
+            )
             with reads_busy(self.shell):
                 result = self.sweep(plan, replace(self.settings, cache=cache))
         except Exception as e:
@@ -281,7 +276,7 @@ class Session:
     def import_history(self, path: str) -> None:
         """Add the rows of an exported history to this dashboard's history table."""
         source = os.path.basename(os.fspath(path))
-        rows = [{**r, "label": f"{r.get('label', '?')} ({source})"} for r in load_history(path)]
+        rows = [dataclasses.replace(r, label=f"{r.label} ({source})") for r in load_history(path)]
         if self.dashboard is not None:
             self.dashboard.add_history(rows)
 

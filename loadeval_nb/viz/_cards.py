@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..core import Diagnosis, Fact, Facts, LadderResult, PairResult, SweepResult
-from ..core._shared import fmt_rate, fmt_seconds, fmt_times
+from ..core._shared import HistoryRow, fmt_rate, fmt_seconds, fmt_times
 from ._live import RUNS
 from ._style import COLORS
 from ._svg import bars_svg, steps_svg
@@ -61,9 +61,11 @@ def _sentence(label: str) -> str:
     return label[:1].upper() + label[1:]
 
 
-def report_html(report: Facts, extra: str = "") -> str:
-    """A :class:`~loadeval_nb.Facts` as a card: headline, facts, table, ``extra`` (a chart:
-    HTML or SVG, inserted as it is), notes. Everything from the report is escaped."""
+def report_html(report: Facts, extra: str = "", spelling: str = "options") -> str:
+    """A :class:`~loadeval_nb.verdict.Facts` as a card: headline, facts, table, ``extra`` (a
+    chart: HTML or SVG, inserted as it is), notes. Everything from the report is escaped.
+    Next steps are spelled as ``%%loadeval``'s options (the notebook's cards) or, for the
+    standalone report a script writes, as keywords."""
     classes = " ".join(["loadeval-headline", *_HEADLINE_CLASS.get(report.kind, ())])
     headline = f"<span class='{esc(classes)}'>{esc(report.headline)}</span>"
     if report.badge:
@@ -79,7 +81,7 @@ def report_html(report: Facts, extra: str = "") -> str:
         rows = "".join(
             f"<tr class='loadeval-{esc(f.key)}'><td style='padding:1px 12px 1px 0;color:#555;"
             f"vertical-align:top;white-space:nowrap'>{esc(_sentence(f.label))}</td><td>"
-            + (f"<b>{esc(f.text)}</b>" if f.key in _EMPHASISED else esc(f.text))
+            + (f"<b>{esc(f.said(spelling))}</b>" if f.key in _EMPHASISED else esc(f.said(spelling)))
             + "</td></tr>"
             for f in report.facts
         )
@@ -104,12 +106,12 @@ def verdict_html(d: Diagnosis) -> str:
     return report_html(d.facts())
 
 
-def advice_html(fact: Fact) -> str:
+def advice_html(fact: Fact, spelling: str = "keywords") -> str:
     """One fact on its own, as a card with its label for a heading: the standalone
     report ends with the verdict's advice ("what to do") this way."""
     return _card(
         f"<div style='font-size:15px;font-weight:bold;margin-bottom:4px'>"
-        f"{esc(_sentence(fact.label))}</div><div>{esc(fact.text)}</div>",
+        f"{esc(_sentence(fact.label))}</div><div>{esc(fact.said(spelling))}</div>",
         f"loadeval-{fact.key}",
     )
 
@@ -152,7 +154,7 @@ HISTORY_COLUMNS = (
     ("pin_memory", "pin_memory"),
     ("prefetch_factor", "prefetch_factor"),
     ("persistent_workers", "persistent_workers"),
-    ("cache", "cache"),
+    ("num_cached_batches", "cache"),
     ("real_step_s", "real step"),
     ("ideal_step_s", "ideal step"),
     ("speedup", "speedup"),
@@ -160,7 +162,7 @@ HISTORY_COLUMNS = (
 )
 
 
-def history_html(rows: list[dict[str, Any]]) -> str:
+def history_html(rows: list[HistoryRow]) -> str:
     """The history table: settings → real step, ideal step, speedup."""
 
     def cell(k: str, v: Any) -> str:
@@ -172,13 +174,13 @@ def history_html(rows: list[dict[str, Any]]) -> str:
 
     return _table(
         [h for _, h in HISTORY_COLUMNS],
-        [[cell(k, r.get(k)) for k, _ in HISTORY_COLUMNS] for r in rows],
+        [[cell(k, getattr(r, k)) for k, _ in HISTORY_COLUMNS] for r in rows],
         "loadeval-history",
         "loadeval-history-row",
     )
 
 
-def pair_html(result: Optional[PairResult], rows: list[dict[str, Any]]) -> str:
+def pair_html(result: Optional[PairResult], rows: list[HistoryRow]) -> str:
     """A pair's card for the saved copy: verdict, SVG step-time chart, history (no scripts)."""
     parts = []
     if result is not None and result.diagnosis is not None:

@@ -87,7 +87,7 @@ def _legend_outside(p: Any, **style: Any) -> None:
 
 def _step_figure(runs: dict[str, Run], width: Optional[int]) -> Any:
     p = _figure("Step time per step", "step", "step time (ms)", width, 300)
-    warm = max((r.warmup_steps for r in runs.values()), default=0)
+    warm = max((r.warmup for r in runs.values()), default=0)
     if warm:
         # the steps left out of the statistics: shaded, and said so on the band
         p.add_layout(BoxAnnotation(right=warm - 0.5, fill_alpha=0.12, fill_color="gray"))
@@ -243,7 +243,7 @@ def plot_comparison(
         if ranks is None:
             head.append("<br>".join(_describe(name, run) for name, run in runs.items()))
         if report is not None:
-            head.append(report_html(report))
+            head.append(report_html(report, spelling="keywords"))
     children = []
     if head:
         text = (

@@ -11,7 +11,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.plotting import figure
 
-from ..core._shared import fmt_rate
+from ..core._shared import HistoryRow, fmt_rate
 from ._style import COLORS, UTIL_SERIES, base_figure
 
 RUNS = ("real", "ideal")
@@ -82,17 +82,17 @@ def history_figure(width: int = 450, height: int = 220) -> tuple[Any, Any]:
     return p, src
 
 
-def history_data(rows: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
+def history_data(rows: list[HistoryRow]) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
     """Factors and bar data for :func:`history_figure` from history rows
     (``{"label", "real_step_s", "ideal_step_s"}``)."""
     factors: list[tuple[str, str]] = []
     data: dict[str, list[Any]] = {"x": [], "ms": [], "run": [], "color": []}
     for row in rows:
         for run in RUNS:
-            v = row.get(f"{run}_step_s")
+            v = getattr(row, f"{run}_step_s")
             if v is None:
                 continue
-            key = (str(row.get("label", "?")), run)
+            key = (str(row.label), run)
             factors.append(key)
             data["x"].append(key)
             data["ms"].append(v * 1e3)

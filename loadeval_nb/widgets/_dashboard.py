@@ -35,21 +35,25 @@ from ..core import (
     SweepResult,
     gpu_status,
 )
-from ..core._shared import fmt_times
-from ..viz import (
+from ..core._shared import HistoryRow, fmt_times
+from ..viz import verdict_html
+from ..viz._shared import (
     LIVE_ROLLOVER,
     RUNS,
     history_data,
     history_figure,
+    history_html,
+    ladder_html,
     live_step_figure,
     live_util_figure,
     steps_data,
     sweep_data,
     sweep_figure,
+    sweep_html,
 )
 from ._bokeh import DisplayOnlyBokehModel
-from ._cards import history_html, ladder_html, static_bundle, sweep_html, verdict_html
 from ._pusher import Pusher
+from ._saved import static_bundle
 
 _ids = itertools.count(1)
 
@@ -93,7 +97,7 @@ class Dashboard(SweepHooks):
         self.static_class = f"{self.uid}-static"
         self.note = gpu_notice()  # the core's one line about missing GPU readings, once
         self.gpu = bool(gpu_status()["available"])
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[HistoryRow] = []
         self._pusher: Optional[Pusher] = None
         self._pair_label = ""
         self.status = W.HTML(value=self._status_html("Starting…"))
@@ -234,7 +238,7 @@ class Dashboard(SweepHooks):
         self.set_status(text)
 
     # -- after a pair ----------------------------------------------------------------
-    def pair_done(self, result: PairResult, settings_row: dict[str, Any]) -> None:
+    def pair_done(self, result: PairResult) -> None:
         """Show the verdict and add a history row."""
         self.verdict.remove_class("loadeval-stale")
         self.widget.remove_class("loadeval-running")
@@ -246,9 +250,9 @@ class Dashboard(SweepHooks):
             )
         elif result.error is None:
             self.set_status(f"Done: {result.failed or 'one run only'}; no comparison to make.")
-        self.add_history([{**result.row(), **settings_row}])
+        self.add_history([result.row()])
 
-    def add_history(self, rows: list[dict[str, Any]]) -> None:
+    def add_history(self, rows: list[HistoryRow]) -> None:
         """Add rows to the history table and chart (a pair just run, or an imported history)."""
         self.rows.extend(rows)
         self.history.value = history_html(self.rows)
@@ -292,7 +296,16 @@ class Dashboard(SweepHooks):
         self.set_status(f"Done: {result.recommendation()}")
 
     def set_panel(self, panel: Any) -> None:
+        """Show the rerun panel (one view) under the verdict, replacing any view there."""
         self.panel_box.children = (panel,)
+
+    def add_view(self, view: Any) -> None:
+        """Show one more view under the verdict (a sweep's own dashboard, from the panel)."""
+        self.panel_box.children = (*self.panel_box.children, view)
+
+    def status_text(self) -> str:
+        """What the status line says now."""
+        return str(self.status.value)
 
     def show_error(self, exc: BaseException) -> None:
         with self.errors:

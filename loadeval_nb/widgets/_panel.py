@@ -3,6 +3,7 @@ torch threads."""
 
 from __future__ import annotations
 
+import html
 import os
 from typing import Any, Callable, Optional
 
@@ -25,6 +26,7 @@ class RerunPanel:
         on_rerun: Callable[[dict[str, Any], int], None],
         rebuildable: bool = True,
         on_sweep: Optional[Callable[[str], None]] = None,
+        fixed_note: str = "The loader is not a torch DataLoader: only the cache size can change.",
     ) -> None:
         self._knobs = dict(knobs)
         self._on_rerun = on_rerun
@@ -86,7 +88,7 @@ class RerunPanel:
         if not rebuildable:
             for c in loader_controls:
                 c.disabled = True
-            self.note.value = "<span style='color:#777'>The loader is not a torch DataLoader: only the cache size can change.</span>"
+            self.note.value = f"<span style='color:#777'>{html.escape(fixed_note)}</span>"
         self.num_workers.observe(self._workers_changed, names="value")
         self._workers_changed({"new": self.num_workers.value})
         self.button.on_click(self._clicked)

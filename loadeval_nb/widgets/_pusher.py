@@ -27,7 +27,7 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from ..core import LoaderEvaluator
-from ..viz import LIVE_ROLLOVER
+from ..viz._shared import LIVE_ROLLOVER
 
 log = logging.getLogger("loadeval_nb")
 

@@ -8,8 +8,8 @@ import ipywidgets as W
 
 from ..core import RanksResult
 from ..viz import plot_comparison
+from ..viz._shared import report_html
 from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output
-from ._cards import report_html
 
 
 def ranks_view(report: RanksResult, *, width: int = 900, live: bool = True) -> Any:

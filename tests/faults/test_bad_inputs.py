@@ -117,7 +117,7 @@ def test_a_huge_max_steps_on_a_source_without_len_starts_at_once():
             return iter(range(10))
 
     ev = LoaderEvaluator(
-        NoLen(), mode="replay", num_cached_batches=3, max_steps=10**12, sample_interval_s=None
+        NoLen(), mode="replay", num_cached_batches=3, steps=10**12, sample_interval_s=None
     )
     it = iter(ev)  # no trillion-entry list before the first step
     assert [next(it) for _ in range(5)] == [0, 1, 2, 0, 1]

@@ -189,27 +189,27 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
     ),
     (
         "evaluator-max-steps-zero",
-        lambda u: ev(u, max_steps=0),
+        lambda u: ev(u, steps=0),
         LoadEvalError,
-        "max_steps must be an integer >= 1 or None, not 0.",
+        "steps must be an integer >= 1 or None, not 0.",
     ),
     (
         "evaluator-max-steps-word",
-        lambda u: ev(u, max_steps="ten"),
+        lambda u: ev(u, steps="ten"),
         LoadEvalError,
-        "max_steps must be an integer, None or 'auto', not 'ten'.",
+        "steps must be an integer, None or 'auto', not 'ten'.",
     ),
     (
         "evaluator-max-steps-and-auto",
-        lambda u: ev(u, max_steps=5, auto_stop=AutoStop()),
+        lambda u: ev(u, steps=5, auto_stop=AutoStop()),
         LoadEvalError,
-        "max_steps=5 and auto_stop both set how long a run is; pass one of them (AutoStop(max_steps=...) caps an adaptive run).",
+        "steps=5 and auto_stop both set how long a run is; pass one of them (AutoStop(max_steps=...) caps an adaptive run).",
     ),
     (
         "evaluator-warmup-negative",
-        lambda u: ev(u, warmup_steps=-1),
+        lambda u: ev(u, warmup=-1),
         LoadEvalError,
-        "warmup_steps must be an integer >= 0, not -1.",
+        "warmup must be an integer >= 0, not -1.",
     ),
     (
         "evaluator-budget-negative",
@@ -304,9 +304,9 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
     ),
     (
         "settings-cache-zero",
-        lambda u: RunSettings(cache=0),
+        lambda u: RunSettings(num_cached_batches=0),
         LoadEvalError,
-        "cache must be a positive number of batches, not 0.",
+        "num_cached_batches must be a positive number of batches, not 0.",
     ),
     (
         "settings-cache-on",
@@ -572,7 +572,7 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "cli-demo-steps",
         lambda u: run_cli("demo", "--steps", "0"),
         Refused,
-        "exit 2: loadeval_nb: --steps must be a positive integer, not 0.",
+        "exit 2: loadeval_nb: --steps must be a positive integer or 'auto', not 0.",
     ),
     # ---- the magic ---------------------------------------------------------------------
     (

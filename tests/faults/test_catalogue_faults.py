@@ -270,7 +270,7 @@ def test_fault_in_the_source(user, name, make, mode, kind, text, steps, status):
     source = make()
     before = loader_state(source)
     path = os.path.join(user.tmp, "run.json")
-    ev = LoaderEvaluator(source, mode=mode, num_cached_batches=4, max_steps=8, metrics_file=path)
+    ev = LoaderEvaluator(source, mode=mode, num_cached_batches=4, steps=8, metrics_file=path)
     if kind is None:
         for _ in ev:
             pass

@@ -37,11 +37,11 @@ def test_replay_never_changes_the_users_tensors(make):
     source = make(data)
     before = [t.clone() for t in data] if isinstance(source, list) else None
     ev = LoaderEvaluator(
-        source, mode="replay", num_cached_batches=2, max_steps=8, sample_interval_s=None
+        source, mode="replay", num_cached_batches=2, steps=8, sample_interval_s=None
     )
     with pytest.warns(
         CacheMutationWarning,
-        match=r"changed \d of the \d cached tensors.*your own tensors were not changed",
+        match=r"changed \d of the \d cached tensors.*your own data was not changed",
     ):
         for batch in ev:
             x = batch[0] if isinstance(batch, (list, tuple)) else batch

@@ -15,7 +15,7 @@ def run_of(n, mean_ms, mode, seed):
     step = (rng.gamma(4, mean_ms / 4, n) * 1e6).astype(np.int64).tolist()
     start = np.concatenate(([0], np.cumsum(step)[:-1])).tolist()
     wait = [s // 3 for s in step] if mode == "log" else None
-    return Run(mode=mode, start_ns=start, step_ns=step, wait_ns=wait, warmup_steps=10)
+    return Run(mode=mode, start_ns=start, step_ns=step, wait_ns=wait, warmup=10)
 
 
 @pytest.mark.slow

@@ -12,7 +12,6 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, diagnose
-from loadeval_nb.core.measure.batches import batch_is_pinned
 from loadeval_nb.errors import CacheBudgetError
 
 pytestmark = pytest.mark.gpu
@@ -40,7 +39,7 @@ def test_device_cache_budget_is_checked():
 
 def test_host_cache_keeps_pinned_memory_pinned():
     ev = LoaderEvaluator(loader(pin_memory=True), mode="replay", num_cached_batches=3)
-    assert all(batch_is_pinned(b) for b in ev.cached_batches)
+    assert all(x.is_pinned() and y.is_pinned() for x, y in ev.cached_batches)
 
 
 def test_queued_gpu_work_is_counted_without_per_step_sync():
@@ -91,7 +90,7 @@ def test_pair_on_gpu_diagnoses():
     dl = loader(n=32 * 40, pin_memory=True, num_workers=2)
     runs = []
     for mode in ("log", "replay"):
-        ev = LoaderEvaluator(dl, mode=mode, num_cached_batches=5, warmup_steps=3)
+        ev = LoaderEvaluator(dl, mode=mode, num_cached_batches=5, warmup=3)
         for x, _ in ev:
             model(x.to(dev, non_blocking=True)).sum().backward()
         runs.append(ev)
@@ -158,7 +157,7 @@ def test_the_real_step_is_split_into_wait_copies_and_compute(monkeypatch):
     syncs = []
     real_sync = torch.cuda.synchronize
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: (syncs.append(1), real_sync(*a)))
-    ev = LoaderEvaluator(big * 10, sample_interval_s=None, warmup_steps=2)
+    ev = LoaderEvaluator(big * 10, sample_interval_s=None, warmup=2)
     w = torch.randn(224, 224, device="cuda")
     to_before = torch.Tensor.to
     for batch in ev:
@@ -169,7 +168,7 @@ def test_the_real_step_is_split_into_wait_copies_and_compute(monkeypatch):
     run = ev.to_run()
     assert len(syncs) == 1  # the epoch's closing synchronisation, never one a step
     assert run.h2d_ns is not None and all(v > 0 for v in run.h2d_ns)
-    replay = LoaderEvaluator(big, mode="replay", max_steps=40, sample_interval_s=None)
+    replay = LoaderEvaluator(big, mode="replay", steps=40, sample_interval_s=None)
     for batch in replay:
         x = batch.to("cuda", non_blocking=True)
         for _ in range(3):

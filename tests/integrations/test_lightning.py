@@ -17,6 +17,7 @@ from loadeval_nb.integrations import LoadEvalCallback, fit_for_measurement, fit_
 from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 
 from ..ipython_shell import ipython_shell
+from ..timing import excused_if_busy, retry_once
 from ..workloads import SleepyItems
 
 L = pytest.importorskip("lightning.pytorch")
@@ -90,6 +91,7 @@ def finished_trainer(tmp_path, model, loader):
 
 
 @pytest.mark.slow
+@retry_once
 def test_input_bound_ground_truth_on_a_finished_trainer(tmp_path):
     # 8 items x 5 ms = 40 ms a batch, 2 workers -> one every 20 ms; the step is 10 ms
     loader = DataLoader(SleepyItems(800, 0.005), batch_size=8, num_workers=2)
@@ -100,10 +102,11 @@ def test_input_bound_ground_truth_on_a_finished_trainer(tmp_path):
     res = fit_pair(t, model, loader, settings=RunSettings(steps=50, warmup=5, cache=5))
     d = res.diagnosis
     assert res.error is None and d is not None
-    assert d.verdict == INPUT_BOUND, d
-    assert 0.0175 <= d.real_step_s <= 0.029, d
-    assert 0.0095 <= d.ideal_step_s <= 0.016, d  # Lightning adds a little to each step
-    assert d.real_p90_s < 0.045, d  # no 50 ms validation batch or checkpoint between steps
+    with excused_if_busy(d):
+        assert d.verdict == INPUT_BOUND, d
+        assert 0.0175 <= d.real_step_s <= 0.029, d
+        assert 0.0095 <= d.ideal_step_s <= 0.016, d  # Lightning adds a little to each step
+        assert d.real_p90_s < 0.045, d  # no 50 ms validation batch or checkpoint between steps
     assert res.real.n_steps == res.ideal.n_steps == 50
     assert res.real.status == res.ideal.status == "complete"
     # the trainer and the model are left as they were
@@ -113,15 +116,17 @@ def test_input_bound_ground_truth_on_a_finished_trainer(tmp_path):
 
 
 @pytest.mark.slow
+@retry_once
 def test_compute_bound_ground_truth(tmp_path):
     # 8 items x 1 ms = 8 ms a batch, 2 workers -> 4 ms; the step is 80 ms
     loader = DataLoader(SleepyItems(400, 0.001), batch_size=8, num_workers=2)
     t = trainer(root=tmp_path)
     res = fit_pair(t, SleepyModule(0.080), loader, settings=RunSettings(steps=30, warmup=3))
     d = res.diagnosis
-    assert d.verdict == NOT_INPUT_BOUND, d
-    assert 0.079 <= d.real_step_s <= 0.092, d
-    assert d.speedup < 1.05, d
+    with excused_if_busy(d):
+        assert d.verdict == NOT_INPUT_BOUND, d
+        assert 0.079 <= d.real_step_s <= 0.092, d
+        assert d.speedup < 1.05, d
 
 
 def test_fit_pair_with_a_datamodule_leaves_it_as_it_was(tmp_path):
@@ -148,7 +153,7 @@ def test_callback_measures_one_fit(tmp_path):
 def test_callback_refuses_bad_arguments_at_once():
     with pytest.raises(ValueError, match="mode must be"):
         LoadEvalCallback("fast")
-    with pytest.raises(LoadEvalError, match="max_steps must be an integer >= 1"):
+    with pytest.raises(LoadEvalError, match="^steps must be an integer >= 1"):
         LoadEvalCallback(steps=0)
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ..timing import retry_once
+
 SCRIPT = str(Path(__file__).with_name("ddp_script.py"))
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 pytestmark = pytest.mark.slow
@@ -38,6 +40,7 @@ def _standalone(out: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=180)
 
 
+@retry_once  # two ranks, sleeping loaders: a busy machine excuses a failure
 def test_a_slow_rank_is_named_the_straggler(tmp_path):
     # rank 1 makes each batch in its own process: 8 items x 4 ms = 32 ms; the step is 10 ms
     p = _standalone(tmp_path, SLOW_RANK="1")
@@ -56,6 +59,7 @@ def test_a_slow_rank_is_named_the_straggler(tmp_path):
         assert len(glob.glob(str(tmp_path / f"*-{which}-rank[01].json"))) == 2
 
 
+@retry_once
 def test_no_straggler_when_ranks_load_alike(tmp_path):
     p = _standalone(tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -71,6 +75,7 @@ def test_a_failing_rank_stops_every_rank(tmp_path):
     assert not (tmp_path / "report.json").exists()
 
 
+@retry_once
 def test_two_nodes_each_with_its_own_agent(tmp_path):
     port = _free_port()
     cmd = [

@@ -177,9 +177,9 @@ def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     session.panel.cache.value = 4
     session.panel.button.click()
     assert len(dash.rows) == 2 and dash.history.value.count("loadeval-history-row") == 2
-    assert dash.rows[1]["num_workers"] == 1 and dash.rows[0]["num_workers"] == 0
-    assert [r["label"] for r in dash.rows] == ["#1 as is", "#2 num_workers=1 c4"]
-    assert [r["cache"] for r in dash.rows] == [3, 4]
+    assert dash.rows[1].num_workers == 1 and dash.rows[0].num_workers == 0
+    assert [r.label for r in dash.rows] == ["#1 as is", "#2 num_workers=1 c4"]
+    assert [r.num_cached_batches for r in dash.rows] == [3, 4]
     assert session.settings.cache == 3  # a rerun derives its own settings
     assert shell.user_ns["train_loader"] is original and original.num_workers == 0
     assert not session.panel.button.disabled
@@ -202,7 +202,7 @@ def test_the_panel_reruns_with_other_torch_threads_and_puts_them_back(shell):
     want = session.panel.num_threads.value
     assert threads == [before, before, want, want]  # both runs of the rerun pair
     assert torch.get_num_threads() == before
-    assert session.dashboard.rows[1]["label"].endswith(f"num_threads={want} c3")
+    assert session.dashboard.rows[1].label.endswith(f"num_threads={want} c3")
 
 
 # ---- issue 4: --ladder, --sweep, --steps auto, the panel's sweep ------------------------------
@@ -296,7 +296,7 @@ def test_steps_auto(shell):
     "line, match",
     [
         ("train_loader --ladder --sweep 'num_workers=0,1'", "not both"),
-        ("train_loader --ladder --only real", "--only applies to a pair"),
+        ("train_loader --ladder --only real", "--only does not apply to a ladder"),
         ("train_loader --sweep 'batch_size=8'", "only num_workers"),
         ("train_loader --sweep 'num_workers=0,-2'", "num_workers must be an integer >= 0"),
     ],
@@ -362,7 +362,7 @@ def test_history_exports_and_imports_as_json(shell, tmp_path):
     assert doc["kind"] == "loadeval_nb.history" and doc["rows"][0]["label"] == "#1 as is"
     assert doc["rows"][0]["speedup"] is not None
     session.import_history(path)
-    labels = [r["label"] for r in session.dashboard.rows]
+    labels = [r.label for r in session.dashboard.rows]
     assert labels == ["#1 as is", "#1 as is (h.json)"]
     assert session.dashboard.history.value.count("loadeval-history-row") == 2
 

@@ -10,7 +10,7 @@ import pytest
 from bokeh.models import ColumnDataSource, Plot
 
 from loadeval_nb import LoadEvalError, Run, plot_comparison, save_report
-from loadeval_nb.viz import decimate, hist_data, util_data
+from loadeval_nb.viz._shared import decimate, hist_data, util_data
 
 MS = 1_000_000
 
@@ -94,7 +94,7 @@ def report_divs(text):
 
 def test_report_is_standalone_html(tmp_path):
     real = run_of([20] * 20, util=CPU_ONLY)
-    real.warmup_steps = 3
+    real.warmup = 3
     out = save_report(real, run_of([10] * 20, mode="replay"), tmp_path / "r.html")
     text = open(out, encoding="utf-8").read()
     assert "cdn.bokeh.org" not in text and "<script src=" not in text  # opens offline
@@ -112,7 +112,7 @@ def test_the_report_reads_top_to_bottom_and_uses_the_page_width():
     from bokeh.models import Div, Label, Legend
 
     real = run_of([20] * 20, util=CPU_ONLY)
-    real.warmup_steps = 3
+    real.warmup = 3
     layout = plot_comparison(real, run_of([10] * 20, mode="replay", util=CPU_ONLY))
     kids = layout.children
     assert isinstance(kids[0], Div) and "loadeval-verdict" in kids[0].text

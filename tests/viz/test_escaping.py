@@ -12,15 +12,9 @@ from bokeh.models import ColumnDataSource, Title
 
 from loadeval_nb import Run, diagnose, save_report
 from loadeval_nb.core import Fact, Facts, SweepPoint, SweepResult
-from loadeval_nb.viz import (
-    bars_svg,
-    history_data,
-    history_html,
-    report_html,
-    sweep_data,
-    sweep_html,
-    verdict_html,
-)
+from loadeval_nb.core._shared import HistoryRow
+from loadeval_nb.viz import bars_svg, verdict_html
+from loadeval_nb.viz._shared import history_data, history_html, report_html, sweep_data, sweep_html
 
 from .test_comparison import report_divs
 
@@ -73,7 +67,7 @@ def test_a_small_share_is_written_escaped_in_the_verdict_card():
 
 
 def test_history_and_sweep_cards_escape_labels_once():
-    table = history_html([{"label": HOSTILE, "verdict": "<1%", "real_step_s": 0.02}])
+    table = history_html([HistoryRow(label=HOSTILE, verdict="<1%", real_step_s=0.02)])
     assert_escaped_once(table)
     assert "&lt;1%" in table
 
@@ -95,7 +89,7 @@ def test_svg_values_and_labels_are_escaped():
 def test_bokeh_text_is_left_as_text():
     # Bokeh draws titles, legends, axis factors and tooltip values as text: escaping them
     # would show "&lt;" to the user
-    factors, data = history_data([{"label": HOSTILE, "real_step_s": 0.02}])
+    factors, data = history_data([HistoryRow(label=HOSTILE, real_step_s=0.02)])
     assert factors == [(HOSTILE, "real")]
     factors, measured, _ = sweep_data([{"label": HOSTILE, "steps_per_s": 0.48212}])
     assert factors == [HOSTILE] and measured["rate_text"] == ["0.482"]

@@ -11,17 +11,16 @@ from jupyter_bokeh import BokehModel
 
 from loadeval_nb import LoaderEvaluator, Run, diagnose
 from loadeval_nb.core import PairResult
-from loadeval_nb.viz import LIVE_ROLLOVER
-from loadeval_nb.widgets import (
+from loadeval_nb.core._shared import HistoryRow
+from loadeval_nb.viz import verdict_html
+from loadeval_nb.viz._shared import LIVE_ROLLOVER, history_html, pair_html
+from loadeval_nb.widgets import Dashboard
+from loadeval_nb.widgets._shared import (
     MAX_PUSH_INTERVAL_S,
-    Dashboard,
     DisplayOnlyBokehModel,
     Pusher,
-    history_html,
     next_push_wait,
-    pair_html,
     static_bundle,
-    verdict_html,
 )
 
 MS = 1_000_000
@@ -175,8 +174,8 @@ def test_verdict_card_and_history_table():
     assert "INPUT-BOUND" in card and "2.00×" in card and "<script" not in card
     table = history_html(
         [
-            {"label": "#1", "real_step_s": 0.02, "ideal_step_s": 0.01, "speedup": 2.0},
-            {"label": "#2", "num_workers": 4},
+            HistoryRow(label="#1", real_step_s=0.02, ideal_step_s=0.01, speedup=2.0),
+            HistoryRow(label="#2", num_workers=4),
         ]
     )
     assert table.count("loadeval-history-row") == 2 and "20.0 ms" in table
@@ -220,7 +219,8 @@ def test_bokehjs_is_sent_inline_then_emptied():
     from IPython.utils.capture import capture_output
     from traitlets.config import Config
 
-    from loadeval_nb.widgets import load_bokehjs, unload_bokehjs_output
+    from loadeval_nb.widgets import load_bokehjs
+    from loadeval_nb.widgets._shared import unload_bokehjs_output
 
     cfg = Config()
     cfg.HistoryManager.enabled = False
@@ -313,7 +313,7 @@ def test_a_new_pair_clears_the_plots_and_dims_the_verdict_until_its_own():
     real, ideal = _runs()
     dash = Dashboard(loader_name="x", steps_per_run=30)
     result = PairResult(label="#1", loader_settings={}, diagnosis=diagnose(real, ideal))
-    dash.pair_done(result, {})
+    dash.pair_done(result)
     dash.step_src["real"].stream({"step": [0, 1], "step_ms": [1.0, 2.0]})
     dash.util_src["ideal"].stream({"t_s": [0.1], "process_cpu_pct": [50], "workers_cpu_pct": [0]})
     dash.pair_starting("#2 num_workers=1 c4")  # "Rerun pair"
@@ -331,7 +331,7 @@ def test_a_new_pair_clears_the_plots_and_dims_the_verdict_until_its_own():
     list(ev)
     ev.close()
     dash.run_ended("real", ev, None)  # its pusher stops
-    dash.pair_done(result, {})
+    dash.pair_done(result)
     assert "loadeval-stale" not in dash.verdict._dom_classes
     assert "loadeval-running" not in dash.widget._dom_classes
 

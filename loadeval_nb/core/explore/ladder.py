@@ -32,16 +32,16 @@ from typing import Any, Callable, Optional
 
 from .._env import loader_settings
 from .._errors import LoadEvalError, OptionError
-from .._facts import Fact, Facts
+from .._facts import Fact, Facts, option_name
 from .._format import fmt_bytes, fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci
 from ..measure.batches import batch_nbytes
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import shutdown_persistent_workers
 from ..record.run import Run, describe_steady
-from ..verdict.diagnosis import ladder_advice
+from ..verdict.diagnosis import PARTLY_HEADROOM, ladder_advice
+from .result import Result
 from .runner import (
-    Result,
     Runner,
     check_run_args,
     check_writable_dir,
@@ -65,9 +65,9 @@ STAGES = {
     "real": "per-sample loading and transforms",
 }
 """What each rung adds over the one above it."""
-MIN_STAGE_SHARE = 0.05
+MIN_STAGE_SHARE = PARTLY_HEADROOM
 """A stage smaller than this share of the real step counts as negligible even when
-significant (the same 5 % as the PARTLY INPUT-BOUND threshold of the verdict)."""
+significant (the verdict's PARTLY INPUT-BOUND threshold)."""
 
 
 @dataclass
@@ -161,7 +161,7 @@ class LadderResult(Result):
             self.largest.name if self.largest else None, top[0].name if top else None
         )
         split = (self.transforms.ladder_fact(),) if self.transforms else ()
-        return split + ((Fact("advice", "what to do", what),) if what and not self.error else ())
+        return split + ((Fact.of("advice", "what to do", what),) if what and not self.error else ())
 
     def facts(self) -> Facts:
         """The ladder's facts, once: :meth:`report` and the notebook's card render this."""
@@ -248,9 +248,9 @@ def run_ladder(
     check_ladder_transforms(loader, transforms, rungs)
     settings = check_run_args(loader, run_once, settings)
     if not settings.checked:
-        check_ladder(loader, settings, loader_name)
+        check_ladder(loader, settings, loader_name, "keywords")
     hooks = hooks or RunHooks()
-    result = LadderResult(label=label, loader_settings=loader_settings(loader))
+    result = LadderResult(label=label, loader_settings=loader_settings(loader), settings=settings)
     order = [r for r in RUNGS if r in rungs]
     torch = _torch()
     has_cuda = torch is not None and torch.cuda.is_available()
@@ -280,7 +280,7 @@ def run_ladder(
             if name == "samples":
                 hooks.progress("ladder: making samples for the sample rung")
                 sample_loader, why, spent_ns = sample_rung_loader(
-                    loader, settings.cache, hooks.progress
+                    loader, settings.num_cached_batches, hooks.progress
                 )
                 if sample_loader is None:
                     rung.skipped = why
@@ -333,14 +333,16 @@ def run_ladder(
             if rung.name == "samples" and rung.skipped:
                 rung.run = None
     if result.error is None and "real" in order:
-        result.transforms, notes = ladder_split(loader, transforms, settings.cache, hooks.progress)
+        result.transforms, notes = ladder_split(
+            loader, transforms, settings.num_cached_batches, hooks.progress
+        )
         result.notes += notes
     compare_rungs(result)
     return result
 
 
-def check_ladder(loader: Any, settings: RunSettings, loader_name: str) -> None:
-    """The checks a ladder needs before anything runs, made once."""
+def check_ladder(loader: Any, settings: RunSettings, loader_name: str, spelling: str) -> None:
+    """The checks a ladder needs before anything runs, made once (see :func:`plan_run`)."""
     if settings.repeat != 1:
         raise OptionError(
             "repeat",
@@ -351,7 +353,7 @@ def check_ladder(loader: Any, settings: RunSettings, loader_name: str) -> None:
         raise OptionError("only", " does not apply to a ladder: it measures every rung; drop only.")
     refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
     if settings.log_dir:
-        check_writable_dir(settings.log_dir, "log_dir")
+        check_writable_dir(settings.log_dir, option_name("log_dir", spelling))
 
 
 def _unused(path: Optional[str]) -> LoaderEvaluator:  # pragma: no cover

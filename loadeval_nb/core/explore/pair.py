@@ -14,14 +14,15 @@ from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
 from .._errors import CacheBudgetError, LoadEvalError, OptionError
-from .._facts import Facts
+from .._facts import Action, Facts, option_name, said
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
+from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
+from .result import Result
 from .runner import (
     PAIR_NEEDS_TWO_PASSES,
-    Result,
     Runner,
     abba,
     check_run_args,
@@ -45,20 +46,22 @@ class PairResult(Result):
         """``{"real": Run | None, "ideal": Run | None}``."""
         return {"real": self.real, "ideal": self.ideal}
 
-    def row(self) -> dict[str, Any]:
-        """One history-table row: settings and results."""
+    def row(self) -> HistoryRow:
+        """This pair as a row of the rerun panel's history: settings and results."""
         d = self.diagnosis
-        return {
-            "label": self.label,
-            **{
-                k: self.loader_settings.get(k)
-                for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-            },
-            "real_step_s": d.real_step_s if d else None,
-            "ideal_step_s": d.ideal_step_s if d else None,
-            "speedup": d.speedup if d else None,
-            "verdict": d.verdict if d else ("failed" if self.error else None),
+        knobs = {
+            k: self.loader_settings.get(k)
+            for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
         }
+        return HistoryRow(
+            label=self.label,
+            **knobs,
+            num_cached_batches=self.settings.num_cached_batches if self.settings else None,
+            real_step_s=d.real_step_s if d else None,
+            ideal_step_s=d.ideal_step_s if d else None,
+            speedup=d.speedup if d else None,
+            verdict=d.verdict if d else ("failed" if self.error else None),
+        )
 
     def facts(self) -> Facts:
         """The verdict's facts; a pair that failed or ran one side says so."""
@@ -108,16 +111,16 @@ def run_pair(
         )
         settings = dataclasses.replace(settings, repeat=repeats)
     if not settings.checked:
-        check_pair(loader, settings, loader_name)
+        check_pair(loader, settings, loader_name, "keywords")
     hooks = hooks or RunHooks()
-    result = PairResult(label=label, loader_settings=loader_settings(loader))
+    result = PairResult(label=label, loader_settings=loader_settings(loader), settings=settings)
     which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
     order = abba(which_runs, settings.repeat)
     runner = Runner(result, run_once, settings, hooks, loader_name, len(order))
     # the replay's cache is checked on the real run's first batch, not on a batch of its
     # own: another start of the user's loader would cost its workers' start-up again
     budget_check = (
-        budget_checker(settings.cache, cache_on=settings.cache_on)
+        budget_checker(settings.num_cached_batches, cache_on=settings.cache_on)
         if "ideal" in which_runs
         else None
     )
@@ -148,9 +151,9 @@ def _evaluator(
     return ev
 
 
-def check_pair(loader: Any, settings: RunSettings, loader_name: str) -> None:
-    """The checks a pair needs before anything runs, made once (by :meth:`RunSettings.plan`
-    in a front end, or here)."""
+def check_pair(loader: Any, settings: RunSettings, loader_name: str, spelling: str) -> None:
+    """The checks a pair needs before anything runs, made once (by :func:`plan_run` in a
+    front end, or here); ``spelling`` says how a sentence names a setting."""
     if settings.auto and dist_rank() is not None:
         # each rank would stop at its own step, and the ranks' collectives would pair up wrong
         raise OptionError(
@@ -163,9 +166,17 @@ def check_pair(loader: Any, settings: RunSettings, loader_name: str) -> None:
             loader,
             loader_name,
             PAIR_NEEDS_TWO_PASSES,
-            "run one side alone (only='real' or only='ideal')",
+            said(
+                [
+                    "run one side alone with ",
+                    Action("only", "real"),
+                    " or ",
+                    Action("only", "ideal"),
+                ],
+                spelling,
+            ),
         )
     if settings.log_dir:
-        check_writable_dir(settings.log_dir, "log_dir")
+        check_writable_dir(settings.log_dir, option_name("log_dir", spelling))
     if settings.only != "real" and safe_len(loader) == 0:  # len() starts no worker
         raise LoadEvalError(nothing_to_measure(loader))

@@ -9,18 +9,16 @@ from __future__ import annotations
 import functools
 import os
 import time
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred
 from .._errors import LoadEvalError, a_kind
-from .._facts import Reported
 from .._files import cannot_write_in
 from ..measure.cache import nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..record.run import Run
+from .result import Result
 from .settings import RunHooks, RunSettings
 
 
@@ -43,10 +41,10 @@ def evaluator_for(
     return LoaderEvaluator(
         loader,
         mode=mode,
-        num_cached_batches=settings.cache,
+        num_cached_batches=settings.num_cached_batches,
         metrics_file=metrics_file,
-        max_steps=settings.steps,
-        warmup_steps=settings.warmup,
+        steps=settings.steps,
+        warmup=settings.warmup,
         cache_on=cache_on or settings.cache_on,
         sample_interval_s=settings.sample_interval_s,
         label=label or which,
@@ -121,6 +119,10 @@ def check_writable_dir(directory: str, what: str) -> None:
         )
 
 
+MAX_LABEL_CHARS = 80
+"""How much of a label goes into a log's file name (the name stays well under 255 bytes)."""
+
+
 def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optional[str]:
     """Where a run's JSON log goes under ``log_dir`` (None without one); under
     ``torch.distributed`` each rank writes its own (``...-rank3.json``)."""
@@ -137,6 +139,7 @@ def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optio
         if env_rank.isdigit()
         else ""
     )
+    label = label[:MAX_LABEL_CHARS]  # a long label must not make a name too long to write
     name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}{rank}.json"
     return claim_path(os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_")))
 
@@ -196,48 +199,6 @@ def abba(names: Sequence[str], blocks: int) -> list[str]:
     """``names`` in ``blocks`` blocks, every other block reversed (A B, B A, A B, ...): a
     drift over the whole measurement lands on every name alike."""
     return [n for b in range(blocks) for n in (names if b % 2 == 0 else names[::-1])]
-
-
-@dataclass
-class Result(Reported):
-    """What every exploring result shares: its label, the user's loader's settings, the
-    error that stopped it and which run failed, and the logs it wrote."""
-
-    label: str
-    loader_settings: dict[str, Any]
-    error: Optional[BaseException] = None
-    failed: Optional[str] = None
-    """The run that failed: ``real``/``ideal``, a rung, or a sweep configuration's label."""
-    log_paths: dict[str, str] = field(default_factory=dict)
-    """Run name -> the JSON log written for it (under ``RunSettings.log_dir``)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    # -- names of 0.x, for one release ---------------------------------------------------
-    @property
-    def loader(self) -> dict[str, Any]:
-        _renamed("loader", "loader_settings")
-        return self.loader_settings
-
-    @property
-    def failed_run(self) -> Optional[str]:
-        _renamed("failed_run", "failed")
-        return self.failed
-
-    @property
-    def failed_rung(self) -> Optional[str]:
-        _renamed("failed_rung", "failed")
-        return self.failed
-
-
-def _renamed(old: str, new: str) -> None:
-    warnings.warn(
-        f"result.{old} is now result.{new}; the old name goes in the next release.",
-        DeprecationWarning,
-        stacklevel=3,
-    )
 
 
 class Runner:

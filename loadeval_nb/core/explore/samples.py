@@ -14,7 +14,7 @@ from .._errors import LoadEvalError
 from .._format import fmt_bytes
 from ..measure.batches import batch_nbytes
 from ..measure.cache import host_budget
-from ..measure.loader import rebuild_loader
+from ..measure.loader import rebuild_loader, rng_kept
 
 MAX_CACHED_SAMPLES = 4096
 
@@ -84,6 +84,8 @@ def sample_rung_loader(
     t = time.perf_counter()
     shown = t
     samples: list[Any] = []
+    kept = rng_kept(loader)  # the user's random state is put back once the samples are made
+    kept.__enter__()
     try:
         while len(samples) < k:
             samples.append(ds[len(samples)])
@@ -109,6 +111,8 @@ def sample_rung_loader(
             "where the worker_init_fn does not run",
             0,
         )
+    finally:
+        kept.__exit__(None, None, None)
     spent = time.perf_counter() - t
     try:
         rebuilt = rebuild_loader(loader, dataset=CachedSamples(samples, n, base=ds))

@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import warnings
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
 
 from .._errors import OptionError, check_choice, check_int, check_interval
+from .._files import expand_path
 from ..measure.adaptive import AutoStop
 
-if TYPE_CHECKING:
-    from ..measure.evaluator import LoaderEvaluator
 
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RunSettings:
     """How each run of a pair, a ladder or a sweep is measured. Checked when made (an
     :class:`OptionError` names the bad option), so a settings object is always valid;
-    derive another with ``dataclasses.replace(settings, cache=40)``.
+    derive another with ``dataclasses.replace(settings, num_cached_batches=40)``.
 
-    ``steps`` counts every step of a run, warm-up included; ``"auto"`` stops each run
-    once its step time is known to ±5 % (see :class:`AutoStop`; ``auto_stop`` overrides
-    its defaults).
+    Each setting has one name from ``%%loadeval``'s option to the evaluator that uses
+    it: ``steps`` (``--steps``; every step of a run, warm-up included; ``"auto"`` stops
+    each run once its step time is known to ±5 %, see :class:`AutoStop`, whose
+    ``auto_stop`` overrides its defaults), ``warmup`` (``--warmup``) and
+    ``num_cached_batches`` (DALI's name; ``--cache`` for short, as ``%timeit -n`` is
+    ``number``). ``cache=`` is its old name, kept for one release.
     """
 
     steps: Any = 200
     warmup: int = 10
-    cache: int = 20
+    num_cached_batches: int = 20
     cache_on: str = "host"
     only: Optional[str] = None
     log_dir: Optional[str] = None
@@ -41,8 +43,37 @@ class RunSettings:
     """Set by a front end that made a run's checks (one-shot loader, writable ``log_dir``,
     options that do not apply) before it ran: the runner does not make them again."""
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        steps: Any = 200,
+        warmup: int = 10,
+        num_cached_batches: int = 20,
+        cache_on: str = "host",
+        only: Optional[str] = None,
+        log_dir: Optional[str] = None,
+        sample_interval_s: Optional[float] = 0.1,
+        auto_stop: Optional[AutoStop] = None,
+        worker_timing: bool = True,
+        repeat: int = 1,
+        checked: bool = False,
+        *,
+        cache: Optional[int] = None,
+    ) -> None:
+        if cache is not None:
+            _renamed("cache", "num_cached_batches")
+            num_cached_batches = cache
+        if isinstance(log_dir, (str, os.PathLike)):
+            log_dir = expand_path(log_dir)  # ~/runs and $SCRATCH/runs, as a shell reads them
+        values = dict(locals())
+        for f in fields(self):
+            object.__setattr__(self, f.name, values[f.name])
         self.validate()
+
+    @property
+    def cache(self) -> int:
+        """Deprecated: :attr:`num_cached_batches`."""
+        _renamed("cache", "num_cached_batches")
+        return self.num_cached_batches
 
     @property
     def auto(self) -> bool:
@@ -80,9 +111,10 @@ class RunSettings:
                 f" ({self.warmup}) must be smaller than steps ({self.steps}): warm-up steps are "
                 "not measured.",
             )
-        if isinstance(self.cache, bool) or not isinstance(self.cache, int) or self.cache < 1:
+        n = self.num_cached_batches
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise OptionError(
-                "cache", f" must be a positive number of batches, not {self.cache!r}."
+                "num_cached_batches", f" must be a positive number of batches, not {n!r}."
             )
         check_choice("cache_on", self.cache_on, ("host", "device"))
         check_choice("only", self.only, (None, "real", "ideal"))
@@ -92,33 +124,19 @@ class RunHooks:
     """Callbacks around each run of a pair, a ladder or a sweep (the dashboard subclasses
     this). Every method is optional."""
 
-    def run_started(self, which: str, ev: LoaderEvaluator, index: int, total: int) -> None:
+    def run_started(self, which: str, ev: Any, index: int, total: int) -> None:
         pass
 
-    def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
+    def run_ended(self, which: str, ev: Any, error: Optional[BaseException]) -> None:
         pass
 
     def progress(self, text: str) -> None:
         """Work between runs that may take a while (the ladder making its samples)."""
 
 
-_RENAMED = {"PairSettings": RunSettings, "PairHooks": RunHooks}
-
-
-def deprecated_name(module: str, name: str) -> Any:
-    """The new object behind an old name, with a :class:`DeprecationWarning` (kept for one
-    release: ``PairSettings`` is ``RunSettings``, ``PairHooks`` is ``RunHooks``)."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+def _renamed(old: str, new: str) -> None:
     warnings.warn(
-        f"{name} is now {new.__name__} (it drives pairs, ladders and sweeps); "
-        f"import {new.__name__} from loadeval_nb instead.",
+        f"RunSettings' {old} is now {new}; the old name goes in the next release.",
         DeprecationWarning,
         stacklevel=3,
     )
-    return new
-
-
-def __getattr__(name: str) -> Any:
-    return deprecated_name(__name__, name)

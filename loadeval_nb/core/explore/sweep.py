@@ -17,11 +17,12 @@ from typing import Any, Callable, Optional
 
 from .._env import loader_settings, torch_threads
 from .._errors import LoadEvalError, OptionError
+from .._facts import option_name
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import loader_knobs, shutdown_persistent_workers
 from ..record.run import Run
 from ..whatif.from_runs import predict_from_runs
-from .runner import Runner, check_run_args, check_writable_dir, evaluator_for
+from .runner import Runner, check_run_args, check_writable_dir, evaluator_for, refuse_one_shot
 from .settings import RunHooks, RunSettings
 from .sweep_result import SweepHooks, SweepPoint, SweepResult, pick_best
 from .sweep_spec import SweepPlan, config_label, prepare_sweep
@@ -52,9 +53,9 @@ def run_sweep(
     )
     configs, loaders = plan.configs, plan.loaders
     if not settings.checked:
-        check_sweep(settings)
+        check_sweep(loader, settings, loader_name, "keywords")
     hooks = hooks or RunHooks()
-    result = SweepResult(label=label, loader_settings=loader_settings(loader))
+    result = SweepResult(label=label, loader_settings=loader_settings(loader), settings=settings)
     runner = Runner(result, run_once, settings, hooks, loader_name, 1 + len(configs))
 
     def ideal(key: str) -> Optional[Run]:
@@ -143,8 +144,8 @@ def _fill_predictions(result: SweepResult) -> None:
                 p.predicted_steps_per_s = None
 
 
-def check_sweep(settings: RunSettings) -> None:
-    """The checks a sweep needs before anything runs, made once."""
+def check_sweep(loader: Any, settings: RunSettings, loader_name: str, spelling: str) -> None:
+    """The checks a sweep needs before anything runs, made once (see :func:`plan_run`)."""
     if settings.repeat != 1:
         raise OptionError(
             "repeat",
@@ -156,5 +157,6 @@ def check_sweep(settings: RunSettings) -> None:
             "only",
             " does not apply to a sweep: it runs the ideal once and every configuration; drop only.",
         )
+    refuse_one_shot(loader, loader_name, "the sweep runs the loop once per configuration")
     if settings.log_dir:
-        check_writable_dir(settings.log_dir, "log_dir")
+        check_writable_dir(settings.log_dir, option_name("log_dir", spelling))

@@ -12,7 +12,7 @@ from .._stats import describe
 from ..measure.adaptive import mean_ci
 from ..record.run import Run, describe_steady
 from ..whatif.predict import Prediction
-from .runner import Result
+from .result import Result
 from .settings import RunHooks
 
 NEAR_BEST = 0.03

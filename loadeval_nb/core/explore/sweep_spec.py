@@ -4,13 +4,12 @@ configurations, their short names, and the loaders built for them before anythin
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from .._env import is_dataloader
+from .._env import cpu_count, is_dataloader
 from .._errors import LoadEvalError, a_kind, close_match
-from ..measure.loader import TUNABLE, check_workers, rebuild_loader
+from ..measure.loader import TUNABLE, WORKERS_PER_CPU, check_workers, rebuild_loader
 
 SWEEPABLE = (*TUNABLE, "num_threads")
 """What a sweep may vary: the DataLoader's settings, and torch's intra-op threads
@@ -45,10 +44,11 @@ def _checked(key: str, value: Any) -> Any:
     elif key == "num_workers":
         check_workers(value)
     elif key == "num_threads":
-        cores = os.cpu_count() or 1
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4 * cores:
+        cores = cpu_count()
+        most = WORKERS_PER_CPU * cores
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise LoadEvalError(
-                f"num_threads={value!r} must be a number of threads from 1 to {4 * cores} "
+                f"num_threads={value!r} must be a number of threads from 1 to {most} "
                 f"(this machine has {cores} CPUs)."
             )
     elif key == "prefetch_factor" and value is not None:
@@ -121,9 +121,13 @@ def prepare_sweep(loader: Any, configs: Any, loader_name: str = "the loader") ->
             f"{type(loader).__name__}; sweep a torch.utils.data.DataLoader."
         )
     if isinstance(configs, list):
-        configs = [dict(c) for c in configs]
-        for c in configs:
-            parse_sweep({k: [v] for k, v in c.items()})  # validates keys
+        if not all(isinstance(c, dict) for c in configs):
+            raise LoadEvalError(
+                "A list of sweep configurations holds dicts such as {'num_workers': 2}; "
+                f"one is {a_kind(next(c for c in configs if not isinstance(c, dict)))}."
+            )
+        # each configuration read like a one-point spec: it runs exactly the values it reports
+        configs = [parse_sweep({k: [v] for k, v in c.items()})[0] if c else {} for c in configs]
     else:
         configs = parse_sweep(configs)
     if not configs:

@@ -1,15 +1,25 @@
-"""Walking batch structures: size in bytes, leading dimension, device moves, pinning.
+"""Walking batch structures: size in bytes, leading dimension, copies and device moves.
 
-A batch is whatever a loader yields: a tensor, a NumPy array, or tuples, lists
-and dicts of them (nested), plus plain Python values. torch is never imported
-here: tensors are recognised by duck typing, so the core works on any iterable.
+A batch is whatever a loader yields: a tensor, a NumPy array, tuples (named or not),
+lists, dicts, dataclasses and plain objects holding them, nested in any mix, plus plain
+Python values. Every walk stops at a cycle (a batch that contains itself) and past
+:data:`MAX_DEPTH` levels, so no batch can send it into endless recursion. torch and
+NumPy are never imported here: tensors and arrays are recognised by duck typing, so
+the core works on any iterable.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
+
+MAX_DEPTH = 32
+"""Levels of nesting a walk goes down before it treats what is there as one leaf."""
+
+_ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None))
 
 
 def is_tensor(x: Any) -> bool:
@@ -18,19 +28,66 @@ def is_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def iter_leaves(batch: Any, _depth: int = 0) -> Iterator[Any]:
-    """Yield the leaves of a nested tuple/list/dict batch."""
-    if _depth > 20:
-        yield batch
-        return
-    if isinstance(batch, Mapping):
-        for v in batch.values():
-            yield from iter_leaves(v, _depth + 1)
-    elif isinstance(batch, (tuple, list)):
-        for v in batch:
-            yield from iter_leaves(v, _depth + 1)
-    else:
-        yield batch
+def is_array(x: Any) -> bool:
+    """True for a NumPy array (without importing NumPy)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
+
+
+def _is_record(x: Any) -> bool:
+    """A dataclass instance, or a plain object whose attributes may hold tensors (not a
+    class, module, function or other machinery)."""
+    if dataclasses.is_dataclass(x):
+        return not isinstance(x, type)
+    if isinstance(x, (type, _ATOMS)) or callable(x):
+        return False
+    module = type(x).__module__ or ""
+    return hasattr(x, "__dict__") and not module.startswith(("torch", "numpy", "builtins"))
+
+
+def _children(x: Any) -> Optional[list[tuple[str, Any]]]:
+    """``(path step, value)`` of a container's parts; None for a leaf."""
+    if is_tensor(x) or is_array(x) or isinstance(x, _ATOMS):
+        return None
+    if isinstance(x, Mapping):
+        return [(f"[{k!r}]", v) for k, v in x.items()]
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a named tuple
+        return [(f".{f}", v) for f, v in zip(x._fields, x)]
+    if isinstance(x, (tuple, list)):
+        return [(f"[{i}]", v) for i, v in enumerate(x)]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return [(f".{f.name}", getattr(x, f.name)) for f in dataclasses.fields(x)]
+    if _is_record(x):
+        return [(f".{k}", v) for k, v in vars(x).items()]
+    return None
+
+
+def iter_leaves_with_paths(batch: Any, root: str = "batch") -> Iterator[tuple[str, Any]]:
+    """``(path, leaf)`` for every leaf of ``batch`` (``batch.img``, ``batch[0]['x']``);
+    a container met again on its own path (a cycle) is not entered twice."""
+    on_path: set[int] = set()
+
+    def walk(x: Any, path: str, depth: int) -> Iterator[tuple[str, Any]]:
+        kids = _children(x) if depth < MAX_DEPTH else None
+        if kids is None:
+            yield path, x
+            return
+        if id(x) in on_path:
+            return  # the batch contains itself: its parts were walked already
+        on_path.add(id(x))
+        try:
+            for step, v in kids:
+                yield from walk(v, path + step, depth + 1)
+        finally:
+            on_path.discard(id(x))
+
+    yield from walk(batch, root, 0)
+
+
+def iter_leaves(batch: Any) -> Iterator[Any]:
+    """The leaves of a batch (tensors, arrays and plain values), however nested."""
+    for _, leaf in iter_leaves_with_paths(batch):
+        yield leaf
 
 
 def _leaf_nbytes(x: Any) -> int:
@@ -67,20 +124,70 @@ def leading_dim(batch: Any) -> Optional[int]:
     return None
 
 
+def map_leaves(
+    batch: Any,
+    tensor: Callable[[Any], Any],
+    array: Optional[Callable[[Any], Any]] = None,
+) -> Any:
+    """A copy of ``batch``'s structure with ``tensor(t)`` for every tensor and
+    ``array(a)`` for every NumPy array (kept as is without ``array``): containers,
+    named tuples, dataclasses and objects holding tensors are rebuilt, each once (a part
+    shared twice stays shared, a batch containing itself contains its copy), plain
+    values are kept."""
+    memo: dict[int, Any] = {}
+
+    def walk(x: Any, depth: int) -> Any:
+        if is_tensor(x):
+            return tensor(x)
+        if is_array(x):
+            return array(x) if array is not None else x
+        if depth >= MAX_DEPTH or _children(x) is None:
+            return x
+        if id(x) in memo:
+            return memo[id(x)]
+        if isinstance(x, Mapping):
+            try:
+                new: Any = type(x)()
+            except TypeError:
+                new = {}
+            memo[id(x)] = new
+            for k, v in x.items():
+                new[k] = walk(v, depth + 1)
+            if not isinstance(new, type(x)):  # a mapping we could not remake as itself
+                memo[id(x)] = new = _remade(x, new)
+            return new
+        if isinstance(x, list):
+            new = type(x)() if type(x) is not list else []
+            memo[id(x)] = new
+            new.extend(walk(v, depth + 1) for v in x)
+            return new
+        if isinstance(x, tuple):  # immutable: a cycle through it closes in a list or dict
+            items = [walk(v, depth + 1) for v in x]
+            new = type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+            memo[id(x)] = new
+            return new
+        # a dataclass or a plain object: a shallow copy, its attributes walked
+        new = copy.copy(x)
+        memo[id(x)] = new
+        fields = (
+            [f.name for f in dataclasses.fields(x)]
+            if dataclasses.is_dataclass(x)
+            else list(vars(x))
+        )
+        for name in fields:
+            object.__setattr__(new, name, walk(getattr(x, name), depth + 1))
+        return new
+
+    return walk(batch, 0)
+
+
+def _remade(original: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
+    try:
+        return type(original)(items)  # type: ignore[call-arg]
+    except TypeError:
+        return items
+
+
 def map_tensors(batch: Any, fn: Callable[[Any], Any]) -> Any:
-    """Return a copy of ``batch`` with ``fn`` applied to every tensor, same structure."""
-    if is_tensor(batch):
-        return fn(batch)
-    if isinstance(batch, Mapping):
-        return type(batch)({k: map_tensors(v, fn) for k, v in batch.items()})  # type: ignore[call-arg]
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(map_tensors(v, fn) for v in batch))
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(map_tensors(v, fn) for v in batch)
-    return batch
-
-
-def batch_is_pinned(batch: Any) -> Optional[bool]:
-    """True if every CPU tensor in the batch is in pinned memory; None without tensors."""
-    flags = [bool(leaf.is_pinned()) for leaf in iter_leaves(batch) if is_tensor(leaf)]
-    return all(flags) if flags else None
+    """A copy of ``batch``'s structure with ``fn`` applied to every tensor."""
+    return map_leaves(batch, fn)

@@ -11,14 +11,22 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+import zlib
 from itertools import islice
 from typing import Any, Callable, Optional
 
 from .._env import cuda_synchronize, is_dataloader
 from .._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from .._format import fmt_bytes
-from .batches import batch_nbytes, is_tensor, iter_leaves, leading_dim, map_tensors
-from .loader import shutdown_source
+from .batches import (
+    batch_nbytes,
+    is_array,
+    is_tensor,
+    iter_leaves_with_paths,
+    leading_dim,
+    map_leaves,
+)
+from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
 
 log = logging.getLogger("loadeval_nb")
 
@@ -121,8 +129,10 @@ class ReplayCache:
         self.ready = False
         self.nbytes: Optional[int] = None
         self.samples_per_batch: Optional[int] = None
-        self._tensors: list[Any] = []
+        self._tensors: list[tuple[str, Any]] = []
         self._versions: list[int] = []
+        self._arrays: list[tuple[str, Any]] = []
+        self._sums: list[int] = []
         self._mutation_warned = False
         self.copied = False
         """The cached tensors are copies (the source may hand out the user's own)."""
@@ -158,11 +168,19 @@ class ReplayCache:
         to_device: Optional[Callable[[Any], Any]] = None
         self.copied = may_hand_out_user_tensors(source)
         copy = self.copied
+        # arrays and the containers that hold tensors are copied too: a dataclass, a named
+        # tuple or an object the loader hands out may be the user's own
+        arrays = _copy_array if copy else None
         if self.cache_on == "device":
             dev = target_device(self.device)
-            to_device = lambda b: map_tensors(b, lambda t: t.to(dev, copy=copy))  # noqa: E731
+            to_device = lambda b: map_leaves(b, lambda t: t.to(dev, copy=copy), arrays)  # noqa: E731
         elif copy:  # the cache counts the copies in its budget: they are what it holds
-            to_device = lambda b: map_tensors(b, lambda t: t.clone())  # noqa: E731
+            to_device = lambda b: map_leaves(b, _clone, arrays)  # noqa: E731
+        # persistent workers this fill starts are ours to stop; the user's are left running
+        ours = bool(
+            getattr(source, "persistent_workers", False)
+            and getattr(source, "_iterator", False) is None
+        )
         it = iter(source)
         try:
             cache: list[Any] = []
@@ -175,6 +193,9 @@ class ReplayCache:
             # Stop the source's workers now, so their teardown is not charged to the replay.
             if not getattr(source, "persistent_workers", False):
                 shutdown_source(it)
+            elif ours:
+                shutdown_persistent_workers(source)
+            end_prepared_epoch(source)
             del it
         if not cache:
             raise LoadEvalError(nothing_to_measure(source))
@@ -186,34 +207,81 @@ class ReplayCache:
             )
         self.batches = cache
         self.nbytes = sum(batch_nbytes(b) for b in cache)
-        self._tensors = [leaf for b in cache for leaf in iter_leaves(b) if is_tensor(leaf)]
-        self._versions = [t._version for t in self._tensors]
+        leaves = [
+            (path, leaf)
+            for k, b in enumerate(cache)
+            for path, leaf in iter_leaves_with_paths(b, f"cached batch {k}")
+        ]
+        self._tensors = [(p, x) for p, x in leaves if is_tensor(x)]
+        self._versions = [t._version for _, t in self._tensors]
+        # arrays have no version counter: a checksum, read when an epoch ends
+        self._arrays = [(p, x) for p, x in leaves if is_array(x)]
+        if sum(a.nbytes for _, a in self._arrays) > MAX_SUMMED_BYTES:
+            self._arrays = []  # too large to read at every epoch's end: not watched
+        self._sums = [_checksum(a) for _, a in self._arrays]
         self.ready = True
 
     def release(self) -> None:
         """Let go of the cached batches (their host or device memory is freed once nothing
         else holds them); ``nbytes`` still says how much was held."""
         self.batches = []
-        self._tensors, self._versions = [], []
+        self._tensors, self._versions, self._arrays, self._sums = [], [], [], []
 
     def check_mutation(self) -> None:
-        """Warn once if the loop changed cached tensors in place since they were cached."""
-        if self._mutation_warned or not self._versions:
+        """Warn once if the loop changed cached tensors or arrays in place since they were
+        cached, naming where (``cached batch 0.img``)."""
+        if self._mutation_warned or not (self._versions or self._sums):
             return
-        now = [t._version for t in self._tensors]  # grows with every in-place op
-        if now != self._versions:  # (one C comparison per epoch; count only then)
-            changed = sum(a != b for a, b in zip(now, self._versions))
-            self._mutation_warned = True
-            yours = (
-                "your own tensors were not changed (the cache holds copies of them)"
-                if self.copied
-                else "your data was not changed (the loader made these batches)"
+        now = [t._version for _, t in self._tensors]  # grows with every in-place op
+        sums = [_checksum(a) for _, a in self._arrays] if self._arrays else []
+        if now == self._versions and sums == self._sums:  # (one comparison each per epoch)
+            return
+        changed = [p for (p, _), a, b in zip(self._tensors, now, self._versions) if a != b]
+        changed += [p for (p, _), a, b in zip(self._arrays, sums, self._sums) if a != b]
+        self._mutation_warned = True
+        kinds = " and ".join(
+            f"{n} of the {total} cached {what}"
+            for n, total, what in (
+                (sum(a != b for a, b in zip(now, self._versions)), len(now), "tensors"),
+                (sum(a != b for a, b in zip(sums, self._sums)), len(sums), "arrays"),
             )
-            warnings.warn(
-                f"The training loop changed {changed} of the {len(now)} cached tensors in place "
-                "(e.g. images.sub_(mean)), so replayed steps after the first pass over the "
-                f"cache computed on altered values; {yours}. Copy before changing "
-                "(x = x.clone(), or x.to(device) on another device) or use out-of-place ops.",
-                CacheMutationWarning,
-                stacklevel=4,
-            )
+            if n
+        )
+        where = ", ".join(changed[:3]) + (
+            f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        )
+        yours = (
+            "your own data was not changed (the cache holds copies of it)"
+            if self.copied
+            else "your data was not changed (the loader made these batches)"
+        )
+        warnings.warn(
+            f"The training loop changed {kinds} in place ({where}; e.g. images.sub_(mean) or "
+            "arr += 1), so replayed steps after the first pass over the cache computed on "
+            f"altered values; {yours}. Copy before changing (x = x.clone(), a = a.copy(), or "
+            "x.to(device) on another device) or use out-of-place ops.",
+            CacheMutationWarning,
+            stacklevel=4,
+        )
+
+
+MAX_SUMMED_BYTES = 256 * 2**20
+"""Cached arrays up to this size are checksummed at each epoch's end to tell in-place
+changes (tensors have a version counter; arrays do not)."""
+
+
+def _clone(t: Any) -> Any:
+    return t.clone()
+
+
+def _copy_array(a: Any) -> Any:
+    return a.copy()
+
+
+def _checksum(a: Any) -> int:
+    try:
+        return (
+            zlib.crc32(memoryview(a).cast("B")) if a.flags.c_contiguous else zlib.crc32(a.tobytes())
+        )
+    except (TypeError, ValueError, BufferError):
+        return zlib.crc32(a.tobytes())

@@ -18,8 +18,8 @@ class EvaluatorConfig:
 
     dataloader: Any
     clock: Clock
-    max_steps: Optional[int]
-    warmup_steps: int
+    steps: Optional[int]
+    warmup: int
     auto_stop: Optional[AutoStop]
     worker_timing: bool
     num_cached_batches: int
@@ -35,8 +35,8 @@ class EvaluatorConfig:
     replay cache will fit, made without starting the loader once more."""
 
     def expected_steps(self) -> Optional[int]:
-        """Steps in one epoch: ``len(loader)`` capped by ``max_steps`` (None: unknown)."""
+        """Steps in one epoch: ``len(loader)`` capped by ``steps`` (None: unknown)."""
         n = safe_len(self.dataloader)
-        if self.max_steps is not None:
-            return self.max_steps if n is None else min(n, self.max_steps)
+        if self.steps is not None:
+            return self.steps if n is None else min(n, self.steps)
         return n

@@ -9,25 +9,30 @@ cache in :mod:`._cache`, turning stamps into a :class:`Run` in :mod:`._run`.
 from __future__ import annotations
 
 import logging
+import threading
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any, Optional
 
 from .._env import (
+    SigintStamp,
     cuda_in_use,
     cuda_synchronize,
     environment,
     interrupts_deferred,
     loader_settings,
+    safe_len,
 )
 from .._errors import LoadEvalError, a_kind, check_choice, check_int, check_interval
+from .._files import expand_path
+from .._format import fmt_bytes, fmt_seconds
 from ..record.journal import MetricsWriter
-from ..record.run import Run
+from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .build_run import build_run
 from .config import EvaluatorConfig
-from .dali import DaliMethods
 from .modes import MODES, LogMode, ReplayMode
 from .sampler import UtilSampler
 from .timing import DEFAULT_CLOCK, Clock, EpochGuard, EpochRecord, epoch_steps, step_path
@@ -35,14 +40,14 @@ from .timing import DEFAULT_CLOCK, Clock, EpochGuard, EpochRecord, epoch_steps, 
 log = logging.getLogger("loadeval_nb")
 
 
-class LoaderEvaluator(DaliMethods):
+class LoaderEvaluator:
     """Wrap a DataLoader (or any iterable of batches) to measure what loading costs.
 
     * ``mode="log"``: iterate the real loader and time every step: the wait inside
       ``next()`` and the whole step (``next()`` to ``next()``).
     * ``mode="replay"``: at construction pull only ``num_cached_batches`` batches,
       shut the source down, then serve those batches over and over
-      (``len(dataloader)`` or ``max_steps`` per epoch): the loop as it would run
+      (``len(dataloader)`` or ``steps`` per epoch): the loop as it would run
       if loading cost nothing.
 
     Args:
@@ -51,9 +56,12 @@ class LoaderEvaluator(DaliMethods):
         num_cached_batches: batches to cache for replay.
         metrics_file: if set, the run log is written there (JSON) whenever an
             epoch ends, also when the loop stops early, so nothing is lost.
-        max_steps: end each epoch after this many batches (None: the whole loader).
-        warmup_steps: steps at the start of each epoch excluded from statistics
-            (kept in the log).
+        steps: end each epoch after this many batches, warm-up included (None: the
+            whole loader; ``"auto"``: an adaptive stop with defaults). ``steps`` means
+            the same in :class:`RunSettings` and in ``%%loadeval --steps``.
+        warmup: steps at the start of each epoch excluded from statistics (kept in
+            the log). ``max_steps`` and ``warmup_steps`` are the old names of these two,
+            kept for one release.
         cache_on: ``"host"`` keeps batches as produced (pinned stays pinned);
             ``"device"`` moves them to the GPU once, so replay also excludes the
             host-to-device copy.
@@ -63,14 +71,14 @@ class LoaderEvaluator(DaliMethods):
         sample_interval_s: utilisation sampling period; None disables the samplers.
         label: a name for the run, shown in plots and reports.
         auto_stop: stop each epoch once its step time is known to ±5 % (an
-            :class:`AutoStop`; ``max_steps="auto"`` is the same with defaults).
+            :class:`AutoStop`; ``steps="auto"`` is the same with defaults).
         worker_timing: log mode with ``num_workers > 0``: also time every batch
             inside the worker processes (``worker_load_ns()``; feeds the simulator).
         clock: integer-nanosecond monotonic clock (tests inject a fake one).
 
     Raises:
         ValueError (LoadEvalError): bad arguments, a non-iterable, an empty loader
-            in replay mode, an unsized source in replay mode without ``max_steps``.
+            in replay mode, an unsized source in replay mode without ``steps``.
         CacheBudgetError: the cache would not fit the budget.
     """
 
@@ -81,8 +89,8 @@ class LoaderEvaluator(DaliMethods):
         num_cached_batches: int = 20,
         metrics_file: Optional[str] = None,
         *,
-        max_steps: Any = None,
-        warmup_steps: int = 0,
+        steps: Any = None,
+        warmup: int = 0,
         cache_on: str = "host",
         cache_budget_bytes: Optional[int] = None,
         device: Any = None,
@@ -91,24 +99,34 @@ class LoaderEvaluator(DaliMethods):
         clock: Optional[Clock] = None,
         auto_stop: Optional[AutoStop] = None,
         worker_timing: bool = False,
+        max_steps: Any = None,
+        warmup_steps: Optional[int] = None,
     ) -> None:
+        if max_steps is not None:
+            _renamed_argument("max_steps", "steps")
+            if steps is not None:
+                raise LoadEvalError("steps and max_steps are one setting; pass steps only.")
+            steps = max_steps
+        if warmup_steps is not None:
+            _renamed_argument("warmup_steps", "warmup")
+            warmup = warmup_steps
         check_choice("mode", mode, tuple(MODES))  # an OptionError is a ValueError
         check_choice("cache_on", cache_on, ("host", "device"))
         check_int("num_cached_batches", num_cached_batches, 1)
-        if max_steps == "auto" or auto_stop is not None:
+        if steps == "auto" or auto_stop is not None:
             if auto_stop is not None and not isinstance(auto_stop, AutoStop):
                 raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
-            if max_steps not in (None, "auto"):
+            if steps not in (None, "auto"):
                 raise LoadEvalError(
-                    f"max_steps={max_steps!r} and auto_stop both set how long a run is; pass "
+                    f"steps={steps!r} and auto_stop both set how long a run is; pass "
                     "one of them (AutoStop(max_steps=...) caps an adaptive run)."
                 )
             auto_stop = auto_stop or AutoStop()
-            max_steps = auto_stop.max_steps
-        elif isinstance(max_steps, str):
-            raise LoadEvalError(f"max_steps must be an integer, None or 'auto', not {max_steps!r}.")
-        check_int("max_steps", max_steps, 1, allow_none=True)
-        check_int("warmup_steps", warmup_steps, 0)
+            steps = auto_stop.max_steps
+        elif isinstance(steps, str):
+            raise LoadEvalError(f"steps must be an integer, None or 'auto', not {steps!r}.")
+        check_int("steps", steps, 1, allow_none=True)
+        check_int("warmup", warmup, 0)
         check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
         check_interval("sample_interval_s", sample_interval_s)
         if label is not None and not isinstance(label, str):
@@ -128,11 +146,11 @@ class LoaderEvaluator(DaliMethods):
         self.dataloader = dataloader
         self.mode = mode
         self.num_cached_batches = num_cached_batches
-        self.metrics_file = metrics_file
-        self.max_steps: Optional[int] = max_steps
+        self.metrics_file = expand_path(metrics_file) if metrics_file is not None else None
+        self.steps: Optional[int] = steps
         self.auto_stop: Optional[AutoStop] = auto_stop
         self.worker_timing = bool(worker_timing)
-        self.warmup_steps = warmup_steps
+        self.warmup = warmup
         self.cache_on = cache_on
         self.cache_budget_bytes = cache_budget_bytes
         self.device = device
@@ -153,12 +171,15 @@ class LoaderEvaluator(DaliMethods):
         self._final_run: Optional[Run] = None  # to_run() once closed: nothing changes then
         self._closed = False
         self._writer: Optional[MetricsWriter] = None
+        self._write_lock = threading.Lock()
+        self._sigint = SigintStamp(self.clock)
+        self._write_errors: set[str] = set()  # each failure to write said once, not per epoch
         # replay fills its cache here: a budget or an empty loader is refused at once
         self.config = EvaluatorConfig(
             dataloader=dataloader,
             clock=self.clock,
-            max_steps=max_steps,
-            warmup_steps=warmup_steps,
+            steps=steps,
+            warmup=warmup,
             auto_stop=auto_stop,
             worker_timing=self.worker_timing,
             num_cached_batches=num_cached_batches,
@@ -168,6 +189,18 @@ class LoaderEvaluator(DaliMethods):
         )
         """What the modes read (copied once; the modes never read the evaluator back)."""
         self._mode: LogMode | ReplayMode = MODES[mode](self.config)
+
+    @property
+    def max_steps(self) -> Optional[int]:
+        """Deprecated: :attr:`steps`."""
+        _renamed_argument("max_steps", "steps", "attribute")
+        return self.steps
+
+    @property
+    def warmup_steps(self) -> int:
+        """Deprecated: :attr:`warmup`."""
+        _renamed_argument("warmup_steps", "warmup", "attribute")
+        return self.warmup
 
     # -- the replay cache, as DALI names it ---------------------------------------------
     @property
@@ -189,7 +222,7 @@ class LoaderEvaluator(DaliMethods):
         n = self.config.expected_steps()
         if n is None:
             raise TypeError(
-                f"{type(self.dataloader).__name__} has no len(); pass max_steps=N to fix one."
+                f"{type(self.dataloader).__name__} has no len(); pass steps=N to fix one."
             )
         return n
 
@@ -221,6 +254,7 @@ class LoaderEvaluator(DaliMethods):
         guard = EpochGuard(lambda status: self._finish(rec, status, source[0]))
         if self._sampler is not None:
             self._sampler.start()
+        self._sigint.install()  # a Ctrl-C in next() is a stop, not a broken loader
         if self._t0 is None:
             self._t0 = self.clock()
         try:
@@ -234,16 +268,22 @@ class LoaderEvaluator(DaliMethods):
 
     def _finish(self, rec: EpochRecord, status: str, src: Any) -> None:
         """Close an epoch: account queued GPU work, stop samplers and workers, save."""
-        with interrupts_deferred():  # a second Ctrl-C must not lose the run log
-            self._finish_epoch(rec, status, src)
+        if rec.finished:
+            return
+        try:
+            with interrupts_deferred():  # more Ctrl-Cs must not lose the run log
+                self._finish_epoch(rec, status, src)
+        finally:
+            self._sigint.uninstall()
 
     def _finish_epoch(self, rec: EpochRecord, status: str, src: Any) -> None:
         clock = self.clock
         rec.end_ns = clock()
+        interrupted = self._sigint.at is not None
         if cuda_in_use():
             cuda_synchronize()
             rec.sync_ns = clock() - rec.end_ns
-        rec.status = self._mode.settle_status(rec, status)
+        rec.status = self._mode.settle_status(rec, status, interrupted)
         if self._open is not None and self._open[0] is rec:
             self._open = None
         if not rec.starts and rec.status != "complete":
@@ -254,12 +294,18 @@ class LoaderEvaluator(DaliMethods):
             self._sampler.pause()  # no join on the loop's path; close() ends the thread
         self._mode.close_epoch(rec, src, exhausted=status == "complete")
         self._write_metrics(final=False)
+        rec.finished = True
 
     def _write_metrics(self, final: bool) -> None:
         """Bring ``metrics_file`` up to date: the new epochs only while the loop runs
         (see :mod:`._journal`), the whole document at ``close()``."""
         if not self.metrics_file:
             return
+        with self._write_lock:  # epochs ended on two threads write one after the other
+            self._write_metrics_now(final)
+
+    def _write_metrics_now(self, final: bool) -> None:
+        assert self.metrics_file
         if self._writer is None or self._writer.path != self.metrics_file:
             self._writer = MetricsWriter(self.metrics_file)
         try:
@@ -267,8 +313,16 @@ class LoaderEvaluator(DaliMethods):
                 self._writer.write_all(self.to_run())
             else:
                 self._writer.epoch_ended(self._build_run)
-        except Exception as e:  # never lose the run over a bad path; say so
-            log.warning("loadeval_nb: could not write %s (%s).", self.metrics_file, e)
+        except Exception as e:  # never lose the run over a bad path; say so, once
+            said = f"{type(e).__name__}: {e}"
+            if said not in self._write_errors:
+                self._write_errors.add(said)
+                log.warning(
+                    "loadeval_nb: could not write %s (%s); the run goes on and is kept in "
+                    "memory (to_run(), save_metrics() elsewhere).",
+                    self.metrics_file,
+                    e,
+                )
 
     def _close_open(self, status: str) -> None:
         if self._open is not None:
@@ -301,6 +355,94 @@ class LoaderEvaluator(DaliMethods):
         """Per-batch production times measured inside the DataLoader's worker processes
         (``worker_timing=True``, ``num_workers > 0``), in order of completion; else None."""
         return self._mode.worker_load_ns()
+
+    # -- DALI's methods: get_metrics, save_metrics, print_summary (seconds, as DALI) ----
+    def get_metrics(self) -> dict[str, Any]:
+        """DALI-compatible metrics dict (seconds), plus step statistics; ``{}`` before any batch.
+
+        ``batch_times`` (as in DALI) is the time spent inside ``next()`` per batch;
+        in replay mode it is not measured (zeros): a cache lookup costs nanoseconds.
+        ``step_times`` is the whole step, ``next()`` to ``next()``.
+        """
+        run = self.to_run()
+        if run.n_steps == 0:
+            return {}
+        summ = run.summary()
+        st = summ["step"]
+        return {
+            **dali_metrics(run),
+            "cached_batches": len(self.cached_batches),
+            "cache_ready": self.cache_ready,
+            "step_times": [s / 1e9 for s in run.step_ns],
+            "steady_steps": summ["steady_steps"],
+            "warmup_steps": self.warmup,
+            "avg_step_time": st["mean_s"],
+            "median_step_time": st["median_s"],
+            "p90_step_time": st["p90_s"],
+            "samples_per_s": st["samples_per_s"],
+            "wait_share": summ["wait_share"],
+            "status": run.status,
+        }
+
+    def save_metrics(self, filename: Optional[str] = None, *, quiet: bool = False) -> Optional[str]:
+        """Write the run log (JSON, with DALI's metric keys at the top level) to ``filename``
+        or ``metrics_file``. Returns the path, or None (with a message) if neither is set."""
+        filename = filename or self.metrics_file
+        if not filename:
+            print("No filename provided for saving metrics; pass save_metrics('run.json').")
+            return None
+        path = self.to_run().save(filename)
+        if not quiet:
+            print(f"Metrics saved to: {path}")
+        return path
+
+    def print_summary(self, file: Any = None) -> None:
+        """Print a readable summary (starts with ``Loader Evaluator Summary:``)."""
+        dataset = getattr(self.dataloader, "dataset", None)
+        ds_len = safe_len(dataset) if dataset is not None else None
+        n_len = safe_len(self.dataloader)
+        lines = [
+            "Loader Evaluator Summary:",
+            f"  Mode: {self.mode}",
+            f"  Dataset size: {ds_len if ds_len is not None else 'unknown'}",
+            f"  Number of batches: {n_len if n_len is not None else 'unknown'}",
+            f"  Cache size: {len(self.cached_batches)}/{self.num_cached_batches}",
+            f"  Cache ready: {self.cache_ready}",
+        ]
+        if self.cache_bytes is not None:
+            lines.append(f"  Cache memory: {fmt_bytes(self.cache_bytes)} on {self.cache_on}")
+        m = self.get_metrics()
+        if m:
+            lines += [
+                f"  Total batches processed: {m['total_batches']}",
+                f"  Total time: {m['total_time']:.2f}s",
+            ]
+            if self.mode == "log":  # replay does not time next()
+                lines += [
+                    f"  Average batch time: {m['avg_batch_time']:.4f}s (waiting in next())",
+                    f"  Min batch time: {m['min_batch_time']:.4f}s",
+                    f"  Max batch time: {m['max_batch_time']:.4f}s",
+                ]
+            startup = self.to_run().startup_s()
+            if startup is not None:
+                lines.append(
+                    f"  Start-up: {fmt_seconds(startup)} (iter() to the first batch; "
+                    "not in the step times)"
+                )
+            lines += [
+                f"  Steady steps: {m['steady_steps']} (each epoch's first step is its start-up; "
+                f"warm-up {max(self.warmup, 1)} per epoch)",
+                f"  Mean step time: {fmt_seconds(m['avg_step_time'])}"
+                f" (median {fmt_seconds(m['median_step_time'])}, p90 {fmt_seconds(m['p90_step_time'])})",
+            ]
+            if m["samples_per_s"] is not None:
+                lines.append(f"  Throughput: {m['samples_per_s']:.1f} samples/s")
+            lines.append(f"  CPU: {self.to_run().cpu_text()}")
+            if m["wait_share"] is not None:
+                lines.append(f"  Time waiting for data: {m['wait_share']:.1%}")
+            if m["status"] != "complete":
+                lines.append(f"  Status: {m['status']}")
+        print("\n".join(lines), file=file)
 
     # -- live reading (for dashboards; never stops or changes anything) ------------
     def steps_since(self, cursor: tuple[int, int] = (0, 0)) -> tuple[list[int], tuple[int, int]]:
@@ -360,13 +502,13 @@ class LoaderEvaluator(DaliMethods):
             measure_wait=mode.measure_wait,
             t0_ns=t0,
             now_ns=self.clock(),
-            warmup_steps=self.warmup_steps,
-            label=self.label or mode.label,
+            warmup=self.warmup,
+            label=self.label or mode.side,
             loader=self._loader_info,
             settings={
                 "num_cached_batches": self.num_cached_batches,
                 "batches_cached": len(self.cached_batches),
-                "max_steps": self.max_steps,
+                "max_steps": self.steps,  # the run log's key (schema 2)
                 "auto_stop": self.auto_stop.to_dict() if self.auto_stop is not None else None,
                 "cache_on": self.cache_on if replay else None,
                 "cache_bytes": self.cache_bytes,
@@ -384,3 +526,12 @@ class LoaderEvaluator(DaliMethods):
 def _worker_pids(ref: weakref.ref[LoaderEvaluator]) -> Optional[set[int]]:
     ev = ref()
     return ev._mode.worker_pids() if ev is not None else None
+
+
+def _renamed_argument(old: str, new: str, what: str = "argument") -> None:
+    warnings.warn(
+        f"LoaderEvaluator's {old} {what} is now {new} (one name from %%loadeval --{new} to "
+        "here); the old name goes in the next release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )

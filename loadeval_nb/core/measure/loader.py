@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from .._env import is_dataloader
+from .._env import cpu_count, is_dataloader
 from .._errors import LoadEvalError, OptionError, a_kind, check_int
 
 TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The settings :func:`rebuild_loader` may change; everything else is carried over."""
 
 
+WORKERS_PER_CPU = 4
+"""The most worker processes (or threads) loadeval_nb starts per CPU: more only queue for
+the same cores, and each worker is a process holding memory."""
+
+
 def max_workers() -> int:
-    """The most ``num_workers`` loadeval_nb starts: 4 per CPU this process may use. More
-    only queue for the same cores (and each worker is a process holding memory)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return 4 * cpus
+    """The most ``num_workers`` loadeval_nb starts: :data:`WORKERS_PER_CPU` per CPU this
+    process may use."""
+    return WORKERS_PER_CPU * cpu_count()
 
 
 def check_workers(n: Any, name: str = "num_workers") -> int:
@@ -30,7 +33,7 @@ def check_workers(n: Any, name: str = "num_workers") -> int:
         raise OptionError(
             name,
             f"={n} is more worker processes than this machine can run usefully "
-            f"(4 per CPU: at most {limit}); try a number up to {limit}.",
+            f"({WORKERS_PER_CPU} per CPU: at most {limit}); try a number up to {limit}.",
         )
     return int(n)
 
@@ -128,3 +131,43 @@ def rebuild_loader(loader: Any, *, dataset: Any = None, **changes: Any) -> Any:
         raise LoadEvalError(
             f"PyTorch refused a DataLoader with {settings} ({e}); choose other values."
         ) from None
+
+
+@contextmanager
+def rng_kept(loader: Any) -> Iterator[None]:
+    """Run the block and put back the random state it used up: torch's global generator
+    and the loader's own (``generator=``, its sampler's), so reading a copy of the user's
+    loader (a split, a rung's samples) does not change the batches their next epoch draws."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    state = torch.get_rng_state()
+    gens = {}
+    for owner in (loader, getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
+        g = getattr(owner, "generator", None)
+        if g is not None and hasattr(g, "get_state"):
+            gens[id(g)] = (g, g.get_state())
+        inner = getattr(owner, "sampler", None)  # a BatchSampler's sampler
+        g = getattr(inner, "generator", None)
+        if g is not None and hasattr(g, "get_state"):
+            gens[id(g)] = (g, g.get_state())
+    try:
+        yield
+    finally:
+        torch.set_rng_state(state)
+        for g, st in gens.values():
+            g.set_state(st)
+
+
+def end_prepared_epoch(loader: Any) -> None:
+    """An accelerate-prepared loader tells its ``GradientState`` it is iterating from
+    ``iter()`` until it runs out; one left early (a run's steps reached, a cache filled)
+    never says it ended, and ``gradient_state.in_dataloader`` would stay True: say it."""
+    state = getattr(loader, "gradient_state", None)
+    end = getattr(loader, "end", None)
+    if state is not None and callable(end) and getattr(state, "in_dataloader", False):
+        try:
+            end()
+        except Exception:  # pragma: no cover - an accelerate that changed its mind
+            pass

@@ -22,7 +22,7 @@ from .batches import leading_dim
 from .cache import ReplayCache
 from .config import EvaluatorConfig
 from .copies import CopyTimer
-from .loader import shutdown_persistent_workers, shutdown_source
+from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
 from .timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
 from .worker_timing import WorkerFetchTimer
 
@@ -39,7 +39,7 @@ def _auto_chunks(
         if guard is not None:  # replay: the batch list outlives the stop; close now
             guard.close("complete")
 
-    return AutoChunker(source, rec.starts, ev.auto_stop, ev.warmup_steps, on_stop).chunks()
+    return AutoChunker(source, rec.starts, ev.auto_stop, ev.warmup, on_stop).chunks()
 
 
 class _Mode:
@@ -55,7 +55,9 @@ class LogMode(_Mode):
     """Iterate the real loader and time every step: the wait inside ``next()`` and the step."""
 
     name = "log"
-    label = "real"
+    """The mode, as DALI names it (and the run log's ``mode``)."""
+    side = "real"
+    """Which run of a pair this mode measures."""
     measure_wait = True
     """Each step records its wait for data (``ready`` stamps)."""
     short_last_batch = True
@@ -101,8 +103,8 @@ class LogMode(_Mode):
         source: Iterator[Any] = src
         if ev.auto_stop is not None:  # it stops at the AutoStop's max_steps itself
             source = _auto_chunks(ev, rec, source, None)
-        elif ev.max_steps is not None:
-            source = islice(src, ev.max_steps)
+        elif ev.steps is not None:
+            source = islice(src, ev.steps)
         hook = self._first_batch_hook() if self._samples is None else None
         return timed_log_iter(source, rec, guard, clock, hook), src
 
@@ -120,28 +122,31 @@ class LogMode(_Mode):
 
         return hook
 
-    def settle_status(self, rec: EpochRecord, status: str) -> str:
+    def settle_status(self, rec: EpochRecord, status: str, interrupted: bool = False) -> str:
         if status == "complete":
             return status
         if len(rec.starts) == len(rec.ready) + 1:
-            return "source-error"  # next() itself raised
+            # next() itself raised: a broken loader, unless Ctrl-C stopped it waiting there
+            return "stopped" if interrupted else "source-error"
         if rec.expected is not None and len(rec.ready) >= rec.expected:
             return "complete"  # every batch taken; the loop stopped asking at len()
         return status
 
     def close_epoch(self, rec: EpochRecord, src: Any, exhausted: bool) -> None:
-        # A loader left mid-epoch (break, error, max_steps, a loop that stopped asking at
+        # A loader left mid-epoch (break, error, steps reached, a loop that stopped asking at
         # len()) still has workers: stop them. An exhausted DataLoader iterator has
         # already stopped its own.
         self.close_copies(rec)
         ev = self.ev
-        left_early = not exhausted or ev.max_steps is not None
+        left_early = not exhausted or ev.steps is not None
         if (
             src is not None
             and left_early
             and not getattr(ev.dataloader, "persistent_workers", False)
         ):
             shutdown_source(src)
+        if left_early:
+            end_prepared_epoch(ev.dataloader)
 
     def worker_load_ns(self) -> Optional[list[int]]:
         t = self.timer
@@ -178,19 +183,19 @@ class LogMode(_Mode):
 
 
 class ReplayMode(_Mode):
-    """Serve a cache of batches for a whole epoch (``len(loader)`` or ``max_steps`` steps)."""
+    """Serve a cache of batches for a whole epoch (``len(loader)`` or ``steps`` steps)."""
 
     name = "replay"
-    label = "ideal"
+    side = "ideal"
     measure_wait = False
     short_last_batch = False
 
     def __init__(self, ev: EvaluatorConfig) -> None:
         super().__init__(ev)
-        if ev.max_steps is None and safe_len(ev.dataloader) is None:
+        if ev.steps is None and safe_len(ev.dataloader) is None:
             raise LoadEvalError(
                 f"Replay needs to know how many steps make an epoch, but this "
-                f"{type(ev.dataloader).__name__} has no len(); pass max_steps=N."
+                f"{type(ev.dataloader).__name__} has no len(); pass steps=N."
             )
         self.cache = ReplayCache(
             ev.num_cached_batches,
@@ -218,7 +223,7 @@ class ReplayMode(_Mode):
         assert steps is not None  # checked at construction
         return timed_replay_iter(self.cache.batches, steps, rec, guard, ev.clock, wrap), None
 
-    def settle_status(self, rec: EpochRecord, status: str) -> str:
+    def settle_status(self, rec: EpochRecord, status: str, interrupted: bool = False) -> str:
         served = len(rec.starts)
         if status == "complete" or served == (rec.expected or 0) + 1:
             rec.last_end_known = True  # the closing stamp was taken

@@ -49,7 +49,9 @@ DEFAULT_CLOCK: Clock = time.perf_counter_ns
 
 def _c_path() -> Any:
     """The C extension, if it is built, wanted, and agrees with ``perf_counter_ns``."""
-    if os.environ.get("LOADEVAL_NB_PURE_PYTHON"):
+    # "1", "true", "yes" turn it off; "0", "false", "no" or empty leave it on, as they read
+    wanted = os.environ.get("LOADEVAL_NB_PURE_PYTHON", "").strip().lower()
+    if wanted not in ("", "0", "false", "no", "off"):
         return None
     try:
         _cstamp: Any = importlib.import_module(f"{__package__}._cstamp")
@@ -106,6 +108,8 @@ class EpochRecord:
 
     c_path: bool = False
     """Stamped by the C extension's iterators (see :meth:`prepare`)."""
+    finished: bool = False
+    """The epoch's closing (statistics, samplers, workers, the run log) has completed."""
 
     @property
     def open(self) -> bool:
@@ -135,7 +139,13 @@ class EpochGuard:
     def close(self, status: str) -> None:
         if not self._closed:
             self._closed = True
-            self._close(status)
+            try:
+                self._close(status)
+            except KeyboardInterrupt:
+                # a Ctrl-C that came before the closing could defer the next ones: close
+                # now (a closing that completed returns at once), then pass it on
+                self._close(status)
+                raise
 
     def __del__(self) -> None:
         try:

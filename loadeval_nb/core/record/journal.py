@@ -19,12 +19,15 @@ A journal line::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
 from typing import Any, Optional
 
 from .run import Run
+
+log = logging.getLogger("loadeval_nb")
 
 JOURNAL_KIND = "loadeval_nb.journal"
 FULL_WRITE_SHARE = 1 / 20
@@ -37,22 +40,6 @@ def journal_path(path: str) -> str:
 
 def _util_ticks(util: Optional[dict[str, Any]]) -> int:
     return len((util or {}).get("t_ns") or [])
-
-
-def _cut_util(util: Optional[dict[str, Any]], k: int) -> Optional[dict[str, Any]]:
-    """The ticks of ``util`` from index ``k`` on (every series is one list per tick)."""
-    if util is None:
-        return None
-    gpu, cpu = dict(util.get("gpu") or {}), dict(util.get("cpu") or {})
-    for key in ("util_pct", "mem_used_bytes"):
-        if gpu.get(key) is not None:
-            gpu[key] = [s[k:] for s in gpu[key]]
-    for key in ("process_pct", "workers_pct", "workers", "other_pct"):
-        if cpu.get(key) is not None:
-            cpu[key] = cpu[key][k:]
-    if gpu.get("other_procs") is not None:
-        gpu["other_procs"] = gpu["other_procs"][k:]
-    return {**util, "t_ns": util["t_ns"][k:], "gpu": gpu, "cpu": cpu}
 
 
 def _join_util(util: Optional[dict[str, Any]], more: Optional[dict[str, Any]]) -> Any:
@@ -147,10 +134,51 @@ class MetricsWriter:
         self._loads = len(loads) if loads is not None else 0
 
 
+def _count(x: Any) -> bool:
+    """A count of nanoseconds as a run log holds one (no bool, no negative, fits 63 bits)."""
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63
+
+
+_SERIES: dict[str, Any] = {
+    "start_ns": _count,
+    "step_ns": _count,
+    "wait_ns": _count,
+    "h2d_ns": lambda x: x is None or _count(x),
+    "samples": lambda x: x is None or _count(x),
+    "epoch": _count,
+    "complete": lambda x: isinstance(x, bool),
+}
+
+
+def _checked_line(
+    line: dict[str, Any], steps: dict[str, Optional[list[Any]]]
+) -> tuple[dict[str, list[Any]], int, list[dict[str, Any]]]:
+    """A journal line's steps and epochs, every value checked; ValueError for a bad one."""
+    new = line["steps"]
+    k = len(new["step_ns"])
+    add = {}
+    for key, have in steps.items():
+        got = new.get(key)
+        if have is None and (key != "h2d_ns" or got is None):
+            continue  # a series the document does not hold (wait_ns in a replay)
+        got = [None] * k if got is None else got
+        if not isinstance(got, list) or len(got) != k:
+            raise ValueError(f"steps.{key} is not a list of {k} entries")
+        ok = _SERIES.get(key, lambda x: True)
+        if not all(ok(x) for x in got):
+            raise ValueError(f"steps.{key} holds a value a run log cannot")
+        add[key] = list(got)
+    more_epochs = line["epochs"]
+    if not isinstance(more_epochs, list) or not all(isinstance(e, dict) for e in more_epochs):
+        raise ValueError("its epochs are not a list of objects")
+    return add, k, list(more_epochs)
+
+
 def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
     """``doc`` (a parsed run log) with the epochs from its journal appended, and how many
-    journal lines were used. A line cut short by a crash, or one the document already
-    holds, is skipped; anything else odd ends the reading there."""
+    journal lines were used. A line the document already holds is skipped; a line cut
+    short by a crash ends the file; a damaged line (it does not parse, or holds a value
+    a run log cannot) is left out and said once, and the lines after it still load."""
     jpath = journal_path(path)
     if not os.path.isfile(jpath):
         return doc, 0
@@ -169,30 +197,25 @@ def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
             lines = f.readlines()
     except OSError:
         return doc, 0
+    dropped = 0
     for raw in lines:
         try:
             line = json.loads(raw)
         except ValueError:
-            break  # the last line, cut short by a crash
+            if raw.endswith("\n"):  # a damaged line; one cut short by a crash ends the file
+                dropped += 1
+            continue
         if not isinstance(line, dict) or line.get("kind") != JOURNAL_KIND:
-            break
-        if line.get("after_steps") != n or line.get("after_epochs") != len(epochs):
+            dropped += 1
+            continue
+        after = line.get("after_steps")
+        if not isinstance(after, int) or after < n:
             continue  # already in the document (written just before a crash)
         try:  # the whole line or nothing: checked into temporaries first
-            new = line["steps"]
-            k = len(new["step_ns"])
-            add = {}
-            for key, have in steps.items():
-                got = new.get(key)
-                if have is None and (key != "h2d_ns" or got is None):
-                    continue  # a series the document does not hold (wait_ns in a replay)
-                got = [None] * k if got is None else list(got)
-                if len(got) != k:
-                    raise ValueError(f"steps.{key} has {len(got)} entries, not {k}")
-                add[key] = got
-            more_epochs = list(line["epochs"])
-        except Exception:
-            break
+            add, k, more_epochs = _checked_line(line, steps)
+        except (KeyError, TypeError, ValueError):
+            dropped += 1
+            continue
         for key, got in add.items():
             steps[key] = (steps[key] or [None] * n) + got  # copy times begin later: pad
         n += k
@@ -201,9 +224,18 @@ def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
             util = _join_util(util, line.get("util"))
         except Exception:  # utilisation is a bonus: never lose the steps over it
             pass
-        if loads is not None and line.get("worker_load_ns") is not None:
-            loads = list(loads) + list(line["worker_load_ns"])
+        more_loads = line.get("worker_load_ns")
+        if loads is not None and isinstance(more_loads, list):
+            if all(_count(x) for x in more_loads):
+                loads = list(loads) + list(more_loads)
         status, used = _worse(status, line.get("status")), used + 1
+    if dropped:
+        log.warning(
+            "loadeval_nb: %s: %d damaged journal line%s left out; the rest of the run loaded.",
+            jpath,
+            dropped,
+            "" if dropped == 1 else "s",
+        )
     if not used:
         return doc, 0
     # summary and DALI keys are derived: recomputed on load, so they are left stale here

@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .._errors import RunLogError
-from .._files import atomic_open
+from .._files import atomic_open, expand_path
 from .._stats import describe
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -38,7 +38,9 @@ class Run:
     samples: list[Optional[int]] = field(default_factory=list)
     epoch: list[int] = field(default_factory=list)
     complete: list[bool] = field(default_factory=list)
-    warmup_steps: int = 0
+    warmup: int = 0
+    """Steps at the start of each epoch left out of the statistics (the log's
+    ``settings.warmup_steps``)."""
     label: Optional[str] = None
     status: str = "complete"
     created_unix: float = field(default_factory=time.time)
@@ -69,7 +71,7 @@ class Run:
         return len(self.step_ns)
 
     def steady_indices(self) -> list[int]:
-        """Steps used for statistics: past the first ``warmup_steps`` of each epoch, and complete."""
+        """Steps used for statistics: past the first ``warmup`` of each epoch, and complete."""
         return self._steady().tolist()
 
     def _steady(self) -> np.ndarray:
@@ -90,7 +92,7 @@ class Run:
             pos = idx - first
         # an epoch's first step carries its start-up (iter(), worker spawn, the first
         # fetch): reported apart (startup_s), never in the steady statistics
-        keep = (pos >= max(self.warmup_steps, 1)) & np.asarray(self.complete, dtype=bool)
+        keep = (pos >= max(self.warmup, 1)) & np.asarray(self.complete, dtype=bool)
         return idx[keep]
 
     def startup_s(self) -> Optional[float]:
@@ -176,7 +178,7 @@ class Run:
         return {
             "steps": self.n_steps,
             "steady_steps": len(idx),
-            "warmup_steps": self.warmup_steps,
+            "warmup_steps": self.warmup,
             "startup_s": self.startup_s(),
             "total_s": total_ns / 1e9,
             "step": d,
@@ -187,13 +189,20 @@ class Run:
         }
 
     @property
+    def warmup_steps(self) -> int:
+        """Deprecated: :attr:`warmup`."""
+        _renamed("warmup_steps", "warmup")
+        return self.warmup
+
+    @warmup_steps.setter
+    def warmup_steps(self, value: int) -> None:
+        _renamed("warmup_steps", "warmup")
+        self.warmup = value
+
+    @property
     def loader(self) -> dict[str, Any]:
         """Deprecated: :attr:`loader_settings` (``loader`` is always a loader now)."""
-        warnings.warn(
-            "Run.loader is now Run.loader_settings; the old name goes in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        _renamed("loader", "loader_settings")
         return self.loader_settings
 
     def to_run(self) -> Run:
@@ -278,7 +287,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         **{k: dali[k] for k in DALI_KEYS},
         "environment": run.environment,
         "loader": run.loader_settings,
-        "settings": {**run.settings, "warmup_steps": run.warmup_steps},
+        "settings": {**run.settings, "warmup_steps": run.warmup},
         "steps": {
             "start_ns": run.start_ns,
             "wait_ns": run.wait_ns,
@@ -310,7 +319,7 @@ def save_run(run: Run, path: PathLike) -> str:
     """Write ``run`` as JSON (atomically: a crash never leaves half a file). Returns the path."""
     with atomic_open(path) as f:
         json.dump(run_to_dict(run), f, separators=(",", ":"), allow_nan=False)
-    return os.fspath(path)
+    return expand_path(path)
 
 
 def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -> Run:
@@ -353,6 +362,12 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
                 raise ValueError(f"steps.{name} has {len(arr)} entries but steps.step_ns has {n}")
         if any(x < 0 for x in step_ns) or (wait_ns is not None and any(x < 0 for x in wait_ns)):
             raise ValueError("it holds negative step or wait times")
+        if any(
+            x >= 2**63
+            for xs in (step_ns, start_ns, wait_ns or [], [x for x in samples if x is not None])
+            for x in xs
+        ):
+            raise ValueError("it holds numbers too large for a run (over 2**63)")
         if any(not isinstance(x, bool) for x in steps.get("complete") or []):
             raise ValueError(
                 'steps.complete holds values that are not true or false ("false" is not)'
@@ -372,7 +387,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             samples=samples,
             epoch=epoch,
             complete=complete,
-            warmup_steps=int(settings.get("warmup_steps", 0)),
+            warmup=int(settings.get("warmup_steps", 0)),
             label=doc.get("label"),
             status=str(doc.get("status", "complete")),
             created_unix=float(doc.get("created_unix", 0.0)),
@@ -386,3 +401,11 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
         )
     except (KeyError, TypeError, ValueError) as e:
         raise RunLogError(f"{source} is a damaged run log ({e}); record the run again.") from None
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"Run.{old} is now Run.{new}; the old name goes in the next release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )

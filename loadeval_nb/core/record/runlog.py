@@ -43,20 +43,31 @@ import stat
 from typing import Any
 
 from .._errors import LoadEvalError, RunLogError, a_kind
-from .._files import cannot_write_in
+from .._files import cannot_write_in, expand_path
 from .journal import read_journal
 from .run import RUN_KIND, PathLike, Run, run_from_dict
+
+MAX_NAME_BYTES = 255 - len(".journal")
+"""The longest run-log file name: a file name has at most 255 bytes on the file systems
+this runs on, and the journal beside it adds ``.journal``."""
 
 
 def check_metrics_file(path: Any) -> None:
     """One :class:`LoadEvalError` now for a run-log path that could not be written later:
     not a path, a directory, or in a folder that cannot be made or written to."""
     try:
-        p = os.fspath(path)
+        p = expand_path(path)
     except TypeError:
         raise LoadEvalError(
             f"metrics_file must be a path such as 'run.json', not {a_kind(path)}."
         ) from None
+    name = os.path.basename(p)
+    if len(os.fsencode(name)) > MAX_NAME_BYTES:
+        raise LoadEvalError(
+            f"metrics_file's name is {len(os.fsencode(name))} bytes long, over the "
+            f"{MAX_NAME_BYTES} a file name may have here (with its journal's '.journal'); "
+            "pass a shorter name."
+        )
     if os.path.isdir(p):
         raise LoadEvalError(
             f"metrics_file {p!r} is a directory; pass a file path such as 'run.json'."
@@ -74,7 +85,7 @@ def load_run(path: PathLike) -> Run:
     Raises :class:`RunLogError` (a ``ValueError``) with one sentence for a missing,
     corrupt, foreign or too-new file.
     """
-    p = os.fspath(path)
+    p = expand_path(path)
     try:
         mode = os.stat(p).st_mode
     except FileNotFoundError:

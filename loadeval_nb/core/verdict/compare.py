@@ -16,9 +16,8 @@ from .._facts import Fact, Facts, Reported
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci
 from ..record.run import describe_steady
-from .diagnose import as_run
-
-MIN_STEPS = 10
+from .diagnose import as_run, setup_differences
+from .diagnosis import MIN_STEADY_STEPS
 
 
 def parse_share(text: Any) -> float:
@@ -52,6 +51,8 @@ class Comparison(Reported):
     max_slowdown: float
     before_steps: int
     after_steps: int
+    notes: tuple[str, ...] = ()
+    """What makes the two runs unlike (a real run against an ideal one, other machines)."""
 
     @property
     def regression(self) -> bool:
@@ -66,7 +67,7 @@ class Comparison(Reported):
 
     def headline(self) -> str:
         if self.ratio is None:
-            return f"not enough steady steps to compare (at least {MIN_STEPS} in each run)."
+            return f"not enough steady steps to compare (at least {MIN_STEADY_STEPS} in each run)."
         change = self.ratio - 1
         if self.regression:
             return (
@@ -102,7 +103,13 @@ class Comparison(Reported):
                     f"{b:,.1f} → {a:,.1f} samples/s, {_signed(a / b - 1)}",
                 )
             )
-        return Facts(kind="compare", title="Compare", headline=self.headline(), facts=tuple(facts))
+        return Facts(
+            kind="compare",
+            title="Compare",
+            headline=self.headline(),
+            facts=tuple(facts),
+            notes=self.notes,
+        )
 
 
 def _signed(x: float) -> str:
@@ -118,10 +125,30 @@ def compare_runs(before: Any, after: Any, *, max_slowdown: Any = 0.05) -> Compar
     db, da = describe_steady([b]), describe_steady([a])
     ratio: Optional[float] = None
     ci: tuple[Optional[float], Optional[float]] = (None, None)
-    if len(bs) >= MIN_STEPS and len(as_) >= MIN_STEPS and db["mean_s"] and da["mean_s"]:
+    if (
+        len(bs) >= MIN_STEADY_STEPS
+        and len(as_) >= MIN_STEADY_STEPS
+        and db["mean_s"]
+        and da["mean_s"]
+    ):
         ratio = da["mean_s"] / db["mean_s"]
         ci = bootstrap_ratio_ci(as_, bs)
+    notes = []
+    if b.mode != a.mode:
+        sides = {"log": "a real run (log mode)", "replay": "an ideal run (replay mode)"}
+        notes.append(
+            f"before is {sides.get(b.mode, b.mode)} and after {sides.get(a.mode, a.mode)}: "
+            "this compares the real loader with the ideal one, not a change of your code; "
+            "compare two real runs"
+        )
+    differ = setup_differences(b, a)
+    if differ:
+        notes.append(
+            f"the runs were recorded on different machines or setups ({', '.join(differ)} "
+            "differ): a change may come from the machine, not the code"
+        )
     return Comparison(
+        notes=tuple(notes),
         before_step_s=db["mean_s"],
         after_step_s=da["mean_s"],
         ratio=ratio,

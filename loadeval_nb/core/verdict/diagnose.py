@@ -16,6 +16,7 @@ from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
 from .diagnosis import (
     CI_LEVEL,
+    CONTENTION,
     INPUT_BOUND,
     INPUT_BOUND_HEADROOM,
     MIN_STEADY_STEPS,
@@ -30,6 +31,15 @@ log = logging.getLogger("loadeval_nb")
 
 
 RunLike = Union[Run, str, "os.PathLike[str]", Any]
+
+
+def setup_differences(a: Run, b: Run) -> list[str]:
+    """What of the two runs' machines and setups differs (platform, CPUs, GPUs, torch)."""
+    return [
+        k
+        for k in ("platform", "cpu_count", "devices", "torch_version")
+        if k in a.environment and k in b.environment and a.environment[k] != b.environment[k]
+    ]
 
 
 def as_run(x: RunLike, name: str = "run") -> Run:
@@ -137,11 +147,7 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         notes.append(f"the 'real' run was recorded in {r.mode!r} mode")
     if i.mode != "replay":
         notes.append(f"the 'ideal' run was recorded in {i.mode!r} mode")
-    differ = [
-        k
-        for k in ("platform", "cpu_count", "devices", "torch_version")
-        if k in r.environment and k in i.environment and r.environment[k] != i.environment[k]
-    ]
+    differ = setup_differences(r, i)
     if differ:
         notes.append(
             f"the runs were recorded on different machines or setups ({', '.join(differ)} "
@@ -150,8 +156,8 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     if repeats is not None:
         each = ", ".join(f"{x:.2f}×" for x in repeats[0])
         notes.append(
-            f"each run holds {len(repeats[0])} epochs (a pair repeated in ABBA order with "
-            f"--repeat, or a loop of several epochs): speedup per epoch {each}; the interval "
+            f"each run holds {len(repeats[0])} epochs (a pair repeated in A B B A order, or a "
+            f"loop of several epochs): speedup per epoch {each}; the interval "
             "holds the spread between them"
         )
     disturbed = []
@@ -200,7 +206,7 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
             notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
     if verdict != NOT_ENOUGH_DATA and real_other is not None and idd["mean_s"]:
         slower = real_other / idd["mean_s"] - 1.0
-        if slower > 0.15:
+        if slower > CONTENTION:
             notes.append(
                 f"apart from waiting, real steps were {slower:.0%} slower than ideal ones "
                 "(CPU contention from workers, or host-to-device copies the cache avoided)"

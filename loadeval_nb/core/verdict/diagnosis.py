@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from .._facts import Fact, Facts, Reported
+from .._facts import Action, Fact, Facts, Piece, Reported
 from .._format import fmt_pct, fmt_seconds, fmt_times
 
 INPUT_BOUND = "INPUT-BOUND"
@@ -21,6 +21,8 @@ INPUT_BOUND_HEADROOM = 0.20
 PARTLY_HEADROOM = 0.05
 """Headroom at or above this, significantly, is PARTLY INPUT-BOUND (speedup >= ~1.05x)."""
 CI_LEVEL = 0.95
+CONTENTION = 0.15
+"""Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
 
 
 @dataclass
@@ -157,7 +159,7 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
     facts.append(Fact("gpu", "GPU utilisation", gpu))
     if d.prediction:
         facts.append(Fact("prediction", "simulator", d.prediction))
-    facts.append(Fact("advice", "what to do", advice(d)))
+    facts.append(Fact.of("advice", "what to do", advice(d)))
     return Facts(
         kind="verdict",
         title="Verdict",
@@ -172,108 +174,128 @@ def _gpu(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.0f}%"
 
 
-CONTENTION = 0.15
-"""Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
-
-
-def advice(d: Diagnosis) -> str:
-    """The next step, from what was measured: the cause named, then what to try."""
+def advice(d: Diagnosis) -> list[Piece]:
+    """The next step, from what was measured: the cause named, then what to try (text and
+    :class:`Action` pieces, which each front end spells its way)."""
     if d.disturbed:
         runs = " and ".join(d.disturbed) + (" runs" if len(d.disturbed) > 1 else " run")
-        return (
+        return [
             "Rerun when the machine is quiet: other processes were using it during the "
             f"{runs}, so these numbers may be off."
-        )
+        ]
     if d.verdict == NOT_ENOUGH_DATA:
-        return (
-            "Run more steps (--steps 400, or --steps auto) so that the difference can be told "
-            "from noise."
-        )
+        return [
+            "Run more steps (",
+            Action("steps", 400),
+            ", or ",
+            Action("steps", "auto"),
+            ") so that the difference can be told from noise.",
+        ]
     if d.verdict == NOT_INPUT_BOUND:
-        return (
+        return [
             "The loader is not what holds training back: make the step itself faster (model, "
             "batch size, mixed precision); other loader settings will not buy much."
-        )
-    out = []
+        ]
+    out: list[Piece] = []
     step = d.real_step_s or 0.0
     if d.real_h2d_s and step and d.real_h2d_s / step >= CONTENTION:
-        out.append(
+        out += [
             f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step (GPU "
             "time): unless they already are, make them pin_memory=True with "
             ".to(device, non_blocking=True) so they overlap compute, or keep the data on the "
-            "GPU (--cache-on device shows what that buys)."
-        )
+            "GPU (",
+            Action("cache_on", "device"),
+            " shows what that buys).",
+        ]
     waits = d.wait_share is not None and d.wait_share >= 0.1
     if waits:
-        out.append(f"The loop waits for data {fmt_pct(d.wait_share)} of the time: {_workers(d)}")
+        out += [f"The loop waits for data {fmt_pct(d.wait_share)} of the time: ", *_workers(d)]
     slower = (
         d.real_other_s / d.ideal_step_s - 1.0
         if d.real_other_s is not None and d.ideal_step_s
         else None
     )
     if slower is not None and slower > CONTENTION and not out:
-        out.append(
+        out += [
             f"Steps are {fmt_pct(slower)} slower than ideal ones although the loop hardly "
             "waits: the loader's workers compete with training for CPU cores. Try fewer "
-            'workers or fewer intra-op threads (--sweep "num_workers=1,2; num_threads=1,2").'
-        )
-    return " ".join(out) or (
-        "Collation and handing batches over cost time in the training process: try "
-        "pin_memory, a lighter collate_fn, or larger batches with fewer steps."
-    )
+            "workers or fewer intra-op threads (",
+            Action("sweep", "num_workers=1,2; num_threads=1,2"),
+            ").",
+        ]
+    if not out:
+        return [
+            "Collation and handing batches over cost time in the training process: try "
+            "pin_memory, a lighter collate_fn, or larger batches with fewer steps."
+        ]
+    # two causes are two sentences
+    return [p for i, part in enumerate(_sentences(out)) for p in ([" "] if i else []) + part]
 
 
-_PER_SAMPLE = (
-    "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU "
-    "(--ladder says which stage costs most)."
-)
+def _sentences(pieces: list[Piece]) -> list[list[Piece]]:
+    """``pieces`` cut after each text piece that ends a sentence."""
+    out: list[list[Piece]] = [[]]
+    for p in pieces:
+        out[-1].append(p)
+        if isinstance(p, str) and p.endswith("."):
+            out.append([])
+    return [s for s in out if s]
 
 
-def _workers(d: Diagnosis) -> str:
+_PER_SAMPLE: list[Piece] = [
+    "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU (",
+    Action("ladder"),
+    " says which stage costs most).",
+]
+
+
+def _workers(d: Diagnosis) -> list[Piece]:
     """Whether more workers are the answer, as the simulator's line says (its gist only:
     the whole line is the fact above the advice)."""
     line = d.prediction or ""
     if line.startswith("with num_workers="):
         gist = line.split(" (")[0].split(", still")[0]  # "with num_workers=4: about 2.0× faster"
-        return (
+        return [
             f"add DataLoader workers ({gist}). If more workers do not help, the per-sample "
-            f"work is the cost: {_PER_SAMPLE}"
-        )
+            "work is the cost: ",
+            *_PER_SAMPLE,
+        ]
     if line:  # the simulator finds no number of workers that helps
-        return (
+        return [
             "more workers would not help (see the simulator's line); the per-sample work "
-            f"is the cost: {_PER_SAMPLE}"
-        )
-    return (
-        "add DataLoader workers. If more workers do not help, the per-sample work is the "
-        f"cost: {_PER_SAMPLE}"
-    )
+            "is the cost: ",
+            *_PER_SAMPLE,
+        ]
+    return [
+        "add DataLoader workers. If more workers do not help, the per-sample work is the cost: ",
+        *_PER_SAMPLE,
+    ]
 
 
-_STAGE_ADVICE = {
-    "host": (
-        "host-to-device copies are the cost: make them pin_memory=True with "
-        ".to(device, non_blocking=True) so they overlap compute, or keep the data on the GPU "
-        "(--cache-on device)."
-    ),
-    "samples": (
-        "handing batches over is the cost (workers and collation): add DataLoader workers, "
+_STAGE_ADVICE: dict[str, list[Piece]] = {
+    "host": [
+        "Host-to-device copies are the cost: make them pin_memory=True with "
+        ".to(device, non_blocking=True) so they overlap compute, or keep the data on the GPU (",
+        Action("cache_on", "device"),
+        ").",
+    ],
+    "samples": [
+        "Handing batches over is the cost (workers and collation): add DataLoader workers, "
         "lighten collate_fn, or hand over fewer, larger batches."
-    ),
-    "real": (
-        "the per-sample work is the cost (reading, decoding, transforms): cheaper "
+    ],
+    "real": [
+        "The per-sample work is the cost (reading, decoding, transforms): cheaper "
         "augmentation, pre-decoded or smaller images, or decoding on the GPU."
-    ),
+    ],
 }
 
 
-def ladder_advice(stage: Optional[str], costliest: Optional[str] = None) -> Optional[str]:
+def ladder_advice(stage: Optional[str], costliest: Optional[str] = None) -> Optional[list[Piece]]:
     """What to do about the ladder's largest stage (None: no stage stands out); for the
     per-sample stage, the costliest transform step is where to start."""
-    text = _STAGE_ADVICE.get(stage or "")
-    if text is None:
+    pieces = _STAGE_ADVICE.get(stage or "")
+    if pieces is None:
         return None
-    text = text[0].upper() + text[1:]
     if stage == "real" and costliest:
-        text += f" Start with {costliest}, the costliest step."
-    return text
+        return [*pieces, f" Start with {costliest}, the costliest step."]
+    return list(pieces)

@@ -7,12 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .._env import cpu_count
 from .._errors import LoadEvalError, check_int, check_number
 from .simulator import (
     Draw,
     SimResult,
     check_draw,
-    cpu_count,
     default_warmup,
     draw_streams,
     load_scale,

@@ -69,7 +69,6 @@ process competing with the workers for cores beyond the one it keeps, and
 from __future__ import annotations
 
 import math
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -113,13 +112,6 @@ class SimResult:
 def usable_cores(cores: int, reserve_cores: float = 1.0) -> float:
     """Cores left to the workers beside the main process's ``reserve_cores``, at least 1."""
     return max(1.0, cores - reserve_cores)
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def check_draw(name: str, draw: Any) -> Draw:

@@ -1,1 +1,2 @@
-"""(filled in below)"""
+"""Where a sample's time goes: finding a dataset's transform pipeline (``pipeline``),
+timing its steps inside the workers (``timed_data``) and the split (``split``)."""

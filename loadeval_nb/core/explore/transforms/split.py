@@ -24,7 +24,7 @@ from ..._env import is_dataloader
 from ..._errors import LoadEvalError, a_kind, check_int, check_number
 from ..._facts import Fact, Facts, Reported
 from ..._format import fmt_pct, fmt_seconds
-from ...measure.loader import rebuild_loader, shutdown_source
+from ...measure.loader import rebuild_loader, rng_kept, shutdown_source
 from .pipeline import COLLATE, ROOT, Pipeline, Table, Timed, find_transforms, timed_transforms
 
 LADDER_MAX_S = 10.0
@@ -209,7 +209,8 @@ def measure_split(
     dataset = timed_dataset(loader.dataset, table)
     copy = rebuild_loader(loader, dataset=dataset, persistent_workers=False)
     copy.collate_fn = Timed(copy.collate_fn, COLLATE, table)
-    with timed_transforms(pipeline, table):
+    # the user's next epoch draws the same batches as if no split had run
+    with rng_kept(loader), timed_transforms(pipeline, table):
         it = iter(copy)  # workers start here, with the timed steps in their copy
         try:
             deadline = time.monotonic() + max_s

@@ -24,6 +24,20 @@ def tensor_loader(n=64, batch_size=8, **kw):
     )
 
 
+def live_children(before=frozenset()):
+    """This process's children still running, but those in ``before`` (started by an
+    earlier test and kept: the resource tracker of a spawn context)."""
+    return [
+        p
+        for p in psutil.Process().children()
+        if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def children_now():
+    return frozenset(p.pid for p in live_children())
+
+
 class Counting:
     """An iterable that counts how many batches were pulled from it."""
 
@@ -95,8 +109,8 @@ def test_unknown_mode_is_value_error():
     "kwargs, match",
     [
         ({"num_cached_batches": 0}, "num_cached_batches must be an integer >= 1"),
-        ({"max_steps": -1}, "max_steps must be an integer >= 1 or None"),
-        ({"warmup_steps": 1.5}, "warmup_steps must be an integer >= 0"),
+        ({"steps": -1}, "steps must be an integer >= 1 or None"),
+        ({"warmup": 1.5}, "warmup must be an integer >= 0"),
         ({"cache_on": "disk"}, "cache_on must be 'host' or 'device'"),
         ({"sample_interval_s": 0}, "sample_interval_s must be a number of seconds from 0.01"),
     ],
@@ -131,11 +145,9 @@ def test_replay_of_unsized_source_needs_max_steps():
             return iter(range(100))
 
     dl = DataLoader(Stream(), batch_size=4)
-    with pytest.raises(LoadEvalError, match="has no len\\(\\); pass max_steps=N"):
+    with pytest.raises(LoadEvalError, match="has no len\\(\\); pass steps=N"):
         LoaderEvaluator(dl, mode="replay")
-    ev = LoaderEvaluator(
-        dl, mode="replay", max_steps=7, num_cached_batches=3, sample_interval_s=None
-    )
+    ev = LoaderEvaluator(dl, mode="replay", steps=7, num_cached_batches=3, sample_interval_s=None)
     assert len(ev) == 7 and sum(1 for _ in ev) == 7
 
 
@@ -154,21 +166,23 @@ def test_replay_pulls_exactly_n_batches():
 
 
 def test_replay_shuts_workers_down_before_first_step():
+    before = children_now()
     dl = tensor_loader(n=256, batch_size=8, num_workers=2)
     ev = LoaderEvaluator(dl, mode="replay", num_cached_batches=3, sample_interval_s=None)
-    assert [p for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert live_children(before) == []
     assert sum(1 for _ in ev) == len(dl)
     # the user's loader still works as before
     assert sum(1 for _ in dl) == len(dl)
 
 
 def test_cache_budget_refused_with_advice_and_workers_stopped():
+    before = children_now()
     dl = tensor_loader(n=256, batch_size=8, num_workers=2)
     with pytest.raises(
         CacheBudgetError, match=r"pass num_cached_batches=\d+ or less, or raise cache_budget_bytes"
     ):
         LoaderEvaluator(dl, mode="replay", num_cached_batches=20, cache_budget_bytes=100)
-    assert [p for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert live_children(before) == []
 
 
 def test_cache_bytes_recorded():
@@ -247,6 +261,7 @@ def test_save_metrics_is_json(tmp_path):
 
 
 def test_break_with_workers_stops_them_and_sampler():
+    before = children_now()
     dl = tensor_loader(n=512, batch_size=8, num_workers=2)
     ev = LoaderEvaluator(dl, sample_interval_s=0.02)
     for k, _ in enumerate(ev):
@@ -254,9 +269,9 @@ def test_break_with_workers_stops_them_and_sampler():
             break
     assert not ev._sampler.running
     deadline = time.monotonic() + 5
-    while psutil.Process().children() and time.monotonic() < deadline:
+    while live_children(before) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert [p for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert live_children(before) == []
 
 
 def test_exception_in_loop_body_keeps_partial_run(tmp_path):
@@ -308,7 +323,7 @@ def test_run_pair_refuses_a_one_shot_iterator_and_starts_no_workers():
 
     gen = (torch.zeros(2) for _ in range(50))
     with pytest.raises(LoadEvalError, match="one-shot iterator"):
-        run_pair(gen, lambda ev: None, RunSettings(steps=10, warmup=2, cache=2))
+        run_pair(gen, lambda ev: None, RunSettings(steps=10, warmup=2, num_cached_batches=2))
     assert is_one_shot(iter([1])) and not is_one_shot([1])
     dl = DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=2, num_workers=2)
     assert not is_one_shot(dl) and dl._iterator is None  # asked without iter(): no workers

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
@@ -11,7 +9,8 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from loadeval_nb import LoadEvalError
 from loadeval_nb.core import RunSettings, SweepHooks, parse_sweep, run_sweep
 from loadeval_nb.core._shared import config_label
-from tests.workloads import SleepyItems, sleep_steps
+from tests.timing import excused_if_busy, retry_once
+from tests.workloads import SleepyItems, sleep_steps, take
 
 
 def test_parse_sweep_product_and_values():
@@ -50,6 +49,7 @@ def test_bad_value_fails_before_anything_runs():
 
 
 @pytest.mark.slow
+@retry_once  # worker processes: real time; a busy machine excuses a failure
 def test_sweep_against_sleep_truth():
     # a batch takes 4 x 10 ms = 40 ms to load in one worker; the step is 16 ms
     # truth (steps/s): w0 1/(40+16), w1 1/40, w2 1/20, w4 1/16 (receiving a batch from a
@@ -72,24 +72,25 @@ def test_sweep_against_sleep_truth():
     assert points == ["num_workers=0", "num_workers=1", "num_workers=2", "num_workers=4"]
     rates = {r["label"]: r["steps_per_s"] for r in res.table()}
     truth = {f"num_workers={w}": 1 / s for w, s in ((0, 0.056), (1, 0.040), (2, 0.020), (4, 0.016))}
-    for k, v in truth.items():
-        assert rates[k] == pytest.approx(v, rel=0.2), (k, rates)
-    assert res.ideal_steps_per_s == pytest.approx(62.5, rel=0.15)
-    # the simulator, fed from the w0 run's waits and the ideal steps, lands near the truth
-    for r in res.table():
-        assert r["predicted_steps_per_s"] == pytest.approx(truth[r["label"]], rel=0.25), r
-    assert res.best.label == "num_workers=4"
-    assert "Recommended: num_workers=4" in res.recommendation()
+    with excused_if_busy(res.ideal, *(run for p in res.points for run in p.runs)):
+        for k, v in truth.items():
+            assert rates[k] == pytest.approx(v, rel=0.2), (k, rates)
+        assert res.ideal_steps_per_s == pytest.approx(62.5, rel=0.15)
+        # the simulator, fed from the w0 run's waits and the ideal steps, lands near the truth
+        for r in res.table():
+            assert r["predicted_steps_per_s"] == pytest.approx(truth[r["label"]], rel=0.25), r
+        assert res.best.label == "num_workers=4"
+        assert "Recommended: num_workers=4" in res.recommendation()
     assert dl.num_workers == 0  # the user's loader is untouched
 
 
-def test_noisy_config_is_repeated_and_failure_is_kept():
+def test_noisy_config_is_repeated_and_failure_is_kept(fake_time):
     class Jitter(Dataset):
         def __len__(self):
             return 1000
 
         def __getitem__(self, i):
-            time.sleep(0.0005 if i % 3 else 0.012)  # very uneven
+            take(0.0005 if i % 3 else 0.012, fake_time)  # very uneven
             return torch.zeros(1)
 
     dl = DataLoader(Jitter(), batch_size=1)
@@ -145,7 +146,7 @@ def test_load_drift_note_when_batches_get_slower_with_more_workers(monkeypatch):
     assert res.load_drift_note() is None
 
 
-def _disturbed(first_ideal_s, later_ideal_s, real_s):
+def _disturbed(clock, first_ideal_s, later_ideal_s, real_s):
     """A run_once whose first ideal run is slowed (outside load), later ones are not."""
     seen = {"ideal": 0}
 
@@ -155,15 +156,14 @@ def _disturbed(first_ideal_s, later_ideal_s, real_s):
             step = first_ideal_s if seen["ideal"] == 1 else later_ideal_s
         else:
             step = real_s
-        for _ in ev:
-            time.sleep(step)
+        sleep_steps(step, clock)(ev)
 
     return run_once, seen
 
 
-def test_a_configuration_faster_than_the_ideal_has_the_ideal_measured_again():
+def test_a_configuration_faster_than_the_ideal_has_the_ideal_measured_again(fake_time):
     loader = DataLoader(TensorDataset(torch.zeros(400, 2)), batch_size=4)
-    run_once, seen = _disturbed(0.02, 0.004, 0.006)
+    run_once, seen = _disturbed(fake_time, 0.02, 0.004, 0.006)
     res = run_sweep(
         loader, run_once, "num_workers=0", RunSettings(steps=15, warmup=2, sample_interval_s=None)
     )
@@ -173,9 +173,9 @@ def test_a_configuration_faster_than_the_ideal_has_the_ideal_measured_again():
     assert "of the ideal loader's speed" in text and "within noise" not in text
 
 
-def test_a_configuration_still_faster_than_the_ideal_is_called_noise():
+def test_a_configuration_still_faster_than_the_ideal_is_called_noise(fake_time):
     loader = DataLoader(TensorDataset(torch.zeros(400, 2)), batch_size=4)
-    run_once, seen = _disturbed(0.012, 0.012, 0.006)
+    run_once, seen = _disturbed(fake_time, 0.012, 0.012, 0.006)
     res = run_sweep(
         loader, run_once, "num_workers=0", RunSettings(steps=15, warmup=2, sample_interval_s=None)
     )
@@ -189,13 +189,12 @@ def test_a_configuration_still_faster_than_the_ideal_is_called_noise():
     assert "%" not in text.split("Recommended:")[1].split(")")[0].replace("~100%", "")
 
 
-def test_torch_threads_are_a_sweep_axis_and_put_back():
+def test_torch_threads_are_a_sweep_axis_and_put_back(fake_time):
     seen = []
 
     def run_once(ev):
         seen.append((ev.mode, ev.label, torch.get_num_threads()))
-        for _ in ev:
-            time.sleep(0.002)
+        sleep_steps(0.002, fake_time)(ev)
 
     before = torch.get_num_threads()
     loader = DataLoader(TensorDataset(torch.zeros(200, 2)), batch_size=4)

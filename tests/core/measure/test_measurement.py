@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -22,8 +23,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoaderEvaluator, RunSettings, load_run, run_pair
 from loadeval_nb.verdict import NOT_INPUT_BOUND
-
-from ..workloads import SleepyItems, sleep_steps
+from tests.timing import Interleaved, excused_if_busy, retry_once
+from tests.workloads import SleepyItems, sleep_steps, take
 
 
 def test_one_sampler_thread_for_all_epochs_and_no_join_at_an_epoch_end(monkeypatch):
@@ -77,6 +78,7 @@ def test_a_sampler_nobody_holds_ends_its_thread():
     assert not thread.is_alive()
 
 
+@retry_once
 def test_cpu_readings_are_bounded_and_short_runs_say_so():
     ev = LoaderEvaluator(list(range(2)), sample_interval_s=0.1)
     for _ in ev:
@@ -95,52 +97,60 @@ def test_cpu_readings_are_bounded_and_short_runs_say_so():
     cap = 100 * os.cpu_count()
     vals = [v for v in run.util["cpu"]["process_pct"] if v is not None]
     assert vals and all(0 <= v <= cap for v in vals)
-    assert 50 < run.mean_cpu_pct("process_pct") <= cap
+    with excused_if_busy(run):  # a busy step gets less than a core on a busy machine
+        assert 50 < run.mean_cpu_pct("process_pct") <= cap
     assert run.cpu_text().startswith("process ")
 
 
 class SlowStart(Dataset):
-    """The first item takes ``first_s`` (a worker's start-up), the rest ``item_s``."""
+    """The first item takes ``first_s`` (a worker's start-up), the rest ``item_s``, on a
+    fake ``clock``."""
 
-    def __init__(self, n, first_s, item_s):
-        self.n, self.first_s, self.item_s = n, first_s, item_s
+    def __init__(self, n, first_s, item_s, clock):
+        self.n, self.first_s, self.item_s, self.clock = n, first_s, item_s, clock
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        time.sleep(self.first_s if i == 0 else self.item_s)
+        take(self.first_s if i == 0 else self.item_s, self.clock)
         return torch.zeros(2)
 
 
-def test_start_up_is_reported_apart_and_never_in_the_steady_mean(tmp_path):
-    # warmup_steps=0 (DALI's default): the 300 ms first batch must not reach the mean
+def test_start_up_is_reported_apart_and_never_in_the_steady_mean(tmp_path, clock):
+    # warmup=0 (DALI's default): the 300 ms first batch must not reach the mean
     path = tmp_path / "run.json"
     ev = LoaderEvaluator(
-        DataLoader(SlowStart(30, 0.3, 0.0), batch_size=1),
-        warmup_steps=0,
+        DataLoader(SlowStart(30, 0.3, 0.001, clock), batch_size=1),
+        warmup=0,
         metrics_file=str(path),
         sample_interval_s=None,
+        clock=clock,
     )
     for _ in ev:
-        time.sleep(0.01)
+        take(0.01, clock)
     ev.close()
     run = load_run(path)
-    assert run.startup_s() == pytest.approx(0.3, abs=0.05)
-    assert run.summary()["startup_s"] == pytest.approx(0.3, abs=0.05)
-    assert run.epochs[0]["startup_ns"] >= 0.3e9
-    assert run.summary()["step"]["mean_s"] == pytest.approx(0.0101, abs=0.002)
-    assert max(run.steady_step_s()) < 0.1
+    assert run.startup_s() == pytest.approx(0.3)
+    assert run.summary()["startup_s"] == pytest.approx(0.3)
+    assert run.epochs[0]["startup_ns"] == 300_000_000
+    assert run.summary()["step"]["mean_s"] == pytest.approx(0.011)
+    # the first step (300 ms of start-up, then 10 ms of loop) is left out; the rest: 1 + 10 ms
+    assert run.step_ns[0] == 310_000_000 and run.steady_step_s() == pytest.approx([0.011] * 29)
 
 
+@retry_once
 def test_a_compute_bound_loop_with_workers_is_not_input_bound_at_default_settings():
     # workers take ~0.25 s to start; each batch is ready long before the 60 ms step needs it
     # (handing a batch over from a worker costs ~1 ms in the main process: under 5 %)
     for warmup in (10, 0):
         loader = DataLoader(SleepyItems(120, 0.001), batch_size=4, num_workers=2)
-        res = run_pair(loader, sleep_steps(0.06), RunSettings(steps=30, warmup=warmup, cache=4))
+        res = run_pair(
+            loader, sleep_steps(0.06), RunSettings(steps=30, warmup=warmup, num_cached_batches=4)
+        )
         d = res.diagnosis
-        assert d.verdict == NOT_INPUT_BOUND, (warmup, str(d))
+        with excused_if_busy(d):
+            assert d.verdict == NOT_INPUT_BOUND, (warmup, str(d))
         assert d.real_startup_s is not None and "start-up (to the first batch)" in str(d)
 
 
@@ -163,21 +173,31 @@ FRESH = textwrap.dedent(
     def loader():
         return DataLoader(Items(item_s), batch_size=1, num_workers=2)
 
-    from loadeval_nb import LoaderEvaluator  # the first evaluator of this process
-    ev = LoaderEvaluator(loader(), max_steps=steps, warmup_steps=warmup)
-    for _ in ev:
-        time.sleep(step_s)
-    ev.close()
-    tool = ev.to_run().summary()["step"]["mean_s"]
+    def stopwatch():  # an independent stopwatch on the same loop, no tool
+        stamps = []
+        for k, _ in enumerate(loader()):
+            stamps.append(time.perf_counter())
+            if k == steps:
+                break
+            time.sleep(step_s)
+        steady = [b - a for a, b in zip(stamps, stamps[1:])][warmup:]
+        return sum(steady) / len(steady)
 
-    stamps = []  # an independent stopwatch on the same loop, no tool
-    for k, _ in enumerate(loader()):
-        stamps.append(time.perf_counter())
-        if k == steps:
-            break
-        time.sleep(step_s)
-    steady = [b - a for a, b in zip(stamps, stamps[1:])][warmup:]
-    print(json.dumps({"tool": tool, "stopwatch": sum(steady) / len(steady)}))
+    def tool():
+        from loadeval_nb import LoaderEvaluator  # the first time: the first evaluator
+
+        ev = LoaderEvaluator(loader(), steps=steps, warmup=warmup)
+        for _ in ev:
+            time.sleep(step_s)
+        ev.close()
+        return ev.to_run().summary()["step"]["mean_s"]
+
+    # A B B A: the stopwatch before the tool is even imported, then the first evaluator
+    # of this process, a second one, the stopwatch again
+    out = {"stopwatch": [stopwatch()], "tool": [tool()]}
+    out["tool"].append(tool())
+    out["stopwatch"].append(stopwatch())
+    print(json.dumps(out))
     """
 )
 
@@ -187,6 +207,7 @@ FRESH = textwrap.dedent(
     [(0.040, 0.010), (0.004, 0.020)],
     ids=["input-bound", "compute-bound"],
 )
+@retry_once
 def test_the_first_evaluator_of_a_fresh_process_reads_like_a_stopwatch(item_s, step_s):
     out = subprocess.run(
         [sys.executable, "-c", FRESH, str(item_s), str(step_s)],
@@ -195,8 +216,11 @@ def test_the_first_evaluator_of_a_fresh_process_reads_like_a_stopwatch(item_s, s
         timeout=300,
         check=True,
     )
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["tool"] == pytest.approx(got["stopwatch"], rel=0.03), got
+    got = Interleaved(**json.loads(out.stdout.strip().splitlines()[-1]))
+    assert got.ratio == pytest.approx(1.0, rel=0.03), str(got)
+    # the first evaluator of the process alone, against the stopwatch around it
+    first = got.tool[0] / statistics.fmean(got.stopwatch)
+    assert first == pytest.approx(1.0, rel=0.05), str(got)
 
 
 # ---- the per-step split: input wait, host-to-device copies, compute -------------------------
@@ -249,7 +273,7 @@ def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock):
             self.t = clock()
 
     ev = LoaderEvaluator(
-        [torch.zeros(4) for _ in range(30)], clock=clock, sample_interval_s=None, warmup_steps=0
+        [torch.zeros(4) for _ in range(30)], clock=clock, sample_interval_s=None, warmup=0
     )
     ev.config.copies_on = ("meta", Copy)
     for batch in ev:
@@ -259,7 +283,7 @@ def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock):
     assert run.h2d_ns[:3] == [3_000_000, 1_000_000, 2_000_000]
     assert run.steady_h2d_s() == pytest.approx([0.001, 0.002] + [0.003, 0.001, 0.002] * 9)
     replay = LoaderEvaluator(
-        [torch.zeros(4)], mode="replay", max_steps=30, clock=clock, sample_interval_s=None
+        [torch.zeros(4)], mode="replay", steps=30, clock=clock, sample_interval_s=None
     )
     for _ in replay:
         clock.advance(3_000_000)

@@ -8,10 +8,12 @@ from torch.utils.data import DataLoader
 
 from loadeval_nb.core import RunSettings, predict_from_runs, run_pair
 from loadeval_nb.core.whatif.from_runs import handoff_s, load_times_s
+from tests.timing import excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps
 
 
 @pytest.mark.slow
+@retry_once
 def test_input_bound_one_worker_predicts_more_workers():
     # one worker, 4 x 15 ms = 60 ms per batch, 10 ms step: every batch is waited for;
     # sleeping loads do not use the cores, so ~6 workers would reach the ideal
@@ -19,13 +21,15 @@ def test_input_bound_one_worker_predicts_more_workers():
     res = run_pair(dl, sleep_steps(0.010), RunSettings(steps=40, warmup=4, sample_interval_s=0.05))
     real, ideal = res.real, res.ideal
     loads = load_times_s(real)
-    assert loads and sorted(loads)[len(loads) // 2] == pytest.approx(0.060, rel=0.15)
+    with excused_if_busy(res):
+        assert loads and sorted(loads)[len(loads) // 2] == pytest.approx(0.060, rel=0.15)
     # all waits are load time, not hand-over: not mistaken for a hand-over cost
     assert handoff_s(real, loads) == 0.0
     pred = predict_from_runs(real, ideal)
     assert pred is not None
-    assert pred.baseline.steps_per_s == pytest.approx(1 / 0.060, rel=0.15)
-    assert pred.smallest_workers is not None and 6 <= pred.smallest_workers <= 8
+    with excused_if_busy(res):
+        assert pred.baseline.steps_per_s == pytest.approx(1 / 0.060, rel=0.15)
+        assert pred.smallest_workers is not None and 6 <= pred.smallest_workers <= 8
     assert f"num_workers={pred.smallest_workers}" in res.diagnosis.prediction
 
 

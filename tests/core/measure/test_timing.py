@@ -111,7 +111,7 @@ def test_source_error_is_recorded_and_raised(clock):
 
 def test_max_steps_ends_the_epoch(clock):
     src = SlowSource(clock, 100, 1 * MS)
-    ev = make(clock, src, max_steps=4)
+    ev = make(clock, src, steps=4)
     assert len(ev) == 4
     assert sum(1 for _ in ev) == 4
     assert src.pulled == 4
@@ -119,7 +119,7 @@ def test_max_steps_ends_the_epoch(clock):
 
 
 def test_warmup_excluded_from_statistics_but_kept(clock):
-    ev = make(clock, SlowSource(clock, 6, 1 * MS), warmup_steps=2)
+    ev = make(clock, SlowSource(clock, 6, 1 * MS), warmup=2)
     for k, _ in enumerate(ev):
         clock.advance((90 if k < 2 else 9) * MS)
     run = ev.to_run()
@@ -130,7 +130,7 @@ def test_warmup_excluded_from_statistics_but_kept(clock):
 
 
 def test_epochs_accumulate_and_warmup_applies_per_epoch(clock):
-    ev = make(clock, SlowSource(clock, 3, 1 * MS), warmup_steps=1)
+    ev = make(clock, SlowSource(clock, 3, 1 * MS), warmup=1)
     for _ in range(2):
         for _ in ev:
             clock.advance(4 * MS)

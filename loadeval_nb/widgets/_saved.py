@@ -1,28 +1,7 @@
-"""The saved notebook's copy of a result. The cards themselves are rendered by
-:mod:`loadeval_nb.viz` (pure HTML, shared with the standalone report), so the notebook
-and the report show one card from one source; they are re-exported here for the
-widgets layer's users."""
+"""The saved notebook's copy of a result (the cards themselves are :mod:`loadeval_nb.viz`'s:
+one card from one source for the notebook and the report)."""
 
 from __future__ import annotations
-
-from ..viz import (
-    history_html,
-    ladder_html,
-    pair_html,
-    report_html,
-    sweep_html,
-    verdict_html,
-)
-
-__all__ = [
-    "history_html",
-    "ladder_html",
-    "pair_html",
-    "report_html",
-    "static_bundle",
-    "sweep_html",
-    "verdict_html",
-]
 
 
 def static_bundle(css_class: str, cards: list[tuple[str, str]]) -> dict[str, str]:

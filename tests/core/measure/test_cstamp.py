@@ -83,7 +83,7 @@ def _epochs(pure: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     for kwargs, loop in (
         ({}, lambda ev: list(ev)),
         ({}, lambda ev: next(x for x in ev if x == 4)),  # break after 5 batches
-        ({"max_steps": 7}, lambda ev: list(ev)),
+        ({"steps": 7}, lambda ev: list(ev)),
         ({"mode": "replay", "num_cached_batches": 3}, lambda ev: list(ev)),
         ({"mode": "replay", "num_cached_batches": 3}, lambda ev: next(x for x in ev if x == 2)),
     ):
@@ -92,7 +92,7 @@ def _epochs(pure: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
             loop(ev)
         run = ev.to_run()
         out.append((run.mode, [(e["status"], e["steps"]) for e in run.epochs], len(run.step_ns)))
-    ev = LoaderEvaluator(failing(), max_steps=10, sample_interval_s=None)
+    ev = LoaderEvaluator(failing(), steps=10, sample_interval_s=None)
     with pytest.raises(RuntimeError):
         list(ev)
     ev.close()

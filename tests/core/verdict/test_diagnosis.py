@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, Run, diagnose
 from loadeval_nb.core import INPUT_BOUND, NOT_ENOUGH_DATA, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND
-from tests.workloads import SleepyItems
+from tests.timing import excused_if_busy, retry_once
+from tests.workloads import SleepyItems, sleep_steps
 
 MS = 1_000_000
 
@@ -27,7 +28,7 @@ def run_of(step_ms, wait_ms=None, mode="log", warmup=0, samples=8, **kw):
         step_ns=step,
         wait_ns=wait,
         samples=[samples] * len(step),
-        warmup_steps=warmup,
+        warmup=warmup,
         **kw,
     )
 
@@ -146,11 +147,11 @@ def _pair(item_s, step_s, workers=2, batch=8, steps=60, warmup=6):
     dl = DataLoader(
         SleepyItems(batch * (steps + warmup), item_s), batch_size=batch, num_workers=workers
     )
-    real = LoaderEvaluator(dl, mode="log", warmup_steps=warmup, sample_interval_s=0.05)
+    real = LoaderEvaluator(dl, mode="log", warmup=warmup, sample_interval_s=0.05)
     for _ in real:
         time.sleep(step_s)
     ideal = LoaderEvaluator(
-        dl, mode="replay", num_cached_batches=5, warmup_steps=warmup, sample_interval_s=0.05
+        dl, mode="replay", num_cached_batches=5, warmup=warmup, sample_interval_s=0.05
     )
     for _ in ideal:
         time.sleep(step_s)
@@ -158,26 +159,30 @@ def _pair(item_s, step_s, workers=2, batch=8, steps=60, warmup=6):
 
 
 @pytest.mark.slow
+@retry_once
 def test_ground_truth_input_bound():
     # 8 items x 5 ms = 40 ms per batch per worker, 2 workers -> a batch every 20 ms; the step is 10 ms
     d = _pair(item_s=0.005, step_s=0.010)
-    assert d.verdict == INPUT_BOUND
-    assert 0.0175 <= d.real_step_s <= 0.026, d
-    assert 0.0095 <= d.ideal_step_s <= 0.0125, d
-    assert 1.5 <= d.speedup <= 2.4, d
-    assert 0.35 <= d.wait_share <= 0.6, d
+    with excused_if_busy(d):
+        assert d.verdict == INPUT_BOUND, d
+        assert 0.0175 <= d.real_step_s <= 0.026, d
+        assert 0.0095 <= d.ideal_step_s <= 0.0125, d
+        assert 1.5 <= d.speedup <= 2.4, d
+        assert 0.35 <= d.wait_share <= 0.6, d
 
 
 @pytest.mark.slow
+@retry_once
 def test_ground_truth_compute_bound():
     # 8 items x 1 ms = 8 ms per batch per worker, 2 workers -> 4 ms per batch; the step is 80 ms.
     # (Receiving a batch from a worker still costs 1-3 ms of IPC on this 2-core machine: real,
     # but well under 5% of 80 ms; with a 40 ms step it made the verdict PARTLY on a busy CI.)
     d = _pair(item_s=0.001, step_s=0.080, steps=30)
-    assert d.verdict == NOT_INPUT_BOUND, d
-    assert 0.079 <= d.real_step_s <= 0.088, d
-    assert d.speedup < 1.05, d
-    assert d.wait_share < 0.05, d
+    with excused_if_busy(d):
+        assert d.verdict == NOT_INPUT_BOUND, d
+        assert 0.079 <= d.real_step_s <= 0.088, d
+        assert d.speedup < 1.05, d
+        assert d.wait_share < 0.05, d
 
 
 # ---- advice: the cause named, and what to do (issue 14) --------------------------------------
@@ -218,7 +223,7 @@ def test_advice_when_the_loader_is_not_the_bottleneck():
     assert d.verdict == NOT_INPUT_BOUND and text.startswith("The loader is not what holds")
 
 
-def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
+def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them(fake_time):
     from torch.utils.data import DataLoader, TensorDataset
 
     from loadeval_nb import RunSettings, run_pair
@@ -235,11 +240,10 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
         if ev.mode == "log":
             calls["real"] += 1
         step = 0.006 if ev.mode == "replay" else (0.012 if calls["real"] != 2 else 0.018)
-        for _ in ev:
-            time.sleep(step)
+        sleep_steps(step, fake_time)(ev)
 
     loader = DataLoader(TensorDataset(torch.zeros(400, 2)), batch_size=4)
-    settings = RunSettings(steps=20, warmup=2, cache=4, sample_interval_s=None)
+    settings = RunSettings(steps=20, warmup=2, num_cached_batches=4, sample_interval_s=None)
     res = run_pair(loader, run_once, replace(settings, repeat=3), hooks=Seen())
     assert [w for w, _, _ in order] == ["real", "ideal", "ideal", "real", "real", "ideal"]
     assert order[-1][1:] == (5, 6)
@@ -254,15 +258,13 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them():
     assert lo < 2.0 < hi or hi > 2.4  # the repeats' speedups were 2.0, 3.0 and 2.0
 
 
-def test_a_short_epoch_and_a_short_cache_are_noted():
+def test_a_short_epoch_and_a_short_cache_are_noted(fake_time):
     from loadeval_nb import RunSettings, run_pair
 
-    def run_once(ev):
-        for _ in ev:
-            time.sleep(0.002)
-
     d = run_pair(
-        [torch.zeros(2)] * 30, run_once, RunSettings(steps=50, warmup=2, cache=40)
+        [torch.zeros(2)] * 30,
+        sleep_steps(0.002, fake_time),
+        RunSettings(steps=50, warmup=2, num_cached_batches=40),
     ).diagnosis
     assert (
         "the loader has 30 batches an epoch, fewer than the 50 steps asked: each run measured 30"
@@ -275,13 +277,19 @@ def test_a_short_epoch_and_a_short_cache_are_noted():
 
 
 def test_the_ladder_advises_on_its_largest_stage():
+    from loadeval_nb.core._shared import said
     from loadeval_nb.core.verdict.diagnosis import ladder_advice
 
+    def advice(*a):
+        return said(ladder_advice(*a))
+
     assert ladder_advice(None) is None and ladder_advice("device") is None
-    assert "pin_memory=True" in ladder_advice("host")
-    assert "add DataLoader workers" in ladder_advice("samples")
-    text = ladder_advice("real", "ColorJitter")
+    assert "pin_memory=True" in advice("host")
+    assert advice("host").endswith("(cache_on='device').")
+    assert said(ladder_advice("host"), "options").endswith("(--cache-on device).")
+    assert "add DataLoader workers" in advice("samples")
+    text = advice("real", "ColorJitter")
     assert "cheaper augmentation" in text and text.endswith(
         "Start with ColorJitter, the costliest step."
     )
-    assert "Start with" not in ladder_advice("real")
+    assert "Start with" not in advice("real")

@@ -1,8 +1,7 @@
-"""The caching ladder against sleep-based pipelines whose stage costs are known."""
+"""The caching ladder against pipelines whose stage costs are known, on a fake clock
+(every loader here loads in the main process): exact, and no sleeping."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 import torch
@@ -11,35 +10,35 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, default_colla
 from loadeval_nb import LoadEvalError
 from loadeval_nb.core import RunHooks, RunSettings, run_ladder
 from loadeval_nb.core.explore.samples import CachedSamples, sample_rung_loader
-from tests.workloads import SleepyItems, sleep_steps
+from tests.workloads import SleepyItems, sleep_steps, take
 
 
 class SlowCollate:
-    def __init__(self, s):
-        self.s = s
+    def __init__(self, s, clock):
+        self.s, self.clock = s, clock
 
     def __call__(self, items):
-        if self.s:
-            time.sleep(self.s)
+        take(self.s, self.clock)
         return default_collate(items)
 
 
 SETTINGS = dict(steps=36, warmup=4, cache=4, sample_interval_s=None)
 
 
-@pytest.mark.slow
-def test_ladder_finds_per_sample_loading():
+def test_ladder_finds_per_sample_loading(fake_time):
     # step 10 ms; collation 2 ms; 4 items x 6 ms = 24 ms of loading in the main process
-    dl = DataLoader(SleepyItems(400, 0.006), batch_size=4, collate_fn=SlowCollate(0.002))
-    res = run_ladder(dl, sleep_steps(0.010), RunSettings(**SETTINGS))
+    dl = DataLoader(
+        SleepyItems(400, 0.006, fake_time), batch_size=4, collate_fn=SlowCollate(0.002, fake_time)
+    )
+    res = run_ladder(dl, sleep_steps(0.010, fake_time), RunSettings(**SETTINGS))
     assert res.ok, res.error
     assert res.rung("device").skipped and "CUDA" in res.rung("device").skipped
     rows = {r["rung"]: r for r in res.table()}
-    assert rows["host"]["mean_step_s"] == pytest.approx(0.010, abs=0.002)
-    assert rows["samples"]["mean_step_s"] == pytest.approx(0.012, abs=0.003)
-    assert rows["real"]["mean_step_s"] == pytest.approx(0.036, rel=0.15)
+    assert rows["host"]["mean_step_s"] == pytest.approx(0.010)
+    assert rows["samples"]["mean_step_s"] == pytest.approx(0.012)
+    assert rows["real"]["mean_step_s"] == pytest.approx(0.036)
     stages = {s.name: s for s in res.stages}
-    assert stages["real"].added_s == pytest.approx(0.024, rel=0.2)
+    assert stages["real"].added_s == pytest.approx(0.024)
     assert stages["real"].significant
     assert res.largest is not None and res.largest.what == "per-sample loading and transforms"
     assert "Largest stage: per-sample loading and transforms, +" in res.text()
@@ -47,21 +46,22 @@ def test_ladder_finds_per_sample_loading():
     assert advice.startswith("The per-sample work is the cost (reading, decoding, transforms)")
 
 
-@pytest.mark.slow
-def test_ladder_finds_collation():
+def test_ladder_finds_collation(fake_time):
     # collation 20 ms dominates; per-sample loading 4 x 0.5 ms
-    dl = DataLoader(SleepyItems(400, 0.0005), batch_size=4, collate_fn=SlowCollate(0.020))
-    res = run_ladder(dl, sleep_steps(0.005), RunSettings(**SETTINGS))
+    dl = DataLoader(
+        SleepyItems(400, 0.0005, fake_time), batch_size=4, collate_fn=SlowCollate(0.020, fake_time)
+    )
+    res = run_ladder(dl, sleep_steps(0.005, fake_time), RunSettings(**SETTINGS))
     stages = {s.name: s for s in res.stages}
-    assert stages["samples"].added_s == pytest.approx(0.020, rel=0.25)
+    assert stages["samples"].added_s == pytest.approx(0.020)
     assert res.largest.what == "workers + collation"
     assert "what to do: Handing batches over is the cost (workers and collation)" in res.text()
 
 
-def test_ladder_says_within_noise_when_loading_is_free():
-    # collating 4 tiny tensors still costs 0.2-0.7 ms here: real, but under 5% of 30 ms
+def test_ladder_says_within_noise_when_loading_is_free(fake_time):
+    # loading takes no time on the fake clock (it costs 0.2-0.7 ms of real time here)
     dl = DataLoader(SleepyItems(400, 0.0), batch_size=4)
-    res = run_ladder(dl, sleep_steps(0.030), RunSettings(**SETTINGS))
+    res = run_ladder(dl, sleep_steps(0.030, fake_time), RunSettings(**SETTINGS))
     assert res.ok
     assert res.largest is None
     assert "within noise" in res.conclusion()
@@ -77,7 +77,9 @@ class Stream(IterableDataset):
 def test_iterable_dataset_skips_the_sample_rung_and_says_why():
     dl = DataLoader(Stream(), batch_size=2)
     res = run_ladder(
-        dl, sleep_steps(0.001), RunSettings(steps=20, warmup=2, cache=3, sample_interval_s=None)
+        dl,
+        sleep_steps(0.001),
+        RunSettings(steps=20, warmup=2, num_cached_batches=3, sample_interval_s=None),
     )
     samples = res.rung("samples")
     assert samples.run is None and "IterableDataset" in samples.skipped
@@ -103,7 +105,7 @@ def test_sample_rung_keeps_sampler_and_collation_and_the_user_loader():
     dl = DataLoader(SleepyItems(64, 0.0), batch_size=8, shuffle=True, collate_fn=collate)
     before = dict(vars(dl))
     res = run_ladder(
-        dl, sleep_steps(0.0), RunSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
+        dl, sleep_steps(0.0), RunSettings(steps=6, warmup=1, num_cached_batches=2, sample_interval_s=None),
         rungs=("samples",),
     )  # fmt: skip
     assert res.ok and res.rung("samples").run.n_steps == 6
@@ -129,7 +131,7 @@ def test_failure_in_the_cell_keeps_partial_rungs_and_stops():
 
     hooks = Hooks()
     dl = DataLoader(SleepyItems(100, 0.0), batch_size=4)
-    settings = RunSettings(steps=10, warmup=1, cache=2, sample_interval_s=None)
+    settings = RunSettings(steps=10, warmup=1, num_cached_batches=2, sample_interval_s=None)
     res = run_ladder(dl, run_once, settings, hooks=hooks)
     assert res.failed == "real" and isinstance(res.error, RuntimeError)
     assert res.rung("real").run.n_steps >= 3  # the partial run is kept
@@ -159,7 +161,9 @@ def _open_in_worker(_):
 def test_sample_rung_skipped_when_samples_cannot_be_made_in_the_main_process():
     dl = DataLoader(NeedsHandle(), batch_size=4, num_workers=1, worker_init_fn=_open_in_worker)
     res = run_ladder(
-        dl, sleep_steps(0.0), RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+        dl,
+        sleep_steps(0.0),
+        RunSettings(steps=8, warmup=1, num_cached_batches=2, sample_interval_s=None),
     )
     assert res.ok, res.error
     assert "could not be made in the main process" in res.rung("samples").skipped
@@ -175,7 +179,9 @@ def test_sample_rung_failure_is_left_out_and_the_real_rung_runs():
 
     dl = DataLoader(SleepyItems(64, 0.0), batch_size=4, num_workers=1, worker_init_fn=bad_init)
     res = run_ladder(
-        dl, sleep_steps(0.0), RunSettings(steps=8, warmup=1, cache=2, sample_interval_s=None)
+        dl,
+        sleep_steps(0.0),
+        RunSettings(steps=8, warmup=1, num_cached_batches=2, sample_interval_s=None),
     )
     assert res.ok, res.error
     assert res.rung("samples").skipped.startswith("it failed (RuntimeError")
@@ -250,13 +256,13 @@ class Order(RunHooks):
         self.started.append((which, index, total))
 
 
-def test_rungs_run_in_two_blocks_in_abba_order():
+def test_rungs_run_in_two_blocks_in_abba_order(fake_time):
     loader = DataLoader(SleepyItems(400, 0.0), batch_size=4)
     hooks = Order()
     res = run_ladder(
         loader,
-        sleep_steps(0.002),
-        RunSettings(steps=60, warmup=4, cache=4, sample_interval_s=None),
+        sleep_steps(0.002, fake_time),
+        RunSettings(steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None),
         hooks=hooks,
     )
     assert res.ok
@@ -269,17 +275,17 @@ def test_rungs_run_in_two_blocks_in_abba_order():
     assert any("two blocks" in n for n in res.notes)
 
 
-def test_a_rung_faster_than_a_more_cached_one_is_called_out():
+def test_a_rung_faster_than_a_more_cached_one_is_called_out(fake_time):
     # the host replay is slowed (outside load on that rung only): caching more cannot
     # make a step slower, so the ladder says the load changed instead of ranking stages
     def run_once(ev):
-        step = 0.012 if ev.label == "host" else 0.004
-        for _ in ev:
-            time.sleep(step)
+        sleep_steps(0.012 if ev.label == "host" else 0.004, fake_time)(ev)
 
     loader = DataLoader(SleepyItems(400, 0.0), batch_size=4)
     res = run_ladder(
-        loader, run_once, RunSettings(steps=40, warmup=4, cache=4, sample_interval_s=None)
+        loader,
+        run_once,
+        RunSettings(steps=40, warmup=4, num_cached_batches=4, sample_interval_s=None),
     )
     assert any(
         "ran faster than the host rung" in n and "rerun it on a quiet machine" in n

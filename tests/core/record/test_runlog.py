@@ -20,11 +20,11 @@ def sample_run(**kw):
 
 
 def test_round_trip(tmp_path):
-    run = sample_run(label="mine", warmup_steps=1, util={"t_ns": [0], "gpu": {"util_pct": None}})
+    run = sample_run(label="mine", warmup=1, util={"t_ns": [0], "gpu": {"util_pct": None}})
     p = run.save(tmp_path / "sub" / "r.json")
     back = load_run(p)
     assert back.step_ns == run.step_ns and back.wait_ns == run.wait_ns and back.samples == [4, 4, 2]
-    assert back.warmup_steps == 1 and back.label == "mine" and back.util == run.util
+    assert back.warmup == 1 and back.label == "mine" and back.util == run.util
     doc = json.loads(open(p).read())
     assert doc["schema_version"] == SCHEMA_VERSION and doc["kind"] == "loadeval_nb.run"
     assert doc["summary"]["steady_steps"] == 2

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from loadeval_nb import LoadEvalError, RunSettings, run_ladder
 from loadeval_nb.explore import split_transforms
-from tests.workloads import sleep_steps
+from tests.workloads import sleep_steps, take
 
 # -- pipelines whose costs are known --------------------------------------------------------
 
@@ -31,13 +31,14 @@ class Compose:
 
 
 class Sleep:
-    """A step that takes ``s`` seconds (sleeping takes no core: true with workers too)."""
+    """A step that takes ``s`` seconds: it sleeps (which takes no core: true with workers
+    too), or advances a fake ``clock`` (the copy in the process that runs it)."""
 
-    def __init__(self, s):
-        self.s = s
+    def __init__(self, s, clock=None):
+        self.s, self.clock = s, clock
 
     def __call__(self, x):
-        time.sleep(self.s)
+        take(self.s, self.clock)
         return x
 
 
@@ -153,22 +154,25 @@ def test_an_iterable_dataset_is_split_per_next(clock):
     )
 
 
-# -- truth: sleeping steps, in the main process and in two workers -----------------------------
+# -- in the main process and in two workers (each advancing its own copy of the clock) --------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
-def test_shares_match_a_sleeping_pipeline(workers):
+def test_shares_match_a_known_pipeline(workers, clock):
     # per sample: RandomResizedCrop 6 ms, ColorJitter 3 ms, Normalize 1 ms, reading 2 ms (12 ms)
-    pipe = Compose([RandomResizedCrop(0.006), ColorJitter(0.003), Normalize(0.001)])
-    dl = DataLoader(Images(400, 0.002, pipe), batch_size=4, num_workers=workers)
-    split = split_transforms(dl, batches=8)
+    pipe = Compose(
+        [RandomResizedCrop(0.006, clock), ColorJitter(0.003, clock), Normalize(0.001, clock)]
+    )
+    dl = DataLoader(
+        Images(400, lambda: take(0.002, clock), pipe), batch_size=4, num_workers=workers
+    )
+    split = split_transforms(dl, batches=8, clock=clock)
     truth = {"RandomResizedCrop": 6 / 12, "ColorJitter": 3 / 12, "Normalize": 1 / 12}
     truth["rest of __getitem__"] = 2 / 12
     got = shares(split)
-    assert got == pytest.approx(truth, abs=0.08), split.text()
+    assert got == pytest.approx(truth), split.text()
     assert split.parts[0].name == "RandomResizedCrop"
-    assert split.per_sample_s == pytest.approx(0.012, rel=0.3)
+    assert split.per_sample_s == pytest.approx(0.012)
     assert all(p.calls == split.samples for p in split.parts)
     assert split.samples >= 32 and split.processes == max(workers, 1)
     text = split.text()
@@ -203,7 +207,9 @@ def test_the_ladder_splits_the_real_rung_and_says_so():
     pipe = Compose([RandomResizedCrop(0.004), Normalize(0.0005)])
     dl = DataLoader(Images(200, 0.0, pipe), batch_size=2)
     res = run_ladder(
-        dl, sleep_steps(0.001), RunSettings(steps=10, warmup=2, cache=3, sample_interval_s=None)
+        dl,
+        sleep_steps(0.001),
+        RunSettings(steps=10, warmup=2, num_cached_batches=3, sample_interval_s=None),
     )
     assert res.ok, res.error
     split = res.transforms
@@ -221,7 +227,7 @@ def test_the_ladder_splits_the_real_rung_and_says_so():
     off = run_ladder(
         dl,
         sleep_steps(0.001),
-        RunSettings(steps=6, warmup=1, cache=2, sample_interval_s=None),
+        RunSettings(steps=6, warmup=1, num_cached_batches=2, sample_interval_s=None),
         rungs=("host", "real"),
         transforms=None,
     )

@@ -1,6 +1,9 @@
 """Issue 14: a machine that is not ours. Busy-loop processes started during one run of a
 pair (and only then) must produce the "busy machine" note for that run and no other;
-a sweep whose ideal run was disturbed must not recommend a setting above the ideal."""
+a sweep whose ideal run was disturbed must not recommend a setting above the ideal.
+
+The busy loops are this test's children: ``retry_once``'s load meter does not count
+them, only work by other processes, which excuses a failure (retried, then skipped)."""
 
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ from torch.utils.data import DataLoader
 
 from loadeval_nb import RunSettings, run_pair, run_sweep
 from loadeval_nb.explore import RunHooks
-
-from ..workloads import SleepyItems, sleep_steps
+from tests.timing import retry_once
+from tests.workloads import SleepyItems, sleep_steps
 
 BUSY = "while True: pass"
 
@@ -41,10 +44,11 @@ class Disturb(RunHooks):
         self.procs = []
 
 
-SETTINGS = RunSettings(steps=40, warmup=4, cache=4, sample_interval_s=0.05)
+SETTINGS = RunSettings(steps=40, warmup=4, num_cached_batches=4, sample_interval_s=0.05)
 
 
 @pytest.mark.parametrize("which", ["ideal", "real"])
+@retry_once  # other work on the machine (not our busy loops) excuses a failure: retried
 def test_a_busy_machine_during_one_run_is_said(which):
     hooks = Disturb(which)
     try:
@@ -63,12 +67,14 @@ def test_a_busy_machine_during_one_run_is_said(which):
         assert all(v in (None, 0.0) for v in workers)
 
 
+@retry_once  # called busy when other work ran: retried, then skipped (never on a quiet one)
 def test_a_quiet_machine_is_not_called_busy():
     loader = DataLoader(SleepyItems(200, 0.002), batch_size=4, num_workers=0)
     d = run_pair(loader, sleep_steps(0.01), SETTINGS).diagnosis
     assert d.disturbed == [] and not any("busy with other work" in n for n in d.notes)
 
 
+@retry_once
 def test_a_sweep_with_a_disturbed_ideal_recommends_nothing_above_it():
     hooks = Disturb("ideal")
     try:

@@ -1,0 +1,79 @@
+"""The suite's own shape: ``tests/core/`` mirrors core's sub-packages, and the tests reach
+core's private modules only through the faces the code uses (a sub-package's modules
+by their public path, the private door ``core._shared``, the floor modules)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "loadeval_nb" / "core"
+TESTS = ROOT / "tests"
+FLOOR = {"_errors", "_format", "_stats", "_files", "_facts", "_env"}
+DOOR = "_shared"
+
+
+def core_subpackages() -> set[str]:
+    return {p.parent.name for p in CORE.glob("*/__init__.py") if not p.parent.name.startswith("_")}
+
+
+def test_tests_core_mirrors_the_subpackages_of_core():
+    folders = {p.name for p in (TESTS / "core").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == core_subpackages()
+    for name in folders:
+        assert (TESTS / "core" / name / "__init__.py").is_file(), name
+        assert list((TESTS / "core" / name).glob("test_*.py")), f"tests/core/{name} has no tests"
+    # beside the folders, a test file only for one of core's own modules (ranks.py, _format.py)
+    modules = {p.stem.lstrip("_") for p in CORE.glob("*.py")}
+    loose = {p.stem.removeprefix("test_") for p in (TESTS / "core").glob("test_*.py")}
+    assert loose <= modules, (
+        f"tests/core/test_{sorted(loose - modules)}.py: move into a sub-package"
+    )
+
+
+def core_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted path) of every loadeval_nb.core import in a test file, ``from X
+    import _y`` counted as ``X._y`` when ``_y`` is a module of X's package."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.lineno, node.module))
+            folder = ROOT.joinpath(*node.module.split("."))
+            out += [
+                (node.lineno, f"{node.module}.{a.name}")
+                for a in node.names
+                if (folder / f"{a.name}.py").is_file() or (folder / a.name).is_dir()
+            ]
+    return [(line, m) for line, m in out if m.startswith("loadeval_nb.core.")]
+
+
+def private_reach(module: str) -> str | None:
+    """Why ``module`` (loadeval_nb.core....) is not a face the code itself uses, or None."""
+    parts = module.split(".")[2:]
+    if parts[0] in FLOOR or parts[0] == DOOR:
+        return None if len(parts) == 1 else f"{module}: no deeper than core.{parts[0]}"
+    private = [p for p in parts if p.startswith("_")]
+    if private:
+        return f"{module}: a private module ({private[0]}); use its sub-package or core._shared"
+    return None
+
+
+def test_tests_reach_core_only_through_its_faces():
+    bad = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for line, module in core_imports(path):
+            why = private_reach(module)
+            if why:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {why}")
+    assert bad == []
+
+
+def test_the_face_check_catches_a_private_module():
+    assert private_reach("loadeval_nb.core.measure._cstamp")
+    assert private_reach("loadeval_nb.core._moved")
+    assert private_reach("loadeval_nb.core.measure.timing") is None
+    assert private_reach("loadeval_nb.core._shared") is None
+    assert private_reach("loadeval_nb.core._stats") is None
