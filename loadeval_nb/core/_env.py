@@ -155,6 +155,11 @@ class interrupts_deferred:
         previous, self._previous = self._previous, None
         if previous is None:
             return
+        stamp = getattr(previous, "__self__", None)
+        if isinstance(stamp, SigintStamp) and not stamp._installed:
+            # the epoch's stamp was taken down while this block held SIGINT: Python's own
+            # handler is what was there before it
+            previous = signal.default_int_handler
         _signal.signal(signal.SIGINT, previous)
         if self._caught and exc_type is None:
             raise KeyboardInterrupt

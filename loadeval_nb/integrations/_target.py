@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
-from ..core._shared import said
+from ..core._shared import a_kind, said
 from ._common import bound_method
 from ._huggingface import (
     AUTO_REFUSED,
@@ -17,7 +17,12 @@ from ._huggingface import (
     trainer_train_loader,
     wrapped_train_dataloader,
 )
-from ._lightning import datamodule_train_loader, fit_for_measurement, is_lightning_datamodule
+from ._lightning import (
+    datamodule_train_loader,
+    fit_for_measurement,
+    is_lightning_datamodule,
+    is_lightning_trainer,
+)
 
 Context = Callable[[Any], AbstractContextManager[Any]]
 
@@ -102,6 +107,11 @@ def fit_pair(
     its progress, limits, callbacks, optimizers and the model's weights restored after
     each side (see :func:`fit_for_measurement`). Pass the training loader or a
     datamodule, as to ``fit``."""
+    if not is_lightning_trainer(trainer):
+        raise LoadEvalError(
+            f"Expected a lightning.pytorch.Trainer, not {a_kind(trainer)}; loadeval_nb supports "
+            "the lightning package (pip install lightning)."
+        )
     if (train_dataloaders is None) == (datamodule is None):
         raise LoadEvalError("Pass the training loader or a datamodule to fit_pair, as to fit.")
     if datamodule is not None:
@@ -127,6 +137,8 @@ def train_pair(
     """``trainer.train(**train_kw)`` measured as a real + ideal pair of ``settings.steps``
     batches each (:func:`loadeval_nb.run_pair` on the Trainer's loop); the trainer and the
     model are restored after each side (see :func:`train_for_measurement`)."""
+    if not is_hf_trainer(trainer):
+        raise LoadEvalError(f"Expected a transformers.Trainer, not {a_kind(trainer)}.")
     target = target_for(trainer, "the loader")
     if settings is not None and settings.auto and target.no_auto:
         raise LoadEvalError(said(target.no_auto))

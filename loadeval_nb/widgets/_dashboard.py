@@ -157,6 +157,7 @@ class Dashboard(SweepHooks):
         )
 
     def set_status(self, text: str, color: str = "#333") -> None:
+        self._status_text = text
         self.status.value = self._status_html(text, color)
 
     def mimebundle(self) -> dict[str, Any]:
@@ -247,6 +248,13 @@ class Dashboard(SweepHooks):
             self.verdict.value = verdict_html(d)
             self.set_status(
                 f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
+                + (
+                    f" Disturbed: other work ran during the {' and '.join(d.disturbed)} "
+                    f"run{'s' if len(d.disturbed) > 1 else ''}; rerun on a quiet machine."
+                    if d.disturbed
+                    else ""
+                ),
+                "#b35c00" if d.disturbed else "#333",
             )
         elif result.error is None:
             self.set_status(f"Done: {result.failed or 'one run only'}; no comparison to make.")
@@ -304,8 +312,8 @@ class Dashboard(SweepHooks):
         self.panel_box.children = (*self.panel_box.children, view)
 
     def status_text(self) -> str:
-        """What the status line says now."""
-        return str(self.status.value)
+        """What the status line says now, in words (no HTML: the saved copy's text)."""
+        return getattr(self, "_status_text", "")
 
     def show_error(self, exc: BaseException) -> None:
         with self.errors:

@@ -135,6 +135,9 @@ class ReplayCache:
         self._sums: list[int] = []
         self._mutation_warned = False
         self.copied = False
+        self.shapes_differ = False
+        """The cached batches' tensors and arrays are not all of one shape (variable-length
+        batches): the ideal step then depends on which batches were cached."""
         """The cached tensors are copies (the source may hand out the user's own)."""
 
     def _budget(self) -> tuple[int, str]:
@@ -207,6 +210,7 @@ class ReplayCache:
             )
         self.batches = cache
         self.nbytes = sum(batch_nbytes(b) for b in cache)
+        self.shapes_differ = len({_shapes(b) for b in cache}) > 1
         leaves = [
             (path, leaf)
             for k, b in enumerate(cache)
@@ -268,6 +272,14 @@ class ReplayCache:
 MAX_SUMMED_BYTES = 256 * 2**20
 """Cached arrays up to this size are checksummed at each epoch's end to tell in-place
 changes (tensors have a version counter; arrays do not)."""
+
+
+def _shapes(batch: Any) -> tuple[Any, ...]:
+    return tuple(
+        tuple(getattr(leaf, "shape", ()))
+        for _, leaf in iter_leaves_with_paths(batch)
+        if is_tensor(leaf) or is_array(leaf)
+    )
 
 
 def _clone(t: Any) -> Any:

@@ -513,6 +513,9 @@ class LoaderEvaluator:
                 "cache_on": self.cache_on if replay else None,
                 "cache_bytes": self.cache_bytes,
                 "cache_budget_bytes": self.cache_budget_bytes,
+                "cached_shapes_differ": (
+                    self._mode.cache.shapes_differ if isinstance(self._mode, ReplayMode) else None
+                ),
             },
             environment=environment(step_path()),
             samples_per_batch=mode.samples_per_batch(),

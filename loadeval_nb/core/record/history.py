@@ -99,7 +99,7 @@ def load_history(path: PathLike) -> list[HistoryRow]:
     that is missing, damaged, foreign or newer, or a row of the wrong kinds."""
     p = expand_path(path)
     try:
-        with open(p, encoding="utf-8") as f:
+        with open(p, encoding="utf-8-sig") as f:  # a byte-order mark is JSON text too
             doc = json.load(f)
     except FileNotFoundError:
         raise RunLogError(f"No history at {p!r}; check the path.") from None
@@ -110,7 +110,7 @@ def load_history(path: PathLike) -> list[HistoryRow]:
     if not isinstance(doc, dict) or doc.get("kind") != HISTORY_KIND:
         raise RunLogError(f"{p!r} is not a loadeval_nb history; pass a file export_history wrote.")
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version > HISTORY_SCHEMA:
+    if not isinstance(version, int) or isinstance(version, bool) or version > HISTORY_SCHEMA:
         raise RunLogError(
             f"{p!r} uses history schema {version!r}, newer than this loadeval_nb reads; "
             "upgrade with `pip install -U loadeval-nb`."

@@ -125,8 +125,14 @@ class MetricsWriter:
             "worker_load_ns": loads[self._loads :] if loads is not None else None,
         }
         text = json.dumps(line, separators=(",", ":"), allow_nan=False)
-        with open(self.journal, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
+        with open(self.journal, "a+b") as f:
+            # a line cut short (a full disk, a crash) is closed first, so this one is whole
+            end = f.seek(0, os.SEEK_END)
+            if end:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write(text.encode("utf-8") + b"\n")
             f.flush()
         self._steps += part.n_steps
         self._epochs += len(part.epochs)

@@ -74,6 +74,8 @@ class Comparison(Reported):
                 f"REGRESSION: steps are {fmt_pct(change, 1)} slower, over the "
                 f"{fmt_pct(self.max_slowdown, 1)} allowed."
             )
+        if abs(change) < 0.0005:
+            return "OK: steps take the same time."
         if change > 0:
             return f"OK: steps are {fmt_pct(change, 1)} slower, within what is allowed or noise."
         return f"OK: steps are {fmt_pct(-change, 1)} faster."

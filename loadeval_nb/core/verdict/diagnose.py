@@ -14,6 +14,7 @@ from .._errors import LoadEvalError, a_kind
 from .._stats import bootstrap_ratio_ci
 from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
+from ..whatif.from_runs import predict_from_runs
 from .diagnosis import (
     CI_LEVEL,
     CONTENTION,
@@ -31,6 +32,12 @@ log = logging.getLogger("loadeval_nb")
 
 
 RunLike = Union[Run, str, "os.PathLike[str]", Any]
+
+
+def _as_long(slower: float) -> str:
+    """``0.35`` → "35% longer than"; ``2.06`` → "3.1× as long as" (a share past 100 % reads
+    badly as "206% slower")."""
+    return f"{slower:.0%} longer than" if slower < 1 else f"{1 + slower:.1f}× as long as"
 
 
 def setup_differences(a: Run, b: Run) -> list[str]:
@@ -201,21 +208,31 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
             f"the ideal run replayed {cached} cached batches, fewer than the {want} asked: "
             "the loader had no more"
         )
+    if i.settings.get("cached_shapes_differ"):
+        notes.append(
+            "the cached batches differ in shape (padded or variable-length batches), so the "
+            "ideal step depends on which batches were cached: cache more batches, or make "
+            "batches of one shape, to tell the ideal apart from that choice"
+        )
     for name, run in (("real", r), ("ideal", i)):
         if run.status != "complete":
             notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
     if verdict != NOT_ENOUGH_DATA and real_other is not None and idd["mean_s"]:
         slower = real_other / idd["mean_s"] - 1.0
         if slower > CONTENTION:
+            workers = r.loader_settings.get("num_workers")
+            cause = (
+                "loading in the training process, host-to-device copies the cache avoided, "
+                "or CPU contention"
+                if workers == 0
+                else "CPU contention from workers, or host-to-device copies the cache avoided"
+            )
             notes.append(
-                f"apart from waiting, real steps were {slower:.0%} slower than ideal ones "
-                "(CPU contention from workers, or host-to-device copies the cache avoided)"
+                f"apart from waiting, real steps took {_as_long(slower)} ideal ones ({cause})"
             )
     prediction = None
     if verdict != NOT_ENOUGH_DATA:
         try:
-            from ..whatif.from_runs import predict_from_runs
-
             p = predict_from_runs(r, i)
             prediction = p.line() if p is not None else None
         except LoadEvalError as e:  # inputs the simulator cannot use
@@ -223,7 +240,9 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
             log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
             notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
+    workers = r.loader_settings.get("num_workers")
     return Diagnosis(
+        num_workers=workers if isinstance(workers, int) and not isinstance(workers, bool) else None,
         prediction=prediction,
         verdict=verdict,
         reason=reason,

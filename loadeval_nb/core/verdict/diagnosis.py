@@ -70,6 +70,9 @@ class Diagnosis(Reported):
     prediction: Optional[str] = None
     """The simulator's one line on other ``num_workers`` ("with num_workers=6: about 1.8×
     faster"); None when the pair lacks worker timings."""
+    num_workers: Optional[int] = None
+    """The real run's loader's ``num_workers`` (None: not a DataLoader), so that advice
+    about workers fits the loader."""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -216,13 +219,22 @@ def advice(d: Diagnosis) -> list[Piece]:
         else None
     )
     if slower is not None and slower > CONTENTION and not out:
-        out += [
-            f"Steps are {fmt_pct(slower)} slower than ideal ones although the loop hardly "
-            "waits: the loader's workers compete with training for CPU cores. Try fewer "
-            "workers or fewer intra-op threads (",
-            Action("sweep", "num_workers=1,2; num_threads=1,2"),
-            ").",
-        ]
+        if d.num_workers == 0:  # no workers to compete: loading runs in the step itself
+            out += [
+                f"Steps take {_longer(slower)} ideal ones although the loop hardly waits: "
+                "with num_workers=0 the loading runs inside the training process, between "
+                "the steps' work. Try DataLoader workers, or fewer intra-op threads (",
+                Action("sweep", "num_workers=0,1,2; num_threads=1,2"),
+                ").",
+            ]
+        else:
+            out += [
+                f"Steps take {_longer(slower)} ideal ones although the loop hardly waits: "
+                "the loader's workers compete with training for CPU cores. Try fewer "
+                "workers or fewer intra-op threads (",
+                Action("sweep", "num_workers=1,2; num_threads=1,2"),
+                ").",
+            ]
     if not out:
         return [
             "Collation and handing batches over cost time in the training process: try "
@@ -243,10 +255,14 @@ def _sentences(pieces: list[Piece]) -> list[list[Piece]]:
 
 
 _PER_SAMPLE: list[Piece] = [
-    "cheaper augmentation, pre-decoded or smaller images, or decoding on the GPU (",
+    "make it cheaper, do it once ahead of training, or move it to the GPU (",
     Action("ladder"),
-    " says which stage costs most).",
+    " says which stage costs most, and which step of the pipeline).",
 ]
+
+
+def _longer(slower: float) -> str:
+    return f"{slower:.0%} longer than" if slower < 1 else f"{1 + slower:.1f}× as long as"
 
 
 def _workers(d: Diagnosis) -> list[Piece]:
@@ -261,6 +277,20 @@ def _workers(d: Diagnosis) -> list[Piece]:
             *_PER_SAMPLE,
         ]
     if line:  # the simulator finds no number of workers that helps
+        slower = (
+            d.real_other_s / d.ideal_step_s - 1.0
+            if d.real_other_s is not None and d.ideal_step_s
+            else None
+        )
+        if slower is not None and slower > CONTENTION:  # the cores are short, not workers
+            return [
+                "more workers would not help (see the simulator's line), and steps take "
+                f"{_longer(slower)} ideal ones apart from waiting: the cores are short. Try "
+                "fewer intra-op threads (",
+                Action("sweep", "num_threads=1,2"),
+                "); then the per-sample work: ",
+                *_PER_SAMPLE,
+            ]
         return [
             "more workers would not help (see the simulator's line); the per-sample work "
             "is the cost: ",
@@ -284,8 +314,8 @@ _STAGE_ADVICE: dict[str, list[Piece]] = {
         "lighten collate_fn, or hand over fewer, larger batches."
     ],
     "real": [
-        "The per-sample work is the cost (reading, decoding, transforms): cheaper "
-        "augmentation, pre-decoded or smaller images, or decoding on the GPU."
+        "The per-sample work is the cost (reading, decoding, tokenising, transforms): make "
+        "it cheaper, do it once ahead of training and store the result, or move it to the GPU."
     ],
 }
 

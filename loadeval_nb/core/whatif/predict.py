@@ -80,30 +80,35 @@ class Prediction:
                 f"that never makes the loop wait; more workers would not help."
             )
         w = self.smallest_workers
-        if w is not None:
+        # workers that compute need a core each: never advise more than the cores can run
+        cap = max(1, int(usable)) if self.contention else None
+        if w is not None and (cap is None or w <= cap or self.cores_ok):
             if w > usable and not self.contention:
                 fit = "loading mostly waits, so workers need not have a core each"
             elif self.cores_ok:
-                fit = f"{w} workers fit the {self.cores} cores"
+                fit = (
+                    f"{w} worker{'' if w == 1 else 's'} fit{'s' if w == 1 else ''} the "
+                    f"{self.cores} core{'' if self.cores == 1 else 's'}"
+                )
             else:
                 fit = (
                     f"{w} workers are more than the {_cores(usable)} left beside the main "
                     f"process: expect less"
                 )
             return f"with num_workers={w}: {_times(self.speedup(w))} ({fit})"
-        curve = self.curve()
+        curve = [r for r in self.curve() if cap is None or r.num_workers <= cap]
         top = max(r.steps_per_s for r in curve)
         best = next(r for r in curve if r.steps_per_s >= 0.99 * top)  # fewest workers
         gain = best.steps_per_s / b.steps_per_s
         if gain < 1.05:
             return (
                 f"no num_workers setting gets within {pct} % of the loader-free speed on "
-                f"{self.cores} cores, nor beats num_workers={b.num_workers}: loading itself must "
+                f"{_cores(self.cores)}, nor beats num_workers={b.num_workers}: loading itself must "
                 f"get cheaper."
             )
         return (
             f"with num_workers={best.num_workers}: {_times(gain)}, still short of the loader-free "
-            f"speed on {self.cores} cores: loading itself must get cheaper to go further."
+            f"speed on {_cores(self.cores)}: loading itself must get cheaper to go further."
         )
 
 

@@ -289,7 +289,7 @@ def test_the_ladder_advises_on_its_largest_stage():
     assert said(ladder_advice("host"), "options").endswith("(--cache-on device).")
     assert "add DataLoader workers" in advice("samples")
     text = advice("real", "ColorJitter")
-    assert "cheaper augmentation" in text and text.endswith(
+    assert "do it once ahead of training" in text and text.endswith(
         "Start with ColorJitter, the costliest step."
     )
     assert "Start with" not in advice("real")

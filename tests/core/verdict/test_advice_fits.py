@@ -1,0 +1,91 @@
+"""Advice from what was measured: it fits the loader it speaks of (issue 20, item 3)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from loadeval_nb import LoaderEvaluator, Run, diagnose
+from loadeval_nb.core._shared import said
+from loadeval_nb.core.verdict.diagnosis import advice
+
+MS = 1_000_000
+
+
+def _runs(real_ms, wait_ms, ideal_ms, workers, n=60):
+    rng = np.random.default_rng(0)
+    step = [int((real_ms + rng.normal(0, 0.1)) * MS) for _ in range(n)]
+    real = Run(
+        mode="log",
+        start_ns=[sum(step[:i]) for i in range(n)],
+        step_ns=step,
+        wait_ns=[int(wait_ms * MS)] * n,
+        samples=[8] * n,
+        loader_settings={"num_workers": workers},
+    )
+    istep = [int((ideal_ms + rng.normal(0, 0.1)) * MS) for _ in range(n)]
+    ideal = Run(mode="replay", start_ns=[sum(istep[:i]) for i in range(n)], step_ns=istep)
+    return real, ideal
+
+
+def test_no_workers_advice_speaks_of_the_loading_in_the_training_process():
+    d = diagnose(*_runs(30, 0.5, 10, workers=0))
+    text = said(advice(d))
+    assert "compete with training" not in text
+    assert "with num_workers=0 the loading runs inside the training process" in text
+    assert "2.9× as long as ideal ones" in text  # not "195% slower"
+    assert any("as long as ideal ones" in n for n in d.notes)
+
+
+def test_with_workers_the_contention_advice_stays():
+    d = diagnose(*_runs(30, 0.5, 10, workers=2))
+    assert "compete with training for CPU cores" in said(advice(d))
+
+
+def test_when_no_worker_count_helps_but_the_cores_are_short_threads_come_first():
+    d = diagnose(*_runs(30, 6, 10, workers=2))
+    d = dataclasses.replace(d, prediction="no num_workers setting gets within 5 % of ...")
+    text = said(advice(d), "options")
+    assert "the cores are short" in text and '--sweep "num_threads=1,2"' in text
+
+
+def test_cached_batches_of_differing_shapes_are_said():
+    src = [torch.zeros(4, n) for n in (5, 7, 9, 11)]
+    real = LoaderEvaluator(src, sample_interval_s=None)
+    for _ in range(5):
+        for _ in real:
+            pass
+    ideal = LoaderEvaluator(
+        src, mode="replay", num_cached_batches=2, steps=20, sample_interval_s=None
+    )
+    for _ in ideal:
+        pass
+    d = diagnose(real, ideal)
+    assert any("cached batches differ in shape" in n for n in d.notes)
+    same = LoaderEvaluator(
+        [torch.zeros(4, 5)] * 4,
+        mode="replay",
+        num_cached_batches=2,
+        steps=20,
+        sample_interval_s=None,
+    )
+    for _ in same:
+        pass
+    assert not any("differ in shape" in n for n in diagnose(real, same).notes)
+
+
+def test_one_worker_is_said_in_the_singular():
+    from loadeval_nb.whatif import predict
+
+    line = predict(0.008, 0.01, num_workers=0, cores=2, seed=1).line()
+    assert "1 workers" not in line and "1 worker fits the 2 cores" in line, line
+
+
+def test_computing_workers_are_never_advised_beyond_the_cores():
+    from loadeval_nb.whatif import predict
+
+    line = predict(0.08, 0.01, num_workers=0, cores=2, seed=1).line()  # loading computes
+    advised = int(line.split("num_workers=")[1].split(":")[0].split(",")[0].split(" ")[0])
+    assert advised <= 2, line
