@@ -43,7 +43,9 @@ def test_ladder_finds_per_sample_loading(fake_time):
     assert res.largest is not None and res.largest.what == "per-sample loading and transforms"
     assert "Largest stage: per-sample loading and transforms, +" in res.text()
     advice = next(f for f in res.facts().facts if f.key == "advice").text
-    assert advice.startswith("The per-sample work is the cost (reading, decoding, tokenising, transforms)")
+    assert advice.startswith(
+        "The per-sample work is the cost (reading, decoding, tokenising, transforms)"
+    )
 
 
 def test_ladder_finds_collation(fake_time):
