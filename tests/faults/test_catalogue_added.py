@@ -102,11 +102,22 @@ def same_weights(module: Any, before: dict[str, torch.Tensor]) -> bool:
     return set(now) == set(before) and all(torch.equal(now[k], v) for k, v in before.items())
 
 
+_EARLIER: set[int] = set()
+"""Child processes that were running before the case began (an earlier test's: a
+resource tracker, a compile-worker pool): not this case's to answer for."""
+
+
 def no_children() -> list[psutil.Process]:
+    """Our child processes still running that the case started (multiprocessing's resource
+    tracker excepted: a spawn context starts it, and it stays for the interpreter's life)."""
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE:
+            if (
+                p.pid not in _EARLIER
+                and p.status() != psutil.STATUS_ZOMBIE
+                and "resource_tracker" not in " ".join(p.cmdline())
+            ):
                 out.append(p)
         except psutil.NoSuchProcess:
             pass
@@ -136,6 +147,13 @@ def quiet_frameworks():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the frameworks' advice on workers, logging, ...
         yield
+
+
+@pytest.fixture(autouse=True)
+def earlier_children():
+    _EARLIER.clear()
+    _EARLIER.update(p.pid for p in psutil.Process().children(recursive=True))
+    yield
 
 
 @pytest.fixture(autouse=True)
