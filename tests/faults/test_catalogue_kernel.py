@@ -108,6 +108,8 @@ class Kernel:
 
     def state(self) -> dict:
         r = self.execute("print(state())")
+        if r["status"] == "aborted":  # sent while the kernel still dropped its queue after
+            r = self.execute("print(state())")  # the KeyboardInterrupt (a busy machine): again
         assert r["status"] == "ok", r
         return json.loads(r["stdout"].strip().splitlines()[-1])
 
