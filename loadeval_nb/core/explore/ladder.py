@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .._env import loader_settings
-from .._errors import LoadEvalError, OptionError
-from .._facts import Fact, Facts, option_name
+from .._errors import LoadEvalError
+from .._facts import Fact, Facts
 from .._format import fmt_bytes, fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci
 from ..measure.batches import batch_nbytes
@@ -43,10 +43,9 @@ from ..verdict.diagnosis import PARTLY_HEADROOM, ladder_advice
 from .result import Result
 from .runner import (
     Runner,
+    check_many_runs,
     check_run_args,
-    check_writable_dir,
     evaluator_for,
-    refuse_one_shot,
 )
 from .samples import sample_rung_loader
 from .settings import RunHooks, RunSettings
@@ -343,17 +342,11 @@ def run_ladder(
 
 def check_ladder(loader: Any, settings: RunSettings, loader_name: str, spelling: str) -> None:
     """The checks a ladder needs before anything runs, made once (see :func:`plan_run`)."""
-    if settings.repeat != 1:
-        raise OptionError(
-            "repeat",
-            " does not apply to a ladder: it measures its rungs in two blocks (A B B A) "
-            "itself; drop repeat, or run a pair.",
-        )
-    if settings.only is not None:
-        raise OptionError("only", " does not apply to a ladder: it measures every rung; drop only.")
-    refuse_one_shot(loader, loader_name, "the ladder runs the loop once per rung")
-    if settings.log_dir:
-        check_writable_dir(settings.log_dir, option_name("log_dir", spelling))
+    check_many_runs(
+        loader, settings, loader_name, spelling, "ladder", "rung",
+        "it measures its rungs in two blocks (A B B A) itself; drop repeat, or run a pair.",
+        "it measures every rung; drop only.",
+    )  # fmt: skip
 
 
 def _unused(path: Optional[str]) -> LoaderEvaluator:  # pragma: no cover

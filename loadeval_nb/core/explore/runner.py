@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred
-from .._errors import LoadEvalError, a_kind
+from .._errors import LoadEvalError, OptionError, a_kind
+from .._facts import option_name
 from .._files import cannot_write_in
 from ..measure.cache import nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
@@ -265,3 +266,24 @@ class Runner:
 
     def take_all(self) -> dict[str, Run]:
         return {k: run for k in list(self._evaluators) if (run := self.take(k)) is not None}
+
+
+def check_many_runs(
+    loader: Any,
+    settings: RunSettings,
+    loader_name: str,
+    spelling: str,
+    what: str,
+    unit: str,
+    repeat_instead: str,
+    only_instead: str,
+) -> None:
+    """The checks of a ladder or a sweep (``what``), which run the loop once per ``unit`` and
+    decide the runs themselves: ``repeat`` and ``only`` are refused, not ignored."""
+    if settings.repeat != 1:
+        raise OptionError("repeat", f" does not apply to a {what}: {repeat_instead}")
+    if settings.only is not None:
+        raise OptionError("only", f" does not apply to a {what}: {only_instead}")
+    refuse_one_shot(loader, loader_name, f"the {what} runs the loop once per {unit}")
+    if settings.log_dir:
+        check_writable_dir(settings.log_dir, option_name("log_dir", spelling))

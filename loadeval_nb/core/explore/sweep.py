@@ -16,13 +16,12 @@ import functools
 from typing import Any, Callable, Optional
 
 from .._env import loader_settings, torch_threads
-from .._errors import LoadEvalError, OptionError
-from .._facts import option_name
+from .._errors import LoadEvalError
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import loader_knobs, shutdown_persistent_workers
 from ..record.run import Run
 from ..whatif.from_runs import predict_from_runs
-from .runner import Runner, check_run_args, check_writable_dir, evaluator_for, refuse_one_shot
+from .runner import Runner, check_many_runs, check_run_args, evaluator_for
 from .settings import RunHooks, RunSettings
 from .sweep_result import SweepHooks, SweepPoint, SweepResult, pick_best
 from .sweep_spec import SweepPlan, config_label, prepare_sweep
@@ -146,17 +145,8 @@ def _fill_predictions(result: SweepResult) -> None:
 
 def check_sweep(loader: Any, settings: RunSettings, loader_name: str, spelling: str) -> None:
     """The checks a sweep needs before anything runs, made once (see :func:`plan_run`)."""
-    if settings.repeat != 1:
-        raise OptionError(
-            "repeat",
-            " does not apply to a sweep: it runs a noisy configuration again by itself "
-            "(max_repeats); drop repeat.",
-        )
-    if settings.only is not None:
-        raise OptionError(
-            "only",
-            " does not apply to a sweep: it runs the ideal once and every configuration; drop only.",
-        )
-    refuse_one_shot(loader, loader_name, "the sweep runs the loop once per configuration")
-    if settings.log_dir:
-        check_writable_dir(settings.log_dir, option_name("log_dir", spelling))
+    check_many_runs(
+        loader, settings, loader_name, spelling, "sweep", "configuration",
+        "it runs a noisy configuration again by itself (max_repeats); drop repeat.",
+        "it runs the ideal once and every configuration; drop only.",
+    )  # fmt: skip
