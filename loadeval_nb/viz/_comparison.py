@@ -27,8 +27,8 @@ from bokeh.resources import INLINE
 from ..core import Facts, LoadEvalError, Run, diagnose
 from ..core._shared import as_run, write_text_atomic
 from ._cards import advice_html, esc, report_html
-from ._data import hist_data, steps_data, util_data
-from ._style import UTIL_SERIES, base_figure, color_of
+from ._data import hist_data, startup_data, steps_data, util_data
+from ._style import UTIL_SERIES, base_figure, color_of, startup_markers, startup_scale
 
 _FULL_WIDTH = ".bk-clearfix { width: 100%; }"
 """A Div's content box fills the Div (a card's border spans the page, not its text)."""
@@ -104,15 +104,29 @@ def _step_figure(runs: dict[str, Run], width: Optional[int]) -> Any:
                 name="warmup_label",
             )
         )
+    steps = []
     for name, run in runs.items():
         src = ColumnDataSource(steps_data(run), name=f"steps_{name}")
-        p.line(
-            "step", "step_ms", source=src, color=color_of(name), legend_label=name, line_width=1.5
+        steps.append(
+            p.line(
+                "step",
+                "step_ms",
+                source=src,
+                color=color_of(name),
+                legend_label=name,
+                line_width=1.5,
+            )
         )
-        p.scatter("step", "step_ms", source=src, color=color_of(name), size=3, alpha=0.6)
+        steps.append(
+            p.scatter("step", "step_ms", source=src, color=color_of(name), size=3, alpha=0.6)
+        )
+    # each epoch's first step (its start-up) on a scale of its own: the steps set the axis
+    # (the top's room for the markers also holds the warm-up band's label)
+    startup_scale(p, steps, len(runs))
+    for slot, (name, run) in enumerate(runs.items()):
+        up = ColumnDataSource(startup_data(run, name), name=f"startup_{name}")
+        startup_markers(p, up, color_of(name), slot)
     p.add_tools(HoverTool(tooltips=[("step", "@step"), ("ms", "@step_ms{0.00}")]))
-    p.y_range.start = 0  # type: ignore[attr-defined]
-    p.y_range.range_padding = 0.15  # type: ignore[attr-defined]  # room for the band's label
     _legend_outside(p)
     return p
 

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..core import Run
+from ..core._shared import fmt_seconds
 
 nan = float("nan")
 
@@ -36,12 +37,41 @@ def decimate(
     return xa[keep].tolist(), ya[keep].tolist()
 
 
+def startup_indices(run: Run) -> list[int]:
+    """The steps that open an epoch: each carries its epoch's start-up (``iter()``, worker
+    spawn, the first fetch), often ten times a steady step, and is left out of the
+    statistics; the charts draw it apart so that it does not set their scale."""
+    if not run.n_steps:
+        return []
+    e = np.asarray(run.epoch)
+    return np.flatnonzero(np.r_[True, e[1:] != e[:-1]]).tolist()
+
+
 def steps_data(run: Run, max_points: int = 20000) -> dict[str, list[Any]]:
-    """Step index and step time (ms) of every step, decimated past ``max_points``."""
-    x = list(range(run.n_steps))
-    y = [s / 1e6 for s in run.step_ns]
-    x, y = decimate(x, y, max_points)
-    return {"step": x, "step_ms": y}
+    """Step index and step time (ms) of every step but the start-ups (each epoch's first:
+    :func:`startup_data`), decimated past ``max_points``."""
+    keep = np.ones(run.n_steps, dtype=bool)
+    keep[startup_indices(run)] = False
+    x = np.flatnonzero(keep)
+    y = np.asarray(run.step_ns, dtype=float)[keep] / 1e6
+    xs, ys = decimate(x.tolist(), y.tolist(), max_points)
+    return {"step": xs, "step_ms": ys}
+
+
+def startup_data(run: Run, name: str) -> dict[str, list[Any]]:
+    """The start-up steps of run ``name`` (each epoch's first): step index, time (ms), and
+    the label drawn beside each marker (``real start-up 1.25 s``)."""
+    x = startup_indices(run)
+    return startup_rows(name, x, [run.step_ns[k] / 1e6 for k in x])
+
+
+def startup_rows(name: str, steps: Sequence[int], step_ms: Sequence[float]) -> dict[str, list[Any]]:
+    """Rows for a start-up source: step index, time (ms) and the marker's label."""
+    return {
+        "step": list(steps),
+        "step_ms": list(step_ms),
+        "text": [f"{name} start-up {fmt_seconds(ms / 1e3)}" for ms in step_ms],
+    }
 
 
 def hist_data(runs: Sequence[Run], bins: int = 40) -> list[dict[str, list[float]]]:

@@ -12,7 +12,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, Legen
 from bokeh.plotting import figure
 
 from ..core._shared import HistoryRow, fmt_rate
-from ._style import COLORS, UTIL_SERIES, base_figure
+from ._style import COLORS, UTIL_SERIES, base_figure, startup_markers, startup_scale
 
 RUNS = ("real", "ideal")
 LIVE_ROLLOVER = 5000
@@ -21,24 +21,34 @@ LIVE_ROLLOVER = 5000
 
 def live_step_figure(
     width: int = 900, height: int = 260, names: Sequence[str] = RUNS
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Step time (ms) per step, one line per run (real and ideal; or the ladder's rungs)
-    overlaid. Returns (figure, sources by run)."""
+    overlaid; each epoch's first step (its start-up) is a labelled marker on a scale of
+    its own, never setting the step axis. Returns (figure, line sources by run, start-up
+    sources by run: ``step``, ``step_ms``, ``text`` as :func:`startup_rows` makes them)."""
     p = base_figure("Step time per step", "step", "step time (ms)", width, height)
-    sources = {}
+    sources, startups, lines = {}, {}, []
     for name in names:
         src = ColumnDataSource({"step": [], "step_ms": []}, name=f"live_steps_{name}")
-        p.line("step", "step_ms", source=src, color=COLORS[name], line_width=1.5, legend_label=name)
+        lines.append(
+            p.line(
+                "step", "step_ms", source=src, color=COLORS[name], line_width=1.5, legend_label=name
+            )
+        )
         sources[name] = src
+    startup_scale(p, lines, len(names))
+    for slot, name in enumerate(names):
+        up = ColumnDataSource({"step": [], "step_ms": [], "text": []}, name=f"live_startup_{name}")
+        startup_markers(p, up, COLORS[name], slot)
+        startups[name] = up
     p.add_tools(HoverTool(tooltips=[("step", "@step"), ("ms", "@step_ms{0.00}")]))
     p.legend.location = "top_right"
     p.legend.click_policy = "hide"
-    p.y_range.start = 0
-    return p, sources
+    return p, sources, startups
 
 
 def live_util_figure(
-    gpu: bool, width: int = 900, height: int = 220, names: Sequence[str] = RUNS
+    gpu: bool, width: int = 900, height: int = 260, names: Sequence[str] = RUNS
 ) -> tuple[Any, dict[str, Any]]:
     """Utilisation over time since each run's start: GPU % (solid; when ``gpu``), CPU of the
     process (dashed) and of the loader workers (dotted). Returns (figure, sources by run)."""
@@ -59,7 +69,22 @@ def live_util_figure(
                 "t_s", key, source=src, color=COLORS[name], line_dash=dash, line_width=line_width
             )
             items.append(LegendItem(label=f"{name} {label}", renderers=[r]))
-    p.add_layout(Legend(items=items, click_policy="hide", label_text_font_size="8pt"), "right")
+    # above the frame, one row per run: inside the plot's width however narrow the
+    # notebook, and never over the data
+    per_run = len(items) // max(len(names), 1) or 1
+    legend = Legend(
+        items=items,
+        click_policy="hide",
+        label_text_font_size="8pt",
+        orientation="horizontal",
+        ncols=per_run,
+        spacing=12,
+        padding=2,
+        margin=2,
+        glyph_height=12,
+        label_height=12,
+    )
+    p.add_layout(legend, "above")
     p.y_range.start = 0
     return p, sources
 

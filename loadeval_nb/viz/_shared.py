@@ -4,15 +4,26 @@ layer builds its dashboard from, which users do not need (see ``core._shared``).
 from __future__ import annotations
 
 from ._cards import (
+    DISTURBED_COLOR,
     VERDICT_COLORS,
     advice_html,
+    config_words,
     history_html,
     ladder_html,
+    pair_config,
     pair_html,
     report_html,
     sweep_html,
 )
-from ._data import decimate, hist_data, steps_data, util_data
+from ._data import (
+    decimate,
+    hist_data,
+    startup_data,
+    startup_indices,
+    startup_rows,
+    steps_data,
+    util_data,
+)
 from ._live import (
     LIVE_ROLLOVER,
     RUNS,
@@ -26,11 +37,13 @@ from ._live import (
 from ._style import UTIL_SERIES
 
 __all__ = [
+    "DISTURBED_COLOR",
     "LIVE_ROLLOVER",
     "RUNS",
     "UTIL_SERIES",
     "VERDICT_COLORS",
     "advice_html",
+    "config_words",
     "decimate",
     "hist_data",
     "history_data",
@@ -39,8 +52,12 @@ __all__ = [
     "ladder_html",
     "live_step_figure",
     "live_util_figure",
+    "pair_config",
     "pair_html",
     "report_html",
+    "startup_data",
+    "startup_indices",
+    "startup_rows",
     "steps_data",
     "sweep_data",
     "sweep_figure",

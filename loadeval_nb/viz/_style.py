@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bokeh.models import DataRange1d, LabelSet, Range1d
 from bokeh.plotting import figure
 
 COLORS = {
@@ -53,3 +54,55 @@ def base_figure(title: str, x_label: str, y_label: str, width: int, height: int 
         height=height,
         tools=TOOLS,
     )
+
+
+STARTUP_RANGE = "startup"
+"""The start-up markers' own vertical scale: 0 at the frame's bottom, 1 at its top."""
+
+
+MARKER_ROWS = 4
+"""Rows of start-up markers at most; more runs (a many-rank plot) share them."""
+
+
+def startup_scale(p: Any, step_renderers: list[Any], rows: int) -> None:
+    """Let the step time axis follow the steps drawn by ``step_renderers`` only, and give
+    start-up markers (:func:`startup_markers`, ``rows`` rows of them) a scale of their own:
+    a first step ten times the steady ones (worker spawn, the first fetch) no longer
+    squashes them at the bottom."""
+    # room at the top for the markers and the legend, above the steps (the padding is
+    # shared by both ends, and the bottom one is cut off at 0)
+    pad = 2 * (0.2 + 0.09 * min(rows, MARKER_ROWS))
+    p.y_range = DataRange1d(renderers=step_renderers, start=0, range_padding=pad)
+    p.extra_y_ranges = {STARTUP_RANGE: Range1d(0, 1)}
+
+
+def startup_markers(p: Any, source: Any, color: str, slot: int = 0) -> Any:
+    """Draw a run's start-up steps (``source``: ``step``, ``step_ms``, ``text``) as triangles
+    near the top of the frame, on the start-up scale, each with its label (``real start-up
+    1.25 s``); ``slot`` stacks several runs' markers one under the other. Returns the
+    markers' renderer."""
+    y = 0.87 - 0.08 * (slot % MARKER_ROWS)  # under a label at the frame's top
+    r = p.scatter(
+        "step",
+        y,
+        source=source,
+        y_range_name=STARTUP_RANGE,
+        marker="triangle",
+        size=9,
+        color=color,
+        name=f"{source.name}_markers" if source.name else None,
+    )
+    p.add_layout(
+        LabelSet(
+            x="step",
+            y=y,
+            text="text",
+            source=source,
+            y_range_name=STARTUP_RANGE,
+            x_offset=8,
+            y_offset=-5,
+            text_font_size="8pt",
+            text_color=color,
+        )
+    )
+    return r

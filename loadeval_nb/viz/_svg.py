@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Callable, Optional, Union
 
 from ..core import Run
-from ._data import decimate
+from ..core._shared import fmt_seconds
+from ._data import startup_data, steps_data
 from ._style import COLORS
 
 
@@ -34,16 +35,20 @@ def steps_svg(
     height: int = 220,
     title: str = "Step time per step (ms)",
 ) -> str:
-    """An SVG document plotting each run's step times (ms) against step index."""
-    left, right, top, bottom = 48, 90, 24, 30
+    """An SVG document plotting each run's step times (ms) against step index. The steps
+    set the scale; each epoch's first step (its start-up) is a triangle, at the top edge
+    when it is off the scale, and its time is written under the run's name."""
+    left, right, top, bottom = 48, 130, 24, 30
     pw, ph = width - left - right, height - top - bottom
     series = [
-        (name, [s / 1e6 for s in run.step_ns])
+        (name, run.n_steps, steps_data(run, max_points=600), startup_data(run, name))
         for name, run in runs
         if run is not None and run.n_steps
     ]
-    n_max = max((len(y) for _, y in series), default=1)
-    y_max = _nice_max(max((max(y) for _, y in series), default=1.0) * 1.05)
+    n_max = max((n for _, n, _, _ in series), default=1)
+    y_max = _nice_max(
+        max((max(d["step_ms"], default=0.0) for _, _, d, _ in series), default=1.0) * 1.05
+    )
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
@@ -60,20 +65,39 @@ def steps_svg(
         )
         out.append(f'<text x="{left - 4}" y="{ty + 4:.1f}" text-anchor="end">{tick:g}</text>')
     out.append(f'<text x="{left + pw}" y="{height - 8}" text-anchor="end">step (of {n_max})</text>')
-    for i, (name, y) in enumerate(series):
-        xs, ys = decimate(list(range(len(y))), y, 600)
-        pts = " ".join(
-            f"{left + pw * x / max(n_max - 1, 1):.1f},{top + ph - ph * min(v, y_max) / y_max:.1f}"
-            for x, v in zip(xs, ys)
-        )
+
+    def px(x: float) -> float:
+        return left + pw * x / max(n_max - 1, 1)
+
+    def py(v: float) -> float:
+        return top + ph - ph * min(v, y_max) / y_max
+
+    ly = top + 14
+    for name, _, steady, startups in series:
         color = COLORS.get(name, "#333")
+        pts = " ".join(
+            f"{px(x):.1f},{py(v):.1f}" for x, v in zip(steady["step"], steady["step_ms"])
+        )
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>')
-        ly = top + 14 + 16 * i
+        for x, v in zip(startups["step"], startups["step_ms"]):
+            cx, cy = px(x), py(v)
+            out.append(
+                f'<path class="startup" d="M{cx - 4:.1f},{cy + 4:.1f} L{cx:.1f},{cy - 3:.1f} '
+                f'L{cx + 4:.1f},{cy + 4:.1f} Z" fill="{color}"/>'
+            )
         out.append(
             f'<line x1="{left + pw + 10}" y1="{ly - 4}" x2="{left + pw + 28}" y2="{ly - 4}" '
             f'stroke="{color}" stroke-width="2"/>'
         )
         out.append(f'<text x="{left + pw + 32}" y="{ly}">{html.escape(name)}</text>')
+        if startups["step_ms"]:
+            first = fmt_seconds(startups["step_ms"][0] / 1e3)
+            ly += 14
+            out.append(
+                f'<text x="{left + pw + 14}" y="{ly}" fill="#555" font-size="10">'
+                f"▲ start-up {html.escape(first)}</text>"
+            )
+        ly += 18
     out.append("</svg>")
     return "".join(out)
 

@@ -38,6 +38,7 @@ from ..core import (
 from ..core._shared import HistoryRow, fmt_times
 from ..viz import verdict_html
 from ..viz._shared import (
+    DISTURBED_COLOR,
     LIVE_ROLLOVER,
     RUNS,
     history_data,
@@ -46,12 +47,14 @@ from ..viz._shared import (
     ladder_html,
     live_step_figure,
     live_util_figure,
+    pair_config,
     steps_data,
     sweep_data,
     sweep_figure,
     sweep_html,
 )
 from ._bokeh import DisplayOnlyBokehModel
+from ._panel import advised_sweep
 from ._pusher import Pusher
 from ._saved import static_bundle
 
@@ -62,6 +65,9 @@ NOT_YET = (
     "No result yet: the run had not finished when this copy was saved.</div>",
     "loadeval_nb: no result yet (the run had not finished when this copy was saved).",
 )
+
+LIVE_ONLY = "loadeval_nb live dashboard: the saved copy below holds the result."
+"""The dashboard's plain text, where widgets do not render."""
 
 RUN_TITLES = {
     "real": "real loader",
@@ -100,6 +106,9 @@ class Dashboard(SweepHooks):
         self.rows: list[HistoryRow] = []
         self._pusher: Optional[Pusher] = None
         self._pair_label = ""
+        self._panel: Any = None  # the RerunPanel shown, if any
+        self.advised_sweep: Optional[str] = None
+        """The sweep the last verdict card recommends, trimmed to the cores (the panel's)."""
         self.status = W.HTML(value=self._status_html("Starting…"))
         # Hides this dashboard's static copy while the live widget is on the page and its
         # plots rendered (otherwise the copy shows: a reopened notebook, a reloaded page);
@@ -112,7 +121,7 @@ class Dashboard(SweepHooks):
         self.verdict = W.HTML(value="")
         self.history = W.HTML(value="")
         self.errors = W.Output()
-        self.step_fig, self.step_src = live_step_figure(width=width, names=runs)
+        self.step_fig, self.step_src, self.startup_src = live_step_figure(width=width, names=runs)
         self.util_fig, self.util_src = live_util_figure(self.gpu, width=width, names=runs)
         self.sweep_fig: Any = None
         self.sweep_src: dict[str, Any] = {}
@@ -161,10 +170,10 @@ class Dashboard(SweepHooks):
         self.status.value = self._status_html(text, color)
 
     def mimebundle(self) -> dict[str, Any]:
-        """The dashboard's cell output: its widget view, and no text for frontends that do
-        not render widgets (nbconvert, GitHub: they show the saved copy instead of
-        ``VBox(children=(HTML(...``)."""
-        return {**self.widget._repr_mimebundle_(), "text/plain": ""}
+        """The dashboard's cell output: its widget view, and for frontends that do not
+        render widgets (nbconvert, GitHub) one line in words, not ``VBox(children=(HTML(...``:
+        the saved copy under it holds the result."""
+        return {**self.widget._repr_mimebundle_(), "text/plain": LIVE_ONLY}
 
     # -- the saved copy -----------------------------------------------------------------
     def saved_copy(self, cards: list[tuple[str, str]]) -> dict[str, str]:
@@ -188,7 +197,7 @@ class Dashboard(SweepHooks):
         cleared and its verdict dimmed until the new one replaces it; ``label`` (the
         rerun's, e.g. ``#2 num_workers=1 c4``) is said in the status line."""
         self._pair_label = label
-        for src in (*self.step_src.values(), *self.util_src.values()):
+        for src in (*self.step_src.values(), *self.startup_src.values(), *self.util_src.values()):
             src.data = {k: [] for k in src.data}
         if self.verdict.value:
             self.verdict.add_class("loadeval-stale")
@@ -245,7 +254,7 @@ class Dashboard(SweepHooks):
         self.widget.remove_class("loadeval-running")
         d = result.diagnosis
         if d is not None:
-            self.verdict.value = verdict_html(d)
+            self.verdict.value = verdict_html(d, config=pair_config(result))
             self.set_status(
                 f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
                 + (
@@ -254,10 +263,13 @@ class Dashboard(SweepHooks):
                     if d.disturbed
                     else ""
                 ),
-                "#b35c00" if d.disturbed else "#333",
+                DISTURBED_COLOR if d.disturbed else "#333",
             )
         elif result.error is None:
             self.set_status(f"Done: {result.failed or 'one run only'}; no comparison to make.")
+        self.advised_sweep = advised_sweep(d.facts()) if d is not None else None
+        if self._panel is not None:
+            self._panel.suggest_sweep(self.advised_sweep)
         self.add_history([result.row()])
 
     def add_history(self, rows: list[HistoryRow]) -> None:
@@ -304,8 +316,12 @@ class Dashboard(SweepHooks):
         self.set_status(f"Done: {result.recommendation()}")
 
     def set_panel(self, panel: Any) -> None:
-        """Show the rerun panel (one view) under the verdict, replacing any view there."""
+        """Show the rerun panel (one view) under the verdict, replacing any view there; its
+        sweep box offers what the verdict card recommends."""
         self.panel_box.children = (panel,)
+        self._panel = getattr(panel, "rerun_panel", None)
+        if self._panel is not None:
+            self._panel.suggest_sweep(self.advised_sweep)
 
     def add_view(self, view: Any) -> None:
         """Show one more view under the verdict (a sweep's own dashboard, from the panel)."""

@@ -9,6 +9,8 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
+from ..core import Facts
+from ..core._shared import Action
 from ._comms import on_main_shell
 
 
@@ -92,8 +94,13 @@ class RerunPanel:
         self.num_workers.observe(self._workers_changed, names="value")
         self._workers_changed({"new": self.num_workers.value})
         self.button.on_click(self._clicked)
+        cores = _cores()
+        self._default_sweep = (
+            f"num_workers={_sweep_default(int(knobs.get('num_workers') or 0), cores)}"
+        )
+        self._suggested = self._default_sweep
         self.sweep_spec = W.Text(
-            value=f"num_workers={_sweep_default(int(knobs.get('num_workers') or 0))}",
+            value=self._default_sweep,
             description="sweep",
             placeholder="num_workers=0,2,4; pin_memory=False,True",
             style=style,
@@ -114,7 +121,21 @@ class RerunPanel:
         rows += [self.busy_note, self.note]
         self.widget = W.VBox(rows)
         self.widget.add_class("loadeval-panel")
+        # the dashboard the view is put in reaches the panel through it, to fill the sweep
+        # box with what its verdict card recommends (:meth:`suggest_sweep`)
+        self.widget.rerun_panel = self
         self._rebuildable = rebuildable
+
+    def suggest_sweep(self, spec: Optional[str]) -> None:
+        """Fill the sweep box with ``spec`` (what the verdict card recommends; None: the
+        default workers sweep), unless the user has typed a sweep of their own."""
+        if self.sweep_spec.value != self._suggested:
+            return
+        self._suggested = spec or self._default_sweep
+        self.sweep_spec.value = self._suggested
+        self.sweep_spec.tooltip = (
+            "the sweep the verdict card recommends" if spec else "a first num_workers sweep"
+        )
 
     def _workers_changed(self, change: dict[str, Any]) -> None:
         no_workers = not change["new"]
@@ -174,7 +195,45 @@ class RerunPanel:
             self.set_busy(False)
 
 
-def _sweep_default(nw: int) -> str:
-    """A first sweep to offer: the current num_workers, half and double it, and none."""
+def _cores() -> int:
+    """The CPUs this process may run on (its affinity), as the core counts them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _sweep_default(nw: int, cores: int) -> str:
+    """A first sweep to offer: none, the current num_workers, half and double it, never
+    more workers than ``cores`` (the current setting stays: it is the reference)."""
     vals = sorted({0, max(nw // 2, 1), nw, max(nw * 2, 2)})
-    return ",".join(str(v) for v in vals)
+    return ",".join(str(v) for v in vals if v <= cores or v == nw)
+
+
+def advised_sweep(facts: Facts, cores: Optional[int] = None) -> Optional[str]:
+    """The sweep a verdict card's advice names (its first sweep action), trimmed to what
+    ``cores`` CPUs (default: this process's) can run: no more workers or intra-op threads
+    than cores. None when the advice names none."""
+    cores = cores or _cores()
+    spec = next(
+        (
+            p.value
+            for f in facts.facts
+            if f.key == "advice"
+            for p in f.pieces
+            if isinstance(p, Action) and p.setting == "sweep"
+        ),
+        None,
+    )
+    if not isinstance(spec, str):
+        return None
+    parts = []
+    for part in spec.split(";"):
+        key, _, values = part.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if key in ("num_workers", "num_threads"):
+            fit = [v for v in vals if not v.isdigit() or int(v) <= cores]
+            vals = fit or [min(vals, key=lambda v: int(v) if v.isdigit() else 0)]
+        parts.append(f"{key}={','.join(vals)}")
+    return "; ".join(parts)

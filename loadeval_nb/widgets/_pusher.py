@@ -27,7 +27,7 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from ..core import LoaderEvaluator
-from ..viz._shared import LIVE_ROLLOVER
+from ..viz._shared import LIVE_ROLLOVER, startup_rows
 
 log = logging.getLogger("loadeval_nb")
 
@@ -42,11 +42,26 @@ def next_push_wait(cpu_per_push_s: float, min_interval_s: float, budget: float) 
     return max(min_interval_s, min(MAX_PUSH_INTERVAL_S, want))
 
 
+def startup_positions(before: tuple[int, int], after: tuple[int, int], n: int) -> list[int]:
+    """Which of ``n`` steps, read from cursor ``before`` to cursor ``after`` (epoch, step:
+    ``LoaderEvaluator.steps_since``'s), open an epoch, and so carry its start-up (worker
+    spawn, the first fetch): the first when the read began at an epoch's start, and the
+    first of the epoch the read ended in when it began in an earlier one. (The first step of
+    an epoch begun and ended between two reads is not told apart; the whole run drawn when
+    the run ends is.)"""
+    out: set[int] = set()
+    if n and before[1] == 0:
+        out.add(0)
+    if after[0] > before[0] and 0 < after[1] <= n:
+        out.add(n - after[1])
+    return sorted(out)
+
+
 class Pusher(threading.Thread):
     """Streams what is new in one run to a dashboard's plots and status line, throttled.
 
-    ``dash`` provides ``step_src`` and ``util_src`` (Bokeh sources by run name),
-    ``live_layout`` (whose document is held while pushing), ``set_status(text)``,
+    ``dash`` provides ``step_src``, ``startup_src`` and ``util_src`` (Bokeh sources by run
+    name), ``live_layout`` (whose document is held while pushing), ``set_status(text)``,
     ``push_interval_s``, ``push_budget`` and ``steps_per_run``.
     """
 
@@ -120,14 +135,35 @@ class Pusher(threading.Thread):
             # smoothed, so one slow push (a big backlog) does not stall the plots
             self.cost_s = cost if self.cost_s is None else 0.7 * self.cost_s + 0.3 * cost
 
+    def _stream_steps(self, which: str, first: int, steps: list[int], startups: list[int]) -> None:
+        """Stream ``steps`` (ns; numbered from ``first``) to run ``which``'s plot: those at
+        positions ``startups`` (an epoch's first step: its start-up) to the run's start-up
+        markers, which do not set the step axis, the rest to its line. A run's first steps
+        replace the markers a previous run left."""
+        up = set(startups)
+        ms = [s / 1e6 for s in steps]
+        line = [k for k in range(len(ms)) if k not in up]
+        self.dash.step_src[which].stream(
+            {"step": [first + k for k in line], "step_ms": [ms[k] for k in line]},
+            rollover=LIVE_ROLLOVER,
+        )
+        if up:
+            at = sorted(up)
+            rows = startup_rows(which, [first + k for k in at], [ms[k] for k in at])
+            src = self.dash.startup_src[which]
+            if first == 0:
+                src.data = rows
+            else:
+                src.stream(rows, rollover=LIVE_ROLLOVER)
+
     def _push(self) -> None:
+        before = self.cursor
         steps, self.cursor = self.ev.steps_since(self.cursor)
         if steps:
             n0 = self.n_steps
             self.n_steps += len(steps)
-            self.dash.step_src[self.which].stream(
-                {"step": list(range(n0, self.n_steps)), "step_ms": [s / 1e6 for s in steps]},
-                rollover=LIVE_ROLLOVER,
+            self._stream_steps(
+                self.which, n0, steps, startup_positions(before, self.cursor, len(steps))
             )
         sampler, t0 = self.ev.util_sampler, self.ev.started_ns
         if sampler is not None and t0 is not None:

@@ -22,6 +22,21 @@ def ranks_view(report: RanksResult, *, width: int = 900, live: bool = True) -> A
         children.append(
             DisplayOnlyBokehModel(plot_comparison(ranks=report, width=width, show_verdict=False))
         )
-    box = W.VBox(children, layout=W.Layout(width=f"{width + 40}px"))
+    box = RanksBox(children, report.text(), layout=W.Layout(width=f"{width + 40}px"))
     box.add_class("loadeval-ranks")
     return box
+
+
+class RanksBox(W.VBox):
+    """The ranks' view: where widgets do not render (nbconvert, GitHub), its text is the
+    gathered report in words, not ``VBox(children=(HTML(value='<div…``."""
+
+    def __init__(self, children: list[Any], text: str, **kwargs: Any) -> None:
+        super().__init__(children, **kwargs)
+        self.plain_text = text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle:
+            bundle["text/plain"] = self.plain_text
+        return bundle

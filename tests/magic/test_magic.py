@@ -183,8 +183,10 @@ def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     assert session.settings.cache == 3  # a rerun derives its own settings
     assert shell.user_ns["train_loader"] is original and original.num_workers == 0
     assert not session.panel.button.disabled
-    # the plots hold each run once: no duplicated rows
-    assert len(dash.step_src["real"].data["step"]) == 20
+    # the plots hold each run once: no duplicated rows (the first step, the start-up, is a
+    # marker of its own)
+    assert len(dash.step_src["real"].data["step"]) == 19
+    assert dash.startup_src["real"].data["step"] == [0]
 
 
 def test_the_panel_reruns_with_other_torch_threads_and_puts_them_back(shell):
@@ -225,9 +227,10 @@ def test_ladder_from_the_magic(shell):
     dash = session.dashboard
     assert "loadeval-ladder" in dash.verdict.value
     assert dash.verdict.value.count("loadeval-ladder-row") == 4
-    # the live chart has one line per rung, each rung's steps in its own series
-    assert len(dash.step_src["host"].data["step"]) == 16
-    assert len(dash.step_src["samples"].data["step"]) == 16
+    # the live chart has one line per rung, each rung's steps in its own series (and its
+    # start-up step a marker)
+    assert len(dash.step_src["host"].data["step"]) == 15
+    assert len(dash.step_src["samples"].data["step"]) == 15
     assert dash.step_src["device"].data["step"] == []
 
 

@@ -103,7 +103,9 @@ def test_pushes_are_throttled_and_all_steps_arrive(monkeypatch):
     dash.run_ended("real", ev, None)
     assert len(calls) <= elapsed / 0.25 + 2  # at most 4 pushes a second (+ the final one)
     assert len(calls) >= 2  # and it did stream while running
-    assert dash.step_src["real"].data["step"] == list(range(200))
+    # the first step is the start-up: a marker of its own; the line holds the 199 others
+    assert dash.step_src["real"].data["step"] == list(range(1, 200))
+    assert dash.startup_src["real"].data["step"] == [0]
     assert "step 200 of 200" in dash.status.value or "starting" not in dash.status.value
 
 
@@ -267,10 +269,12 @@ def test_pusher_paces_itself_by_the_measured_cost_of_a_push():
     assert pusher.cost_s == pytest.approx(0.005) and pusher.pushes == 1
     assert pusher.next_wait() == pytest.approx(2.0)  # 5 ms at 0.25 % of a core
     assert list(pusher.spans) == [(1000, 2000)]
-    assert dash.step_src["real"].data["step_ms"] == [s / 1e6 for s in ev.to_run().step_ns]
+    first, *rest = [s / 1e6 for s in ev.to_run().step_ns]
+    assert dash.step_src["real"].data["step_ms"] == rest
+    assert dash.startup_src["real"].data["step_ms"] == [first]
     assert "Run 1 of 2: step 3 of 3, 2.5 s elapsed" in dash.status.value
     pusher.push()  # nothing new: no rows, the same count
-    assert dash.step_src["real"].data["step"] == [0, 1, 2] and pusher.pushes == 2
+    assert dash.step_src["real"].data["step"] == [1, 2] and pusher.pushes == 2
 
 
 def test_ranks_view_shows_each_rank():

@@ -187,12 +187,25 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
             else []
         )
         if stops and "converged" not in stops:
-            notes.append(
-                f"not converged: the {name} run stopped ({', '.join(dict.fromkeys(map(str, stops)))}) "
-                "before its step time was known to the precision asked, so the interval is "
-                "wider than that; give it a longer loader or more steps"
-            )
-            reason = f"{reason} (the {name} run did not converge)"
+            said = ", ".join(dict.fromkeys(map(str, stops)))
+            auto = (run.settings or {}).get("auto_stop")
+            rel = auto.get("rel") if isinstance(auto, dict) else None
+            known = f"±{rel * 100:g} %" if isinstance(rel, (int, float)) else "the precision asked"
+            if set(stops) == {"loader exhausted"}:  # every epoch ran out of batches first
+                notes.append(
+                    f"not converged: the {name} run stopped ({said}) before its step time was "
+                    f"known to {known}: the loader's epoch ended first, so the epoch is the "
+                    "limit, not the number of steps; for a tighter interval, measure more "
+                    "epochs or use a longer loader"
+                )
+                reason = f"{reason} (the {name} run did not converge: the epoch is the limit)"
+            else:
+                notes.append(
+                    f"not converged: the {name} run stopped ({said}) before its step time was "
+                    f"known to {known}, so the interval is wider than that; give it a longer "
+                    "loader or more steps"
+                )
+                reason = f"{reason} (the {name} run did not converge)"
     asked, got = (r.settings or {}).get("max_steps"), r.steps_per_epoch()
     if isinstance(asked, int) and got and got < asked and r.status == "complete":
         notes.append(

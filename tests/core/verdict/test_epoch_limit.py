@@ -1,0 +1,53 @@
+"""--steps auto at the epoch's end: when the loader ran out of batches before the step time
+was known to the precision asked, the note says the epoch is the limit, not "more steps"
+(issue 20, item 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loadeval_nb import Run, diagnose
+
+MS = 1_000_000
+AUTO = {"rel": 0.05, "min_steps": 30, "max_steps": 2000, "check_every": 10}
+
+
+def _run(mode, ms, stops, n=40):
+    rng = np.random.default_rng(1)
+    step = [int((ms + rng.normal(0, ms / 3)) * MS) for _ in range(n)]
+    per = n // len(stops)
+    return Run(
+        mode=mode,
+        start_ns=[sum(step[:i]) for i in range(n)],
+        step_ns=step,
+        epoch=[min(k // per, len(stops) - 1) for k in range(n)],
+        epochs=[{"status": "complete", "steps": per, "auto_stop": s} for s in stops],
+        settings={"auto_stop": AUTO, "max_steps": 2000},
+    )
+
+
+def _not_converged(d):
+    return [n for n in d.notes if n.startswith("not converged")]
+
+
+def test_an_exhausted_loader_says_the_epoch_is_the_limit():
+    d = diagnose(_run("log", 20, ["loader exhausted"]), _run("replay", 10, ["converged"]))
+    (note,) = _not_converged(d)
+    assert note.startswith("not converged: the real run stopped (loader exhausted)")
+    assert "known to ±5 %" in note and "the epoch is the limit" in note
+    assert "more steps" not in note
+    assert "did not converge: the epoch is the limit" in d.reason
+
+
+def test_every_epoch_exhausted_is_still_the_epoch_s_limit():
+    two = ["loader exhausted", "loader exhausted"]
+    d = diagnose(_run("log", 20, ["converged"]), _run("replay", 10, two))
+    (note,) = _not_converged(d)
+    assert "the ideal run stopped" in note and "the epoch is the limit" in note
+
+
+def test_a_step_cap_still_asks_for_more_steps():
+    d = diagnose(_run("log", 20, ["max_steps"]), _run("replay", 10, ["converged"]))
+    (note,) = _not_converged(d)
+    assert "(max_steps)" in note and "more steps" in note
+    assert "epoch is the limit" not in note and "epoch is the limit" not in d.reason
