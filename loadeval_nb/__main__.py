@@ -1,11 +1,12 @@
-"""Command line: ``python -m loadeval_nb demo | diagnose | report | compare``."""
+"""Command line: ``python -m loadeval_nb demo | run | diagnose | report | compare | ranks``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 from .core import LoadEvalError, OptionError, RunSettings
 from .core._shared import check_workers
@@ -13,6 +14,10 @@ from .core._shared import check_workers
 __all__ = ["main"]
 
 DEMO_FLAGS = {"steps": "--steps", "warmup": "--warmup", "num_cached_batches": "--cache"}
+RUN_USAGE = (
+    "python -m loadeval_nb run [options] SCRIPT [ARGS...]\n"
+    "       python -m loadeval_nb run [options] -m MODULE [ARGS...]"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     d.add_argument("--out", default="loadeval-demo.html", help="HTML report path ('' for none)")
     d.add_argument("--log-dir", default=None, help="also write the two run logs here")
+    _run_parser(sub)
     g = sub.add_parser("diagnose", help="print the verdict for two run logs")
     g.add_argument("real")
     g.add_argument("ideal")
@@ -49,13 +55,244 @@ def _parser() -> argparse.ArgumentParser:
         default="5%",
         help="slowdown allowed before it counts as a regression (default 5%%)",
     )
+    k = sub.add_parser(
+        "ranks",
+        help="gather the per-rank run logs in a folder (every node's, on a shared disk) and "
+        "print the ranks' report",
+    )
+    k.add_argument("dir", help="the folder the ranks wrote their run logs to (--log-dir)")
+    k.add_argument("-o", "--out", default=None, help="also write an HTML report here")
     return p
 
 
+def _run_parser(sub: Any) -> None:
+    r = sub.add_parser(
+        "run",
+        usage=RUN_USAGE,
+        help="measure a training script as it is: a real run, then an ideal run, each in a "
+        "fresh process",
+        description="Run SCRIPT unmodified in a fresh process for each side (the real run, "
+        "then the ideal run with its training DataLoader's batches replayed from memory), "
+        "print the verdict and exit 0. Options go before SCRIPT; everything after it is "
+        "the script's. See docs/scripts.md.",
+    )
+    r.add_argument(
+        "--steps",
+        default="200",
+        help="steps per run, warm-up included, or 'auto' (default 200)",
+    )
+    r.add_argument("--warmup", type=int, default=10, help="warm-up steps per run (default 10)")
+    r.add_argument(
+        "--cache", type=int, default=20, help="batches cached for the ideal run (default 20)"
+    )
+    r.add_argument(
+        "--cache-on",
+        choices=["host", "device"],
+        default="host",
+        help="keep the cached batches in host or GPU memory (default host)",
+    )
+    r.add_argument("--log-dir", default=None, help="keep the run logs here")
+    r.add_argument("-o", "--out", default=None, help="write an HTML report here")
+    r.add_argument(
+        "--loader",
+        type=int,
+        default=None,
+        metavar="K",
+        help="measure the K-th DataLoader the script iterates (default: the first pass "
+        "with gradients on that draws more than the warm-up's batches)",
+    )
+    r.add_argument(
+        "--interleave",
+        action="store_true",
+        help="one process measures both sides, interleaved in blocks",
+    )
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="seconds a side may run before its steps are measured (default 1800)",
+    )
+    t = r.add_argument_group("ranks (torch.distributed.run)")
+    t.add_argument(
+        "--nproc-per-node", type=int, default=None, help="launch each side on N ranks per node"
+    )
+    t.add_argument("--nnodes", type=int, default=1, help="nodes (default 1)")
+    t.add_argument("--rdzv-endpoint", default=None, help="HOST:PORT where the nodes meet")
+    t.add_argument("--rdzv-id", default=None, help="the job's id, the same on every node")
+
+
+RUN_VALUED = {
+    "--steps",
+    "--warmup",
+    "--cache",
+    "--cache-on",
+    "--log-dir",
+    "-o",
+    "--out",
+    "--loader",
+    "--timeout",
+    "--nproc-per-node",
+    "--nnodes",
+    "--rdzv-endpoint",
+    "--rdzv-id",
+}
+
+
+def split_run(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``run``'s own options, and the script with its arguments (``SCRIPT ARGS...`` or
+    ``-m MODULE ARGS...``): everything from the first word that is not one of ours is the
+    script's, options included."""
+    ours: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m":
+            return ours, list(argv[i:])
+        if a == "--":
+            return ours, list(argv[i + 1 :])
+        if a.split("=", 1)[0] in RUN_VALUED and "=" not in a:
+            ours += argv[i : i + 2]
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            ours.append(a)  # ours, or argparse says it is not
+            i += 1
+            continue
+        return ours, list(argv[i:])
+    return ours, []
+
+
+def _check_out(path: str) -> None:
+    """One sentence for a report path that cannot be written, before the script runs."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise LoadEvalError(
+            f"Cannot write the report to {path!r}; pass -o a file path in a folder you can "
+            "write to."
+        )
+
+
+def _run(args: argparse.Namespace, target: list[str]) -> int:
+    from .integrations import ScriptHooks, Torchrun, run_script
+
+    steps: Any = "auto" if args.steps == "auto" else args.steps
+    if steps != "auto":
+        try:
+            steps = int(steps)
+        except ValueError:
+            raise LoadEvalError(
+                f"--steps must be a number of steps or auto, not {args.steps!r}."
+            ) from None
+    try:
+        settings = RunSettings(
+            steps=steps,
+            warmup=args.warmup,
+            num_cached_batches=args.cache,
+            cache_on=args.cache_on,
+            log_dir=args.log_dir,
+        )
+    except OptionError as e:
+        raise LoadEvalError(e.renamed(DEMO_FLAGS.get(e.option, e.option))) from None
+    if args.out:
+        _check_out(args.out)
+    ranks = None
+    if args.nproc_per_node is not None or args.nnodes != 1:
+        if args.nproc_per_node is None:
+            raise LoadEvalError("--nnodes needs --nproc-per-node (ranks on each node).")
+        if args.nproc_per_node < 1:
+            raise LoadEvalError(
+                f"--nproc-per-node must be a number of ranks from 1, not {args.nproc_per_node}."
+            )
+        check_workers(args.nproc_per_node, "--nproc-per-node")
+        if args.nnodes < 1:
+            raise LoadEvalError(f"--nnodes must be 1 or more, not {args.nnodes}.")
+        if args.nnodes > 1 and not (args.rdzv_endpoint and args.rdzv_id):
+            raise LoadEvalError(
+                "Several nodes meet at a rendezvous: pass --rdzv-endpoint HOST:PORT and "
+                "--rdzv-id JOB, the same on every node (and a --log-dir they share)."
+            )
+        ranks = Torchrun(
+            nproc_per_node=args.nproc_per_node,
+            nnodes=args.nnodes,
+            rdzv_endpoint=args.rdzv_endpoint,
+            rdzv_id=args.rdzv_id,
+        )
+
+    class Say(ScriptHooks):
+        def side_started(self, which: str, log_dir: str, stamp: str) -> None:
+            what = {
+                "real": "the real run (the script as it is)",
+                "ideal": "the ideal run (its training loader's batches replayed from memory)",
+                "interleave": "the real and the ideal run, interleaved",
+            }[which]
+            print(f"loadeval_nb: {what} ...", file=sys.stderr, flush=True)
+
+    try:
+        result = run_script(
+            target,
+            settings,
+            ranks=ranks,
+            loader=args.loader,
+            interleave=args.interleave,
+            timeout_s=args.timeout,
+            hooks=Say(),
+        )
+    except OptionError as e:
+        raise LoadEvalError(e.renamed(RUN_FLAGS.get(e.option, e.option))) from None
+    except KeyboardInterrupt:
+        print(
+            "loadeval_nb: stopped (Ctrl-C); the script's processes were stopped.", file=sys.stderr
+        )
+        return 130
+    if not result.ok:
+        print(f"loadeval_nb: {result.error}", file=sys.stderr)
+        return 1
+    print(result.ranks if result.ranks is not None else result.diagnosis)
+    for note in result.notes:
+        print(f"loadeval_nb: note: {note}", file=sys.stderr)
+    if args.log_dir:
+        print(f"loadeval_nb: run logs: {', '.join(result.log_paths.values())}", file=sys.stderr)
+    if args.out:
+        from .viz import save_report
+
+        title = f"loadeval_nb run {' '.join(target)}"
+        if result.ranks is not None:
+            print(save_report(path=args.out, title=title, ranks=result.ranks))
+        else:
+            print(save_report(result.real, result.ideal, args.out, title=title))
+    return 0
+
+
+RUN_FLAGS = {
+    **DEMO_FLAGS,
+    "cache_on": "--cache-on",
+    "loader": "--loader",
+    "timeout": "--timeout",
+}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    target: list[str] = []
+    if argv[:1] == ["run"]:
+        ours, target = split_run(argv[1:])
+        argv = ["run", *ours]
     args = _parser().parse_args(argv)
     try:
-        if args.command == "demo":
+        if args.command == "run":
+            return _run(args, target)
+        if args.command == "ranks":
+            from .core import gather_logs
+
+            report = gather_logs(args.dir)
+            print(report)
+            if args.out:
+                from .viz import save_report
+
+                print(
+                    save_report(path=args.out, title=f"loadeval_nb ranks {args.dir}", ranks=report)
+                )
+        elif args.command == "demo":
             # the run's settings are checked once, by RunSettings, under the CLI's flags
             try:
                 RunSettings(steps=args.steps, warmup=args.warmup, num_cached_batches=args.cache)

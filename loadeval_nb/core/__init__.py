@@ -48,7 +48,7 @@ from .measure.readers import gpu_status
 from .measure.sampler import UtilSampler
 from .measure.timing import step_path
 from .measure.worker_timing import WorkerFetchTimer
-from .ranks import RankResult, RanksResult, gather_pair
+from .ranks import RankResult, RanksResult, gather_logs, gather_pair
 from .record.run import SCHEMA_VERSION, Run
 from .record.runlog import load_run
 from .verdict.compare import Comparison, compare_runs
@@ -102,6 +102,7 @@ __all__ = [
     "WorkerFetchTimer",
     "compare_runs",
     "diagnose",
+    "gather_logs",
     "gather_pair",
     "gpu_status",
     "load_run",
@@ -129,6 +130,8 @@ _NEVER_PUBLIC = {
     "option_name",
     "said",
     "HistoryRow",
+    "evaluator_for",
+    "log_path",
 }
 MOVED = {
     # plumbing the upper layers share: behind the private door now

@@ -6,6 +6,7 @@ import _signal
 import os
 import platform
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -71,6 +72,7 @@ def environment(step_path: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "host": socket.gethostname(),  # per-rank logs gathered from files name their host
         "torch_version": None,
         "cuda_available": False,
         "cuda_version": None,

@@ -15,7 +15,13 @@ from ._files import write_text_atomic
 from ._format import fmt_rate, fmt_seconds, fmt_times
 from ._moved import check_sorted, moved_name
 from .explore.ladder import RUNGS
-from .explore.runner import PAIR_NEEDS_TWO_PASSES, check_writable_dir, refuse_one_shot
+from .explore.runner import (
+    PAIR_NEEDS_TWO_PASSES,
+    check_writable_dir,
+    evaluator_for,
+    log_path,
+    refuse_one_shot,
+)
 from .explore.sweep_spec import config_label
 from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
 from .ranks import ranks_result
@@ -36,6 +42,7 @@ __all__ = [
     "check_writable_dir",
     "close_match",
     "config_label",
+    "evaluator_for",
     "fmt_rate",
     "fmt_seconds",
     "fmt_times",
@@ -43,6 +50,7 @@ __all__ = [
     "is_dataloader",
     "load_history",
     "loader_knobs",
+    "log_path",
     "moved_name",
     "option_name",
     "ranks_result",

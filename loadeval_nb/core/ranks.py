@@ -25,17 +25,22 @@ by at least the same 5 %.
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ._env import dist_rank
 from ._errors import LoadEvalError
 from ._facts import Fact, Facts, Reported
+from ._files import expand_path
 from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._stats import bootstrap_mean_ci
 from .record.run import Run, describe_steady
+from .record.runlog import load_run
 from .verdict.diagnose import diagnose
 from .verdict.diagnosis import PARTLY_HEADROOM, Diagnosis
 
@@ -113,6 +118,11 @@ class RanksResult(Reported):
     """``skew_s`` over that rank's mean real step."""
     phase_note: Optional[str] = None
     """Why a wait skew was not called a straggler (the loaders deliver alike)."""
+    job: Optional[str] = None
+    """The log names' common start of the job gathered from files (:func:`gather_logs`);
+    None for ranks gathered over ``torch.distributed``."""
+    left_out: tuple[str, ...] = ()
+    """Other jobs whose logs were in the same folder and were not gathered."""
 
     @property
     def world_size(self) -> int:
@@ -176,7 +186,16 @@ class RanksResult(Reported):
             facts=tuple(facts),
             columns=("rank", "host", "real step", "ideal step", "speedup", "wait", "verdict"),
             rows=tuple(rows),
-            notes=(self.phase_note,) if self.phase_note else (),
+            notes=tuple(n for n in (self.phase_note, self._left_out_note()) if n),
+        )
+
+    def _left_out_note(self) -> Optional[str]:
+        if not self.left_out:
+            return None
+        n = len(self.left_out)
+        return (
+            f"gathered the newest job, {self.job}; the folder also holds the logs of {n} "
+            f"other job{'s' if n > 1 else ''} ({', '.join(self.left_out)})"
         )
 
     def headline(self) -> str:
@@ -285,3 +304,89 @@ def gather_pair(result: Any, group: Any = None) -> RanksResult:
     )
     dist.all_gather_object(gathered, mine, group=group)
     return ranks_result([g for g in gathered if g is not None])
+
+
+RANK_LOG = re.compile(r"^(?P<job>.+)-(?P<side>real|ideal)-rank(?P<rank>\d+)(?P<again>-\d+)?\.json$")
+"""A per-rank run log's name, as the runs name them under ``torch.distributed``
+(``loadeval-20250101-120000-train-real-rank3.json``; ``-2`` after a name already taken)."""
+
+
+def _by_job(paths: Sequence[str]) -> dict[str, dict[int, dict[str, str]]]:
+    """Per-rank log paths by job (the names' common start), rank and side; other paths
+    are left out."""
+    jobs: dict[str, dict[int, dict[str, str]]] = {}
+    for path in paths:
+        m = RANK_LOG.match(os.path.basename(path))
+        if m is not None:
+            job = m.group("job") + (m.group("again") or "")
+            sides = jobs.setdefault(job, {}).setdefault(int(m.group("rank")), {})
+            sides[m.group("side")] = path
+    return jobs
+
+
+def gather_logs(
+    where: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]],
+) -> RanksResult:
+    """Every rank's pair read from the run logs the ranks wrote, for a process outside
+    their process group (the launcher that started them, a notebook, a job's last step):
+    the same :class:`RanksResult` as :func:`gather_pair`.
+
+    ``where`` is a folder holding per-rank logs (``...-real-rank0.json``,
+    ``...-ideal-rank0.json``, ...; on several nodes, the shared ``log_dir`` every node
+    wrote to), or a list of such files. A folder holding several jobs' logs gives the
+    newest job (the one whose logs were written last); ``left_out`` names the others.
+
+    Raises :class:`~loadeval_nb.LoadEvalError` when there is no per-rank log to gather,
+    and :class:`~loadeval_nb.errors.RunLogError` for a log that cannot be read.
+    """
+    if isinstance(where, (str, os.PathLike)):
+        folder = expand_path(where)
+        if not os.path.isdir(folder):
+            raise LoadEvalError(
+                f"{folder!r} is not a folder; pass the folder the ranks wrote their run logs to "
+                "(--log-dir, RunSettings(log_dir=...))."
+            )
+        jobs = _by_job([os.path.join(folder, n) for n in sorted(os.listdir(folder))])
+        if not jobs:
+            raise LoadEvalError(
+                f"No per-rank run logs (names ending -real-rank0.json, -ideal-rank0.json, ...) "
+                f"in {folder!r}; pass the folder the ranks wrote to."
+            )
+    else:
+        paths = [os.fspath(p) for p in where]
+        jobs = _by_job(paths)
+        named = {p for r in jobs.values() for s in r.values() for p in s.values()}
+        stray = [p for p in paths if p not in named]
+        if stray or not jobs:
+            raise LoadEvalError(
+                f"{stray[0]!r} is not a per-rank run log (a name ending -real-rank0.json or "
+                "-ideal-rank0.json)."
+                if stray
+                else "No run logs given; pass the per-rank logs to gather."
+            )
+
+    def written(job: str) -> float:
+        return max(os.path.getmtime(p) for r in jobs[job].values() for p in r.values())
+
+    newest = sorted(jobs, key=lambda j: (written(j), j))
+    job = newest[-1]
+    ranks = []
+    for rank, files in sorted(jobs[job].items()):
+        runs = {side: load_run(path) for side, path in files.items()}
+        host = next(
+            (str(r.environment["host"]) for r in runs.values() if r.environment.get("host")), ""
+        )
+        missing = [s for s in ("real", "ideal") if s not in runs]
+        ranks.append(
+            RankResult(
+                rank=rank,
+                host=host or "?",
+                real=_payload(runs.get("real")),
+                ideal=_payload(runs.get("ideal")),
+                error=f"no {missing[0]} run log" if len(missing) == 1 else None,
+            )
+        )
+    out = ranks_result(ranks)
+    out.job = job
+    out.left_out = tuple(newest[:-1][::-1])
+    return out

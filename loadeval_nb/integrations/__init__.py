@@ -8,6 +8,9 @@
   accelerate's prepared loaders are DataLoaders: wrap them like any other.
 * Many ranks from a notebook: :func:`launch_ranks` (forked CPU ranks of a gloo process
   group; under torchrun, call ``run_pair`` and ``gather_pair`` directly).
+* Scripts with no code change: :func:`run_script` (``python -m loadeval_nb run``): the
+  script, unmodified, in a fresh child process per side, its training loader measured;
+  on torchrun's ranks with :class:`Torchrun`. It returns a :class:`ScriptResult`.
 
 Importing this package imports no framework; each is imported when first used.
 """
@@ -20,13 +23,19 @@ from ..core._shared import check_sorted, moved_name
 from ._huggingface import train_for_measurement, wrapped_train_dataloader
 from ._launch import launch_ranks
 from ._lightning import fit_for_measurement
+from ._script.launch import Torchrun
+from ._script.run import ScriptHooks, ScriptResult, run_script
 from ._target import fit_pair, train_pair
 
 __all__ = [
     "LoadEvalCallback",
+    "ScriptHooks",
+    "ScriptResult",
+    "Torchrun",
     "fit_for_measurement",
     "fit_pair",
     "launch_ranks",
+    "run_script",
     "train_for_measurement",
     "train_pair",
     "wrapped_train_dataloader",

@@ -112,3 +112,64 @@ def test_adaptive_stop_is_refused_under_torch_distributed():
             run_pair([1, 2, 3], lambda ev: None, RunSettings(steps="auto", warmup=2))
     finally:
         dist.destroy_process_group()
+
+
+# ---- gathered from the logs the ranks wrote (a process outside their group) -----------------
+
+
+def write_job(folder, job, waits, *, host="node0"):
+    for r, wait_ms in enumerate(waits):
+        for which, run in (
+            ("real", run_of(45.0, wait_ms, seed=r)),
+            ("ideal", run_of(12.0, 0, mode="replay", seed=10 + r)),
+        ):
+            run.environment["host"] = f"{host}-{r}"
+            run.save(folder / f"{job}-{which}-rank{r}.json")
+
+
+def test_gather_logs_reads_every_ranks_pair_from_a_folder(tmp_path):
+    from loadeval_nb.ranks import gather_logs
+
+    write_job(tmp_path, "loadeval-20250101-120000-train", [0.2, 32.0, 0.3])
+    (tmp_path / "notes.txt").write_text("not a log")
+    rep = gather_logs(tmp_path)
+    assert [r.rank for r in rep.ranks] == [0, 1, 2] and rep.straggler == 1
+    assert [r.host for r in rep.ranks] == ["node0-0", "node0-1", "node0-2"]
+    assert rep.job == "loadeval-20250101-120000-train" and rep.left_out == ()
+    assert rep.skew_s == pytest.approx(0.032 - 0.0003, abs=0.001)
+    # the same as gathering over torch.distributed gives
+    again = ranks_result([rank(r, w) for r, w in enumerate([0.2, 32.0, 0.3])])
+    assert rep.skew_ci == again.skew_ci and rep.straggler == again.straggler
+
+
+def test_gather_logs_takes_the_newest_job_and_names_the_others(tmp_path):
+    import os
+
+    from loadeval_nb.ranks import gather_logs
+
+    write_job(tmp_path, "loadeval-old-train", [0.2, 0.3])
+    for p in tmp_path.iterdir():
+        os.utime(p, (1_000_000, 1_000_000))
+    write_job(tmp_path, "loadeval-new-train", [32.0, 0.2])
+    rep = gather_logs(tmp_path)
+    assert rep.job == "loadeval-new-train" and rep.straggler == 0
+    assert rep.left_out == ("loadeval-old-train",)
+    assert (
+        "gathered the newest job, loadeval-new-train; the folder also holds the logs of 1 "
+        "other job (loadeval-old-train)"
+    ) in rep.text()
+
+
+def test_gather_logs_from_paths_and_a_missing_side(tmp_path):
+    from loadeval_nb.ranks import gather_logs
+
+    write_job(tmp_path, "job", [0.2, 0.3])
+    (tmp_path / "job-ideal-rank1.json").unlink()
+    rep = gather_logs(sorted(tmp_path.iterdir()))
+    assert rep.ranks[1].error == "no ideal run log" and 1 not in rep.diagnoses
+    assert rep.text().splitlines()[-1].split()[-4:] == ["no", "ideal", "run", "log"]
+    with pytest.raises(LoadEvalError, match="is not a per-rank run log"):
+        gather_logs([tmp_path / "job-real-rank0.json", tmp_path / "real.json"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LoadEvalError, match="No per-rank run logs"):
+        gather_logs(tmp_path / "empty")

@@ -1,0 +1,186 @@
+"""Starting a side's processes and making sure none outlives it: the child (or torch's
+own launcher, ``torch.distributed.run``, with one child per rank), a time limit, a grace
+period once the steps are measured, and every descendant stopped on a timeout or a
+Ctrl-C (torchrun starts its ranks in sessions of their own, so a process group is not
+enough: the descendants are followed while they run)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import psutil
+
+CHILD_MODULE = "loadeval_nb.integrations._script.child"
+GRACE_S = 60.0
+"""How long a side's processes may take to exit once every rank's steps are measured
+(the script's ``finally`` blocks and atexit handlers) before they are stopped."""
+DEFAULT_PORT = 29400
+"""torchrun's rendezvous port when the endpoint names none."""
+STOP_S = 5.0
+"""How long a process has to exit after SIGTERM before SIGKILL."""
+
+
+@dataclass(frozen=True)
+class Torchrun:
+    """How torch's launcher starts the ranks of one side: ``nproc_per_node`` ranks on this
+    node; with ``nnodes > 1``, this node's agent meets the others' at ``rdzv_endpoint``
+    (c10d rendezvous, job ``rdzv_id``), as ``torchrun`` does. The rendezvous numbers the
+    nodes in the order of their host names, so a rank keeps its number from the real
+    side to the ideal side (agents sharing one host are numbered by process id)."""
+
+    nproc_per_node: int
+    nnodes: int = 1
+    rdzv_endpoint: Optional[str] = None
+    rdzv_id: Optional[str] = None
+
+    def launcher_args(self, side: str) -> list[str]:
+        args = ["--nproc-per-node", str(self.nproc_per_node)]
+        if self.nnodes == 1:
+            return ["--standalone", *args]
+        args = ["--nnodes", str(self.nnodes), *args]
+        # each side is a job of its own: its agents meet afresh, the ideal side one port up,
+        # so that an agent early for it can never join the real side's rendezvous
+        args += [
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            self.endpoint(side),
+            "--rdzv-id",
+            f"{self.rdzv_id}-{side}",
+        ]
+        return args
+
+    def endpoint(self, side: str) -> str:
+        """Where the nodes meet for ``side``: ``rdzv_endpoint`` (torchrun's default port
+        29400 when it names none), one port up for the ideal side."""
+        host, _, port = str(self.rdzv_endpoint).rpartition(":")
+        if not host or not port.isdigit():
+            host, port = str(self.rdzv_endpoint), str(DEFAULT_PORT)
+        return f"{host}:{int(port) + (1 if side == 'ideal' else 0)}"
+
+
+def command(target: Sequence[str], side: str, ranks: Optional[Torchrun]) -> list[str]:
+    """The command line that runs one side: the child, or torch's launcher over it."""
+    if ranks is None:
+        return [sys.executable, "-m", CHILD_MODULE, *target]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *ranks.launcher_args(side),
+        "-m",
+        CHILD_MODULE,
+        *target,
+    ]
+
+
+class Tree:
+    """The processes started under one root, followed while they run (so that one whose
+    parent has gone is still found), and stopped together."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.known: dict[int, psutil.Process] = {}
+        self.follow()
+
+    def follow(self) -> None:
+        try:
+            root = psutil.Process(self.root)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for p in procs:
+            self.known.setdefault(p.pid, p)  # a Process checks its start time: no pid reuse
+
+    def alive(self) -> list[psutil.Process]:
+        out = []
+        for p in self.known.values():
+            with contextlib.suppress(psutil.Error):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+        return out
+
+    def stop(self) -> None:
+        """SIGTERM to every process of the tree (the root's group too), SIGKILL to those
+        left after :data:`STOP_S`."""
+        self.follow()
+        with contextlib.suppress(OSError):
+            os.killpg(self.root, signal.SIGTERM)
+        procs = self.alive()
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        _, left = psutil.wait_procs(procs, timeout=STOP_S)
+        self.follow()
+        for p in {*left, *self.alive()}:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(self.alive(), timeout=STOP_S)
+
+
+@dataclass
+class Ended:
+    """How a side's processes ended."""
+
+    returncode: Optional[int]
+    timed_out: bool = False
+    """Stopped at the time limit, before every rank's steps were measured."""
+    lingered: bool = False
+    """Stopped :data:`GRACE_S` after every rank's steps were measured (the script kept
+    a thread or a process of its own running)."""
+    leftovers: int = 0
+    """Processes of the script's still running after it exited, stopped."""
+
+
+def run_side(
+    cmd: list[str],
+    env: dict[str, str],
+    *,
+    timeout_s: Optional[float],
+    measured: Callable[[], bool],
+    grace_s: float = GRACE_S,
+    poll_s: float = 0.1,
+) -> Ended:
+    """Run ``cmd`` in a session of its own and wait for it: stopped (with everything it
+    started) after ``timeout_s``, or ``grace_s`` after ``measured()`` turns true; on
+    Ctrl-C (or any exception here) everything is stopped and the exception re-raised.
+    Processes left behind once it exits (orphans of the script's) are stopped too."""
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    tree = Tree(proc.pid)
+    start = time.monotonic()
+    measured_at: Optional[float] = None
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            tree.follow()
+            now = time.monotonic()
+            if measured_at is None and measured():
+                measured_at = now
+            if measured_at is not None and now - measured_at > grace_s:
+                tree.stop()
+                return Ended(proc.wait(), lingered=True)
+            if measured_at is None and timeout_s is not None and now - start > timeout_s:
+                tree.stop()
+                return Ended(proc.wait(), timed_out=True)
+    except BaseException:
+        tree.stop()
+        proc.wait()
+        raise
+    tree.follow()
+    # workers still on their way out are given a moment; the rest are the script's leftovers
+    _, left = psutil.wait_procs([p for p in tree.alive() if p.pid != proc.pid], timeout=2.0)
+    if left:
+        tree.stop()
+    return Ended(rc, leftovers=len(left))

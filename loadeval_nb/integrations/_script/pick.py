@@ -1,0 +1,320 @@
+"""Which of a script's DataLoaders is the training loader, and measuring one pass of it.
+
+``DataLoader.__iter__`` is patched for the child's life (:func:`patched_dataloader`):
+every pass of every DataLoader the script starts (a plain loop's ``for batch in
+loader``, Lightning's fit loop, a Hugging Face Trainer's, the DataLoader inside an
+accelerate-prepared ``DataLoaderShard``) comes through :meth:`Picker.start_pass`, which
+returns the DataLoader's own iterator, or the measuring wrapper's.
+
+The rule (the docs say it in words, ``docs/scripts.md``): loaders are numbered in the
+order their first pass starts; the training loader's measured pass is the first pass
+
+* started with gradients on (``torch.is_grad_enabled()``: a validation pass under
+  ``torch.no_grad()`` or ``inference_mode``, Lightning's sanity check included, is never
+  measured), and
+* that draws more than ``warmup`` batches (a loader iterated for a batch to look at it,
+  or a short sanity check, is not the training loader).
+
+A pass cannot be known to be long before it has drawn its batches, so every eligible
+pass is measured from its first batch and let go (its log removed) if it ends within
+the warm-up. ``--loader K`` measures the K-th loader instead (its first pass past the
+warm-up, gradients on or off), and the ideal run measures exactly the pass the real
+run measured (loader and pass number).
+
+Once the measured pass has its steps, :class:`Measured` (a ``SystemExit``) is raised
+from the loader's ``next()``: the script unwinds as from ``sys.exit(0)``, its
+``finally`` blocks and atexit handlers run, and nothing after that step does.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Callable, Optional
+
+from ...core import LoadEvalError
+from .spec import ChildStatus
+
+
+class Measured(SystemExit):
+    """Raised into the script once its steps are measured: it unwinds as from
+    ``sys.exit(0)`` (``finally`` blocks run; Lightning and the Hugging Face Trainer let a
+    ``SystemExit`` through after their own clean-up)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+class Refused(SystemExit):
+    """Raised into the script when a setting does not fit its loader (the cache would
+    not fit, too few steps to interleave): the script stops, the sentence is reported."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(3)
+        self.message = message
+
+
+def describe(loader: Any) -> dict[str, Any]:
+    """What tells one of a script's loaders from another, from one run to the next."""
+    dataset = getattr(loader, "dataset", None)
+    try:
+        n: Optional[int] = len(loader)
+    except Exception:
+        n = None
+    batch = getattr(loader, "batch_size", None)
+    return {
+        "type": type(loader).__name__,
+        "batch_size": batch if isinstance(batch, int) else None,
+        "len": n,
+        "dataset_type": type(dataset).__name__ if dataset is not None else None,
+    }
+
+
+def in_words(k: int, info: dict[str, Any]) -> str:
+    """``DataLoader #2 (batch_size 8, 50 batches, TensorDataset)``."""
+    parts = []
+    if info.get("batch_size") is not None:
+        parts.append(f"batch_size {info['batch_size']}")
+    if info.get("len") is not None:
+        parts.append(f"{info['len']} batches")
+    if info.get("dataset_type"):
+        parts.append(info["dataset_type"])
+    return f"{info.get('type') or 'DataLoader'} #{k}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def grad_enabled() -> bool:
+    import torch
+
+    return bool(torch.is_grad_enabled())
+
+
+class Side:
+    """What a child measures (``names``: the runs it writes) and how: ``make(loader,
+    paths)`` builds the wrapper over the training loader, writing the runs' logs to
+    ``paths`` (``{name: path}``)."""
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        make: Callable[[Any, dict[str, str]], Any],
+        paths: Callable[[], dict[str, str]],
+    ) -> None:
+        self.names = names
+        self.make = make
+        self._paths = paths
+        self._claimed: Optional[dict[str, str]] = None
+
+    def paths(self) -> dict[str, str]:
+        """The runs' log paths, claimed once (a pass let go of gives its name to the next)."""
+        if self._claimed is None:
+            self._claimed = self._paths()
+        return self._claimed
+
+
+class Picker:
+    """Finds the training loader's pass among the script's DataLoader passes and
+    measures it (see the module's notes). ``want``: ``(loader, pass)`` to measure
+    (``pass`` None: that loader's first pass past the warm-up); None: the rule."""
+
+    def __init__(
+        self,
+        side: Side,
+        warmup: int,
+        want: Optional[tuple[int, Optional[int]]] = None,
+        expect: Optional[dict[str, Any]] = None,
+        on_measured: Callable[[ChildStatus], None] = lambda status: None,
+    ) -> None:
+        self.side = side
+        self.warmup = warmup
+        self.want = want
+        self.expect = expect
+        self.on_measured = on_measured
+        self.status: Optional[ChildStatus] = None
+        """Set once the steps are measured (``outcome="measured"``)."""
+        self.passes: list[str] = []
+        """The passes not measured, in words (for the sentence when none is)."""
+        self._loaders: list[Any] = []  # weak references, in the order first iterated
+        self._pass_count: dict[int, int] = {}
+        self._inside: set[int] = set()  # loaders whose own iter() goes to DataLoader's
+        self._active: Optional[Any] = None  # the wrapper of the pass being measured
+        self._active_loader: Any = None
+        self._active_pass: Callable[[], Any] = lambda: None  # a weak reference to its pass
+
+    @property
+    def done(self) -> bool:
+        return self.status is not None
+
+    def _number(self, loader: Any) -> int:
+        for i, ref in enumerate(self._loaders):
+            if ref() is loader:
+                return i + 1
+        self._loaders.append(weakref.ref(loader))
+        return len(self._loaders)
+
+    def start_pass(self, loader: Any, original: Callable[[Any], Iterator[Any]]) -> Iterator[Any]:
+        """``iter(loader)``, as the patched ``DataLoader.__iter__`` answers it."""
+        if id(loader) in self._inside:  # our wrapper starting the loader it measures
+            return original(loader)
+        if self.done:  # the script went on past its measured pass: stop it here
+            raise Measured()
+        k = self._number(loader)
+        p = self._pass_count[k] = self._pass_count.get(k, 0) + 1
+        if self._active is not None and self._active_pass() is None:
+            # a pass asked for and dropped before its first batch (its generator never ran)
+            self._let_go(self._active, self._active_loader)
+        if self._active is not None:  # one pass is measured at a time
+            return original(loader)
+        if self.want is not None:
+            wk, wp = self.want
+            if k != wk or (wp is not None and p != wp):
+                return original(loader)
+            chosen = wp is not None  # the exact pass the real run measured
+        elif not grad_enabled():
+            self.passes.append(f"{in_words(k, describe(loader))}, pass {p} under no_grad")
+            return original(loader)
+        else:
+            chosen = False
+        return self._measure(loader, k, p, chosen)
+
+    @contextmanager
+    def _within(self, loader: Any) -> Iterator[None]:
+        self._inside.add(id(loader))
+        try:
+            yield
+        finally:
+            self._inside.discard(id(loader))
+
+    def _measure(self, loader: Any, k: int, p: int, chosen: bool) -> Iterator[Any]:
+        info = describe(loader)
+        if self.expect is not None:
+            self._check_same(k, info)
+        self._inside.add(id(loader))  # for the whole pass: the wrapper iterates the loader
+        try:
+            wrapper = self.side.make(loader, self.side.paths())
+            it = iter(wrapper)
+        except LoadEvalError as e:
+            self._inside.discard(id(loader))
+            raise Refused(str(e)) from None
+        except BaseException:
+            self._inside.discard(id(loader))
+            raise
+        gen = self._pass(wrapper, it, loader, k, p, chosen, info)
+        self._active, self._active_loader = wrapper, loader
+        self._active_pass = weakref.ref(gen)
+        return gen
+
+    def _check_same(self, k: int, info: dict[str, Any]) -> None:
+        want = self.expect or {}
+        keys = [key for key in ("batch_size", "len", "dataset_type") if want.get(key) is not None]
+        differ = [key for key in keys if info.get(key) != want.get(key)]
+        if differ:
+            raise Refused(
+                f"The ideal run's DataLoader #{k} is not the one the real run measured "
+                f"({', '.join(f'{key} {info.get(key)} vs {want.get(key)}' for key in differ)}): "
+                "the script makes its loaders in another order from one run to the next; pick "
+                "the training loader with --loader K."
+            )
+
+    def _pass(
+        self,
+        wrapper: Any,
+        it: Iterator[Any],
+        loader: Any,
+        k: int,
+        p: int,
+        chosen: bool,
+        info: dict[str, Any],
+    ) -> Iterator[Any]:
+        n = 0
+        try:
+            for batch in it:
+                n += 1
+                if n > self.warmup:
+                    chosen = True
+                yield batch
+        except GeneratorExit:  # the script let go of the pass (break, its own max_steps)
+            self._end(wrapper, loader, k, p, n, chosen, info, by_script=True)
+            raise
+        except BaseException:  # the loader raised (the script's error): measured nothing
+            self._let_go(wrapper, loader)
+            raise
+        self._end(wrapper, loader, k, p, n, chosen, info, by_script=False)
+        if chosen:
+            raise Measured()
+
+    def _end(
+        self,
+        wrapper: Any,
+        loader: Any,
+        k: int,
+        p: int,
+        n: int,
+        chosen: bool,
+        info: dict[str, Any],
+        by_script: bool,
+    ) -> None:
+        if not chosen:
+            how = "ended" if not by_script else "was left"
+            self.passes.append(f"{in_words(k, info)}, pass {p} {how} after {n} batches")
+            self._let_go(wrapper, loader)
+            return
+        try:
+            wrapper.close()
+        finally:
+            self._inside.discard(id(loader))
+            self._active = self._active_loader = None
+        self.status = ChildStatus(
+            outcome="measured",
+            rank=os.environ.get("RANK", ""),
+            log_paths=dict(self.side.paths()),
+            loader=k,
+            pass_index=p,
+            loader_settings=info,
+            steps=n,
+            stopped_by_script=by_script,
+        )
+        self.on_measured(self.status)
+
+    def _let_go(self, wrapper: Any, loader: Any) -> None:
+        """Close a pass that is not the measured one and remove what it wrote."""
+        try:
+            wrapper.close()
+        finally:
+            self._inside.discard(id(loader))
+            self._active = self._active_loader = None
+            for path in self.side.paths().values():
+                for p in (path, f"{path}.journal"):
+                    try:
+                        os.remove(p)
+                    except OSError:
+                        pass
+
+    def close(self) -> None:
+        """At the child's end: a pass still open (the script failed or exited inside it)
+        is closed; its partial log is kept only when its steps were enough to pick it."""
+        wrapper, self._active = self._active, None
+        if wrapper is not None:
+            try:
+                wrapper.close()
+            except Exception:
+                pass
+
+
+@contextmanager
+def patched_dataloader(picker: Picker) -> Iterator[None]:
+    """``DataLoader.__iter__`` answered by ``picker`` within the block; restored after."""
+    from torch.utils.data import DataLoader
+
+    original = DataLoader.__dict__["__iter__"]
+
+    def __iter__(self: Any) -> Iterator[Any]:
+        return picker.start_pass(self, original)
+
+    __iter__.__wrapped__ = original  # type: ignore[attr-defined]
+    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DataLoader.__iter__ = original  # type: ignore[method-assign]

@@ -1,0 +1,347 @@
+"""``run_script``: a training script, unmodified, measured as a real + ideal pair, one
+fresh child process per side (or one child measuring both interleaved), on one process
+or on torchrun's ranks; the parent reads what the children wrote (their run logs and
+status files) and is never in their process group."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ...core import (
+    Diagnosis,
+    Facts,
+    LoadEvalError,
+    OptionError,
+    RanksResult,
+    Run,
+    RunSettings,
+    diagnose,
+    gather_logs,
+    load_run,
+)
+from ...core._shared import check_writable_dir
+from .launch import Ended, Torchrun, command, run_side
+from .sides import INTERLEAVE_MISSING, interleave_available
+from .spec import ENV, ChildSpec, ChildStatus, read_statuses
+
+DEFAULT_TIMEOUT_S = 1800.0
+"""How long one side may run before its steps are measured (a hung script, a deadlock
+between ranks) before it is stopped."""
+
+
+class ScriptHooks:
+    """Callbacks around each side (a notebook follows the child's logs in ``log_dir``)."""
+
+    def side_started(self, which: str, log_dir: str, stamp: str) -> None:
+        pass
+
+    def side_ended(self, which: str, statuses: dict[str, ChildStatus]) -> None:
+        pass
+
+
+@dataclass
+class ScriptResult:
+    """What ``run_script`` found: the runs (or every rank's, gathered), the verdict, or
+    the one sentence that says why there is none. Plain data: no process, no wrapper."""
+
+    target: list[str]
+    label: str
+    log_dir: str
+    log_paths: dict[str, str] = field(default_factory=dict)
+    """``{"real": path, "ideal": path}``, or per rank ``{"real-rank0": path, ...}``."""
+    real: Optional[Run] = None
+    ideal: Optional[Run] = None
+    diagnosis: Optional[Diagnosis] = None
+    ranks: Optional[RanksResult] = None
+    error: Optional[str] = None
+    """Why there is no verdict, in one sentence."""
+    failed: Optional[str] = None
+    """The side that failed (``"real"``, ``"ideal"`` or ``"interleave"``)."""
+    notes: list[str] = field(default_factory=list)
+    """What the user should know beside the verdict (the script ended a pass itself, a
+    process that had to be stopped)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and (self.diagnosis is not None or self.ranks is not None)
+
+    def facts(self) -> Facts:
+        if self.ranks is not None:
+            return self.ranks.facts()
+        if self.diagnosis is not None:
+            return self.diagnosis.facts()
+        return Facts(kind="verdict", title=self.label, headline=self.error or "no verdict")
+
+    def text(self, spelling: str = "keywords") -> str:
+        return self.facts().text(spelling)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def describe_target(target: Sequence[str]) -> str:
+    """``train.py`` or ``-m pkg.train``: how sentences name the script."""
+    return f"-m {target[1]}" if target[0] == "-m" else os.path.basename(target[0])
+
+
+def label_of(target: Sequence[str]) -> str:
+    """The script's name in its log names (``train`` for ``train.py``)."""
+    name = target[1] if target[0] == "-m" else os.path.splitext(os.path.basename(target[0]))[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "script"
+
+
+def check_target(target: Sequence[str]) -> None:
+    """One sentence for a script that cannot be run, before anything starts."""
+    if not target or (target[0] == "-m" and len(target) < 2):
+        raise LoadEvalError(
+            "Name the script to run: python -m loadeval_nb run [options] SCRIPT [ARGS...], or "
+            "-m MODULE [ARGS...]."
+        )
+    if target[0] != "-m" and not os.path.isfile(target[0]):
+        raise LoadEvalError(
+            f"No script at {target[0]!r}; pass the path of a Python script, or -m MODULE for a "
+            "module."
+        )
+
+
+def run_script(
+    target: Sequence[str],
+    settings: Optional[RunSettings] = None,
+    *,
+    ranks: Optional[Torchrun] = None,
+    loader: Optional[int] = None,
+    interleave: bool = False,
+    timeout_s: Optional[float] = DEFAULT_TIMEOUT_S,
+    hooks: Optional[ScriptHooks] = None,
+    env: Optional[dict[str, str]] = None,
+) -> ScriptResult:
+    """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
+    ARGS...]``) as it is: a fresh child process runs it with its training loader
+    measured in log mode (the real run), then another replays that loader's cached
+    batches (the ideal run); with ``interleave``, one child measures both in blocks.
+    ``ranks`` launches each side with ``torch.distributed.run``. ``loader`` picks the
+    ``loader``-th distinct DataLoader the script iterates instead of the rule (see
+    ``docs/scripts.md``). ``settings.log_dir`` keeps the run logs (default: a temporary
+    folder, removed).
+
+    Raises :class:`LoadEvalError` for a bad option or script path, before anything
+    runs; a script that fails, exits or never iterates a DataLoader comes back as the
+    result's ``error`` (one sentence). Ctrl-C stops every process of the side and is
+    re-raised.
+    """
+    target = list(target)
+    check_target(target)
+    settings = settings or RunSettings()
+    if loader is not None and (
+        isinstance(loader, bool) or not isinstance(loader, int) or loader < 1
+    ):
+        raise OptionError("loader", f" must be a loader's number from 1, not {loader!r}.")
+    if settings.repeat != 1 or settings.only is not None:
+        raise LoadEvalError("repeat and only do not apply to a script's run; leave them out.")
+    if ranks is not None and settings.auto:
+        raise OptionError(
+            "steps",
+            "='auto' stops each rank on its own, which desynchronises the ranks' collectives; "
+            "pass a number of steps.",
+        )
+    if interleave and not interleave_available():
+        raise LoadEvalError(INTERLEAVE_MISSING)
+    if timeout_s is not None and not timeout_s > 0:
+        raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
+    keep = bool(settings.log_dir)
+    log_dir = settings.log_dir or tempfile.mkdtemp(prefix="loadeval-run-")
+    if keep:
+        check_writable_dir(log_dir, "--log-dir")
+    multi = ranks is not None and ranks.nnodes > 1
+    stamp = (
+        re.sub(r"[^A-Za-z0-9_.-]+", "_", str(ranks.rdzv_id))
+        if multi and ranks is not None
+        else time.strftime("%Y%m%d-%H%M%S")
+    )
+    label = label_of(target)
+    result = ScriptResult(target=target, label=label, log_dir=log_dir)
+    hooks = hooks or ScriptHooks()
+    try:
+        _run_sides(
+            result, settings, log_dir, stamp, ranks, loader, interleave, timeout_s, hooks, env
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(log_dir, ignore_errors=True)
+            result.log_paths = {}
+    return result
+
+
+def _run_sides(
+    result: ScriptResult,
+    settings: RunSettings,
+    log_dir: str,
+    stamp: str,
+    ranks: Optional[Torchrun],
+    loader: Optional[int],
+    interleave: bool,
+    timeout_s: Optional[float],
+    hooks: ScriptHooks,
+    env: Optional[dict[str, str]],
+) -> None:
+    name = describe_target(result.target)
+    local = ranks.nproc_per_node if ranks is not None else 1
+    picks: dict[str, list[int]] = {}
+    expect: dict[str, dict[str, Any]] = {}
+    found: dict[str, str] = {}
+    for which in ("interleave",) if interleave else ("real", "ideal"):
+        spec = ChildSpec(
+            side=which,
+            steps=settings.steps,
+            warmup=settings.warmup,
+            num_cached_batches=settings.num_cached_batches,
+            cache_on=settings.cache_on,
+            log_dir=log_dir,
+            stamp=stamp,
+            label=result.label,
+            status_dir="",
+            loader=loader,
+            picks=picks,
+            expect=expect,
+            sample_interval_s=settings.sample_interval_s,
+        )
+        status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
+        try:
+            spec = ChildSpec(**{**spec.__dict__, "status_dir": status_dir})
+            child_env = {**(env if env is not None else os.environ), ENV: spec.to_env()}
+            hooks.side_started(which, log_dir, stamp)
+
+            def measured() -> bool:
+                st = read_statuses(status_dir)  # noqa: B023  (read while this side runs)
+                return len([s for s in st.values() if s.outcome == "measured"]) >= local
+
+            ended = run_side(
+                command(result.target, which, ranks),
+                child_env,
+                timeout_s=timeout_s,
+                measured=measured,
+            )
+            statuses = read_statuses(status_dir)
+        finally:
+            shutil.rmtree(status_dir, ignore_errors=True)
+        hooks.side_ended(which, statuses)
+        error = _side_error(name, which, ended, statuses, local, settings, timeout_s)
+        if error is not None:
+            result.error, result.failed = error, which
+            return
+        result.notes += _side_notes(name, which, ended, statuses)
+        for rank, st in statuses.items():
+            if st.loader is not None:
+                picks[rank] = [st.loader, st.pass_index or 1]
+                expect[rank] = st.loader_settings
+            for side, path in st.log_paths.items():
+                found[f"{side}-rank{rank}" if rank else side] = path
+    result.log_paths = dict(sorted(found.items(), key=lambda kv: kv[0].replace("ideal", "~")))
+    if ranks is None:
+        result.real, result.ideal = load_run(found["real"]), load_run(found["ideal"])
+        result.diagnosis = diagnose(result.real, result.ideal)
+    else:
+        result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
+
+
+def _job_logs(
+    log_dir: str, found: dict[str, str], stamp: str, label: str, ranks: Torchrun
+) -> list[str]:
+    """This node's ranks' logs; on several nodes, every node's of this job that are in the
+    (shared) log folder by now."""
+    paths = set(found.values())
+    if ranks.nnodes > 1:
+        start = f"loadeval-{stamp}-{label}-"
+        paths |= {
+            os.path.join(log_dir, n)
+            for n in os.listdir(log_dir)
+            if n.startswith(start) and n.endswith(".json")
+        }
+    return sorted(paths)
+
+
+def _side_error(
+    name: str,
+    which: str,
+    ended: Ended,
+    statuses: dict[str, ChildStatus],
+    local: int,
+    settings: RunSettings,
+    timeout_s: Optional[float],
+) -> Optional[str]:
+    """The one sentence for a side that did not measure its steps on every rank, or None."""
+    side = "the interleaved runs" if which == "interleave" else f"the {which} run"
+    if ended.timed_out:
+        return (
+            f"{name} did not get through the steps of {side} within {timeout_s:g} s and was "
+            "stopped; pass --timeout with more seconds if it needs longer to start."
+        )
+    bad = {r: s for r, s in statuses.items() if s.outcome != "measured"}
+    if bad:
+        rank, st = _first_bad(bad)
+        return _sentence(f"{name} (rank {rank})" if rank else name, side, st, settings)
+    if len(statuses) < local:
+        return (
+            f"{name}'s processes for {side} ended (exit code {ended.returncode}) before "
+            f"{'every rank' if local > 1 else 'the script'} reported its steps: one was killed "
+            "(out of memory?) or the launcher failed; its output is above."
+        )
+    return None
+
+
+def _first_bad(bad: dict[str, ChildStatus]) -> tuple[str, ChildStatus]:
+    """The status that says most about a failed side: a failure before a refusal before an
+    exit; the lowest rank first."""
+    order = {"script-failed": 0, "refused": 1, "script-exited": 2}
+    rank = min(bad, key=lambda r: (order.get(bad[r].outcome, 3), int(r) if r.isdigit() else -1))
+    return rank, bad[rank]
+
+
+def _sentence(name: str, side: str, st: ChildStatus, settings: RunSettings) -> str:
+    if st.outcome == "refused":
+        return st.message
+    if st.outcome == "script-failed":
+        return (
+            f"{name} failed before the steps of {side} were measured ({st.error}); its "
+            "traceback is above."
+        )
+    if st.exit_code:
+        return f"{name} exited with code {st.exit_code} before the steps of {side} were measured."
+    if not st.passes:
+        return (
+            f"{name} ended without iterating a DataLoader, so there was nothing to measure: "
+            "loadeval_nb measures the torch DataLoader a script trains on."
+        )
+    return (
+        f"{name} ended before any DataLoader pass with gradients on drew more than the "
+        f"{settings.warmup} warm-up batches ({'; '.join(st.passes)}); pick a loader with "
+        "--loader K, or pass a smaller --warmup."
+    )
+
+
+def _side_notes(name: str, which: str, ended: Ended, statuses: dict[str, ChildStatus]) -> list[str]:
+    notes = []
+    short = sorted({s.steps for s in statuses.values() if s.stopped_by_script})
+    if short:
+        notes.append(
+            f"{name} ended the measured pass itself in the {which} run, after "
+            f"{'/'.join(map(str, short))} steps (its own step limit): the run has those."
+        )
+    if ended.lingered:
+        notes.append(
+            f"{name} was still running a minute after the {which} run's steps were measured "
+            "(a thread or a process of its own) and was stopped."
+        )
+    if ended.leftovers:
+        notes.append(
+            f"{ended.leftovers} process{'es' if ended.leftovers > 1 else ''} the script left "
+            f"running after the {which} run {'were' if ended.leftovers > 1 else 'was'} stopped."
+        )
+    return notes

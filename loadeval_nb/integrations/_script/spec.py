@@ -1,0 +1,129 @@
+"""What the parent tells a child (:class:`ChildSpec`, one JSON value in the child's
+environment, inherited by every rank torchrun starts) and what a child tells the parent
+(:class:`ChildStatus`, one JSON file per process in a folder of the parent's). No
+transport of our own: an environment variable down, files up, as torchrun's own
+launcher passes its settings and TensorBoard reads event files."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from ...core import RunSettings
+from ...core._shared import write_text_atomic
+
+ENV = "LOADEVAL_NB_CHILD"
+"""The environment variable that carries a child's :class:`ChildSpec`."""
+
+SIDES = ("real", "ideal", "interleave")
+"""What one child measures: the real run, the ideal run, or both interleaved."""
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One side, as the parent asks a child to measure it."""
+
+    side: str
+    """``"real"``, ``"ideal"`` or ``"interleave"``."""
+    steps: Any
+    warmup: int
+    num_cached_batches: int
+    cache_on: str
+    log_dir: str
+    stamp: str
+    """The job's name in its log names (a time stamp, or the rendezvous id on several
+    nodes, so that every node names one job alike)."""
+    label: str
+    status_dir: str
+    loader: Optional[int] = None
+    """Measure the ``loader``-th distinct DataLoader the script iterates (1-based); None:
+    the first one a pass of which, started with gradients on, draws more than ``warmup``
+    batches."""
+    pass_index: Optional[int] = None
+    """With ``loader``: that loader's ``pass_index``-th pass (1-based); None: its first."""
+    picks: dict[str, list[int]] = field(default_factory=dict)
+    """Per rank (its ``RANK``, "" without ranks): ``[loader, pass_index]`` the real run
+    measured, for the ideal run to measure the same pass."""
+    expect: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per rank: the loader settings the real run measured (the ideal run checks it found
+    the same loader)."""
+    sample_interval_s: Optional[float] = 0.1
+
+    def settings(self) -> RunSettings:
+        return RunSettings(
+            steps=self.steps,
+            warmup=self.warmup,
+            num_cached_batches=self.num_cached_batches,
+            cache_on=self.cache_on,
+            log_dir=self.log_dir,
+            sample_interval_s=self.sample_interval_s,
+        )
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, environ: Optional[dict[str, str]] = None) -> Optional[ChildSpec]:
+        text = (environ if environ is not None else os.environ).get(ENV)
+        return cls(**json.loads(text)) if text else None
+
+
+OUTCOMES = (
+    "measured",  # the steps were measured: the logs are written
+    "script-failed",  # the script raised before its steps were measured
+    "script-exited",  # the script ended (or called sys.exit) before its steps were measured
+    "refused",  # a setting did not fit the script's loader (one sentence in ``message``)
+)
+
+
+@dataclass
+class ChildStatus:
+    """What one process of a side reports when it ends (and once its steps are
+    measured, before the script's own clean-up runs)."""
+
+    outcome: str
+    rank: str = ""
+    """torchrun's ``RANK`` ("" without ranks)."""
+    message: str = ""
+    """One sentence for an outcome other than ``measured`` (or a note on one)."""
+    error: str = ""
+    """The script's exception, as ``Type: message``."""
+    exit_code: Optional[int] = None
+    """The script's own ``sys.exit`` code, when it called it."""
+    log_paths: dict[str, str] = field(default_factory=dict)
+    loader: Optional[int] = None
+    pass_index: Optional[int] = None
+    loader_settings: dict[str, Any] = field(default_factory=dict)
+    steps: int = 0
+    """Steps measured (warm-up included)."""
+    stopped_by_script: bool = False
+    """The script ended the measured pass itself, before ``steps``."""
+    passes: list[str] = field(default_factory=list)
+    """The DataLoader passes the script made that were not measured, in words."""
+
+    def save(self, status_dir: str) -> str:
+        return write_text_atomic(status_path(status_dir, self.rank), json.dumps(asdict(self)))
+
+    @classmethod
+    def load(cls, path: str) -> ChildStatus:
+        with open(path, encoding="utf-8") as f:
+            return cls(**json.load(f))
+
+
+def status_path(status_dir: str, rank: str) -> str:
+    return os.path.join(status_dir, f"status{'-rank' + rank if rank else ''}.json")
+
+
+def read_statuses(status_dir: str) -> dict[str, ChildStatus]:
+    """Every status in ``status_dir``, by rank ("" without ranks)."""
+    out = {}
+    for name in sorted(os.listdir(status_dir)):
+        if name.startswith("status") and name.endswith(".json"):
+            try:
+                st = ChildStatus.load(os.path.join(status_dir, name))
+            except (OSError, ValueError, TypeError):
+                continue  # being replaced: the parent reads again
+            out[st.rank] = st
+    return out

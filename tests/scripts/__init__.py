@@ -1,0 +1,1 @@
+"""python -m loadeval_nb run: training scripts measured with no code change."""

@@ -1,0 +1,71 @@
+"""Running ``python -m loadeval_nb run`` on the scripts in ``fixtures/`` as a user would."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import psutil
+
+from loadeval_nb import Run, load_run
+
+FIXTURES = Path(__file__).with_name("fixtures")
+CHILD = "loadeval_nb.integrations._script.child"
+
+
+def fixture(name: str) -> str:
+    return str(FIXTURES / name)
+
+
+def env() -> dict[str, str]:
+    out = dict(os.environ)
+    out.pop("CUDA_VISIBLE_DEVICES", None)
+    out["PYTHONWARNINGS"] = "ignore"  # the frameworks' deprecation notes are not ours to read
+    return out
+
+
+def loadeval(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m loadeval_nb ARGS``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadeval_nb", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+    )
+
+
+def fresh(tmp_path: Path) -> Path:
+    """A new empty folder under ``tmp_path`` (a retried test's try gets its own)."""
+    k = 1
+    while (tmp_path / f"try{k}").exists():
+        k += 1
+    (tmp_path / f"try{k}").mkdir()
+    return tmp_path / f"try{k}"
+
+
+def runs(log_dir: Path, rank: Optional[int] = None) -> tuple[Run, Run]:
+    """The real and the ideal run a command wrote in ``log_dir``."""
+    tail = f"-rank{rank}" if rank is not None else ""
+    out = []
+    for which in ("real", "ideal"):
+        (path,) = glob.glob(str(log_dir / f"*-{which}{tail}.json"))
+        out.append(load_run(path))
+    return out[0], out[1]
+
+
+def leftovers() -> list[str]:
+    """Processes of the scripts' still running anywhere on the machine (an orphan is no
+    longer our child, so the suite's own leak check would not see it)."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            cmd = " ".join(p.info["cmdline"] or [])
+            if p.info["status"] != psutil.STATUS_ZOMBIE and (str(FIXTURES) in cmd or CHILD in cmd):
+                out.append(f"{p.info['pid']}: {cmd}")
+    return out

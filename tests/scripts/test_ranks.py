@@ -1,0 +1,83 @@
+"""``python -m loadeval_nb run --nproc-per-node`` on a DDP script: each side launched by
+torch's own launcher (2 CPU ranks over gloo), every rank's logs gathered from the files
+by the parent, a slow rank named the straggler; and two local agents (``--nnodes 2``, a
+c10d rendezvous on 127.0.0.1) writing to one folder, gathered by ``loadeval_nb ranks``."""
+
+from __future__ import annotations
+
+import glob
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from loadeval_nb.ranks import gather_logs
+from tests.timing import retry_once
+
+from .cli import env, fixture, fresh, leftovers, loadeval
+
+pytestmark = pytest.mark.slow
+DDP = fixture("ddp_train.py")
+QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_straggler(report, slow: int) -> None:
+    # the slow rank's items take 4 ms each in its main process: 32 ms more a batch
+    assert report.world_size == 2 and report.straggler == slow and report.slowest == slow
+    lo, hi = report.skew_ci
+    assert 0.025 <= lo <= report.skew_s <= hi <= 0.045, report
+    assert f"rank {slow} is a straggler" in report.text()
+
+
+@retry_once
+def test_two_ranks_one_slow(tmp_path):
+    tmp_path = fresh(tmp_path)
+    p = loadeval("run", *QUICK, "--nproc-per-node", "2", "--log-dir", str(tmp_path), DDP,
+                 "--slow-rank", "1")  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = gather_logs(tmp_path)
+    check_straggler(report, 1)
+    assert p.stdout == f"{report}\n"  # the parent printed the ranks' report
+    for which in ("real", "ideal"):
+        assert len(glob.glob(str(tmp_path / f"*-{which}-rank[01].json"))) == 2
+    assert leftovers() == []
+
+
+@retry_once
+def test_two_local_agents(tmp_path):
+    tmp_path = fresh(tmp_path)
+    port = _free_port()
+    cmd = [
+        sys.executable, "-m", "loadeval_nb", "run", *QUICK,
+        "--nproc-per-node", "1", "--nnodes", "2",
+        "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-agents",
+        "--log-dir", str(tmp_path), DDP, "--slow-rank", "0",
+    ]  # fmt: skip
+    agents = [
+        subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    try:
+        outs = [a.communicate(timeout=240) for a in agents]
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                a.kill()
+                a.wait()
+    assert [a.returncode for a in agents] == [0, 0], [e.decode()[-2000:] for _, e in outs]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"loadeval-two-agents-ddp_train-{w}-rank{r}.json" for w in ("ideal", "real") for r in (0, 1)
+    ]
+    p = loadeval("ranks", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    report = gather_logs(tmp_path)
+    check_straggler(report, 0)
+    assert p.stdout == f"{report}\n"
+    assert leftovers() == []
