@@ -60,7 +60,7 @@ def steps_data(run: Run, max_points: int = 20000) -> dict[str, list[Any]]:
 
 def startup_data(run: Run, name: str) -> dict[str, list[Any]]:
     """The start-up steps of run ``name`` (each epoch's first): step index, time (ms), and
-    the label drawn beside each marker (``real start-up 1.25 s``)."""
+    the label drawn beside each marker (``real first step 1.25 s``)."""
     x = startup_indices(run)
     return startup_rows(name, x, [run.step_ns[k] / 1e6 for k in x])
 
@@ -70,7 +70,7 @@ def startup_rows(name: str, steps: Sequence[int], step_ms: Sequence[float]) -> d
     return {
         "step": list(steps),
         "step_ms": list(step_ms),
-        "text": [f"{name} start-up {fmt_seconds(ms / 1e3)}" for ms in step_ms],
+        "text": [f"{name} first step {fmt_seconds(ms / 1e3)}" for ms in step_ms],
     }
 
 

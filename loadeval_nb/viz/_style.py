@@ -78,8 +78,8 @@ def startup_scale(p: Any, step_renderers: list[Any], rows: int) -> None:
 
 def startup_markers(p: Any, source: Any, color: str, slot: int = 0) -> Any:
     """Draw a run's start-up steps (``source``: ``step``, ``step_ms``, ``text``) as triangles
-    near the top of the frame, on the start-up scale, each with its label (``real start-up
-    1.25 s``); ``slot`` stacks several runs' markers one under the other. Returns the
+    near the top of the frame, on the start-up scale, each with its label (``real first
+    step 1.25 s``: the whole first step, the start-up and that step's own work); ``slot`` stacks several runs' markers one under the other. Returns the
     markers' renderer."""
     y = 0.87 - 0.08 * (slot % MARKER_ROWS)  # under a label at the frame's top
     r = p.scatter(

@@ -95,7 +95,7 @@ def steps_svg(
             ly += 14
             out.append(
                 f'<text x="{left + pw + 14}" y="{ly}" fill="#555" font-size="10">'
-                f"▲ start-up {html.escape(first)}</text>"
+                f"▲ first step {html.escape(first)}</text>"
             )
         ly += 18
     out.append("</svg>")

@@ -132,7 +132,11 @@ class Dashboard(SweepHooks):
             self.sweep_fig, self.sweep_src = sweep_figure(width=min(width, 700))
         # All live figures in one Bokeh document: a push is one PATCH-DOC message.
         figs = [self.step_fig, self.util_fig] + ([self.sweep_fig] if sweep else [])
-        self.live_layout = column(*figs)
+        for f in figs:  # as wide as the notebook (the file browser open, say), up to its width
+            f.sizing_mode = "stretch_width"
+            f.max_width = f.width
+            f.min_width = 400
+        self.live_layout = column(*figs, sizing_mode="stretch_width")
         if live:
             self.live_view = DisplayOnlyBokehModel(self.live_layout)
             children.append(self.live_view)
@@ -144,7 +148,8 @@ class Dashboard(SweepHooks):
             self.history_box.children = (*self.history_box.children, self.hist_view)
         self.history_box.layout.display = "none"
         children += [self.panel_box, self.history_box]
-        self.widget = W.VBox(children, layout=W.Layout(width=f"{width + 40}px"))
+        # never wider than the notebook: what does not fit scrolls in its own box
+        self.widget = W.VBox(children, layout=W.Layout(width="100%", max_width=f"{width + 40}px"))
         self.widget.add_class("loadeval-dashboard")
         self.widget.add_class(self.uid)
 

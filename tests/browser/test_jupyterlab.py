@@ -1,13 +1,16 @@
 """The real thing: JupyterLab on 127.0.0.1, headless Debian Chromium driven by Playwright.
 
-Runs notebooks/quickstart.ipynb and checks that the step-time plot fills in while
-the kernel is busy, that JupyterLab's status bar reads Busy for the whole cell (as it
-does for a plain ``time.sleep``) and Idle after, that a notebook saved during the run
-is small, that the verdict and the rerun panel appear, that a rerun with another
-num_workers reads busy, dims the previous verdict and clears the plots, then adds a
-history row, and that the console stays clean. Then the saved notebook is reopened,
-once with the kernel still running (a page reload) and once with a new kernel: the
-static copy shows, with no "Loading widget…" or error boxes.
+Runs notebooks/quickstart.ipynb in a 1280-px window with the file browser open, and
+checks that the step-time plot fills in while the kernel is busy, with its step axis set
+by the steps and not by the start-up step, that JupyterLab's status bar reads Busy for
+the whole cell (as it does for a plain ``time.sleep``) and Idle after, that a notebook
+saved during the run is small, that the verdict and the rerun panel appear, that the CPU
+chart's legend and the history table stay inside the notebook (no cell wrapped), that a
+rerun with another num_workers reads busy, dims the previous verdict and clears the
+plots, then adds a history row, and that the console stays clean. Then the saved
+notebook is reopened, once with the kernel still running (a page reload) and once with a
+new kernel: the static copy shows, labelled with the rerun's configuration and its
+values left-aligned, with no "Loading widget…" or error boxes.
 Screenshots (and the saved notebook's sizes) go to test-artifacts/ (LOADEVAL_ARTIFACTS
 overrides).
 """
@@ -150,6 +153,49 @@ KERNEL_STATE = """() => {
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return k ? `${k.name}: ${k.connectionStatus}, ${k.status}` : 'no kernel';
 }"""
+STEP_AXIS = """() => {
+  let startup = null, steady = 0, axis = null;
+  for (const d of (window.Bokeh && window.Bokeh.documents) || []) for (const m of d.all_models) {
+    if (m.name === 'live_startup_real' && m.data && m.data.step_ms && m.data.step_ms.length)
+      startup = m.data.step_ms[0];
+    if (m.name === 'live_steps_real' && m.data && m.data.step_ms)
+      for (const v of m.data.step_ms) steady = Math.max(steady, v);
+    if (m.type === 'DataRange1d' && m.renderers.some(
+        r => r.data_source && r.data_source.name === 'live_steps_real'))
+      axis = {end: m.end, follows: m.renderers.map(r => r.data_source.name)};
+  }
+  return {startup, steady, axis};
+}"""
+"""The live step chart's axis (BokehJS computes its end from the renderers it follows), the
+real run's start-up step (its marker) and the longest step on its line."""
+CPU_LEGEND = """() => {
+  const area = document.querySelector('.jp-OutputArea-output:has(.loadeval-dashboard)');
+  for (const d of (window.Bokeh && window.Bokeh.documents) || []) for (const m of d.all_models) {
+    if (m.type !== 'Legend' || !m.items.some(i => JSON.stringify(i.label).includes('CPU')))
+      continue;
+    const v = window.Bokeh.index.find_one(m);
+    if (!v || !v.parent || !area) return null;
+    const plot = v.parent.el.getBoundingClientRect(), out = area.getBoundingClientRect();
+    return {legend: [v.bbox.x0, v.bbox.y0, v.bbox.x1, v.bbox.y1],
+            plot: [v.parent.bbox.width, v.parent.bbox.height],
+            right_on_page: plot.left + v.bbox.x1, area_right: out.right};
+  }
+  return null;
+}"""
+"""Where the CPU chart's legend is drawn: in its plot's coordinates, and its right edge on
+the page against the output area's."""
+HISTORY_FIT = """() => {
+  const area = document.querySelector('.jp-OutputArea-output:has(.loadeval-dashboard)');
+  const box = document.querySelector('.loadeval-dashboard .loadeval-history-box');
+  if (!area || !box) return null;
+  const lines = (td) => { const r = document.createRange(); r.selectNodeContents(td);
+                          return r.getClientRects().length; };
+  return {box_right: box.getBoundingClientRect().right,
+          area_right: area.getBoundingClientRect().right,
+          wrapped: [...box.querySelectorAll('td, th')].filter(c => lines(c) > 1)
+                     .map(c => c.innerText)};
+}"""
+"""The history table's box against the output area, and the cells whose text wrapped."""
 OUTPUTS = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
   .map(e => e.innerText.slice(0, 800)).join('\\n---\\n')"""
 
@@ -240,7 +286,8 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
                 "--disable-sync",
                 "--no-first-run",
             ],
-            viewport={"width": 1300, "height": 1000},
+            # 1280 px with JupyterLab's file browser open (its default): a laptop's notebook
+            viewport={"width": 1280, "height": 1000},
         )
         try:
             page = ctx.new_page()
@@ -285,6 +332,17 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             assert first >= 3, "the step-time plot never showed points\n" + _diagnose(
                 page, root, errors
             )
+            # the step axis follows the steps on the line, not the start-up step (a marker)
+            deadline = time.monotonic() + 20
+            axis = page.evaluate(STEP_AXIS)
+            while axis["startup"] is None and time.monotonic() < deadline:
+                page.wait_for_timeout(250)
+                axis = page.evaluate(STEP_AXIS)
+            assert axis["startup"] is not None and axis["axis"] is not None, axis
+            assert set(axis["axis"]["follows"]) == {"live_steps_real", "live_steps_ideal"}, axis
+            assert axis["axis"]["end"] <= 1.6 * axis["steady"] + 1, axis
+            if axis["startup"] > 1.6 * axis["steady"]:
+                assert axis["axis"]["end"] < axis["startup"], axis
             # a save during the run (what an autosave would write): no BokehJS in it
             page.evaluate(SAVE)
             sizes["mid_run_bytes"], kinds = _saved(root)
@@ -320,6 +378,17 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             # the no-GPU line is in the status line, not in a stderr box
             assert page.locator(".loadeval-dashboard .loadeval-note").count() == 1
             assert not page.locator(".jp-OutputArea-output[data-mime-type*='stderr']").count()
+            # the CPU chart's legend inside its plot, and the plot inside the notebook
+            legend = page.evaluate(CPU_LEGEND)
+            assert legend is not None, "no CPU legend view"
+            x0, y0, x1, y1 = legend["legend"]
+            width, height = legend["plot"]
+            assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height, legend
+            assert legend["right_on_page"] <= legend["area_right"] + 1, legend
+            # the history table: no cell wraps, and its box ends inside the notebook
+            fit = page.evaluate(HISTORY_FIT)
+            assert fit is not None and not fit["wrapped"], fit
+            assert fit["box_right"] <= fit["area_right"] + 1, fit
             page.locator(".loadeval-dashboard .loadeval-verdict").scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "02-verdict.png"), full_page=True)
             page.evaluate(SAVE)
@@ -370,6 +439,8 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             rows = page.locator(".loadeval-dashboard .loadeval-history-row").all_inner_texts()
             page.screenshot(path=str(ARTIFACTS / "03-rerun.png"), full_page=True)
             assert len(rows) == 2 and "num_workers=1" in rows[1], rows
+            fit = page.evaluate(HISTORY_FIT)
+            assert not fit["wrapped"] and fit["box_right"] <= fit["area_right"] + 1, fit
             assert seen["running"] >= 2 and seen["dimmed"] >= 1, seen
             assert seen["min_points"] < 120, seen  # the first pair's 120 steps were cleared
             assert not not_busy, f"JupyterLab read the kernel as not busy in the rerun: {not_busy}"
@@ -424,6 +495,13 @@ def _check_reopened(page, shot: str) -> None:
     static = page.locator(".jp-OutputArea-output [class$='-static']").first
     static.locator(".loadeval-verdict").first.wait_for(state="visible", timeout=30_000)
     assert static.locator(".loadeval-history-row").count() == 2
+    # the copy holds the rerun's pair, and says so; its values read left to right
+    label = static.locator(".loadeval-config").first.inner_text()
+    assert label.startswith("Configuration: num_workers=1") and "#2" in label, label
+    aligns = static.locator(".loadeval-verdict td").evaluate_all(
+        "cells => cells.map(c => getComputedStyle(c).textAlign)"
+    )
+    assert aligns and set(aligns) == {"left"}, aligns
     assert not page.locator(".loadeval-dashboard").first.is_visible()
     page.wait_for_timeout(1000)  # whatever would still render
     assert page.evaluate(VISIBLE_BOXES) == []

@@ -51,7 +51,7 @@ def test_each_epoch_s_first_step_is_the_start_up_and_not_on_the_line():
     assert steps_data(run) == {"step": [1, 2, 3, 5, 6], "step_ms": [100, 101, 99, 102, 98]}
     up = startup_data(run, "real")
     assert up["step"] == [0, 4] and up["step_ms"] == [1250, 900]
-    assert up["text"] == ["real start-up 1.25 s", "real start-up 900.0 ms"]
+    assert up["text"] == ["real first step 1.25 s", "real first step 900.0 ms"]
     assert startup_indices(run_of([])) == [] and steps_data(run_of([]))["step"] == []
 
 
@@ -84,7 +84,7 @@ def test_the_saved_chart_is_scaled_by_the_steps_not_the_start_up():
     svg = steps_svg([("real", run_of([1250] + [100] * 29)), ("ideal", None)])
     ticks = [float(t) for t in re.findall(r'text-anchor="end">([0-9.]+)</text>', svg)]
     assert max(ticks) <= 200  # 100 ms steps set the scale; the 1,250 ms start-up would not fit
-    assert svg.count('class="startup"') == 1 and "start-up 1.25 s" in svg
+    assert svg.count('class="startup"') == 1 and "first step 1.25 s" in svg
 
 
 def test_the_cpu_legend_sits_above_the_frame_inside_the_plot():

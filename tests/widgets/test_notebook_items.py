@@ -54,7 +54,7 @@ def test_the_pusher_streams_the_start_up_to_its_marker_not_the_line():
     pusher = Pusher(dash, "real", ev, "Run 1 of 2", clock=counter(1.0), stamp=counter(1))
     pusher.push()  # the first 3 steps are done (a step ends when the next one starts)
     assert dash.startup_src["real"].data["step"] == [0]
-    assert dash.startup_src["real"].data["text"][0].startswith("real start-up ")
+    assert dash.startup_src["real"].data["text"][0].startswith("real first step ")
     assert dash.step_src["real"].data["step"] == [1, 2]
     for _ in it:
         pass
