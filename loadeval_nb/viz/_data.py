@@ -38,13 +38,23 @@ def decimate(
 
 
 def startup_indices(run: Run) -> list[int]:
-    """The steps that open an epoch: each carries its epoch's start-up (``iter()``, worker
-    spawn, the first fetch), often ten times a steady step, and is left out of the
-    statistics; the charts draw it apart so that it does not set their scale."""
+    """The steps that start the loader: the run's first, and the first of each later epoch
+    that began with a start of its own (``iter()``: worker spawn, the first fetch; an epoch
+    whose record shows no set-up time, such as a block of an interleaved pair, did not).
+    Each is often ten times a steady step and is left out of the statistics; the charts
+    draw it apart so that it does not set their scale."""
     if not run.n_steps:
         return []
     e = np.asarray(run.epoch)
-    return np.flatnonzero(np.r_[True, e[1:] != e[:-1]]).tolist()
+    firsts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]]).tolist()
+    summaries = run.epochs or []
+
+    def started(k: int) -> bool:
+        i = int(e[k])
+        setup = summaries[i].get("setup_ns") if 0 <= i < len(summaries) else None
+        return setup is None or setup > 0
+
+    return firsts[:1] + [k for k in firsts[1:] if started(k)]
 
 
 def steps_data(run: Run, max_points: int = 20000) -> dict[str, list[Any]]:

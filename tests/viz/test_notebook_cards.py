@@ -55,6 +55,16 @@ def test_each_epoch_s_first_step_is_the_start_up_and_not_on_the_line():
     assert startup_indices(run_of([])) == [] and steps_data(run_of([]))["step"] == []
 
 
+def test_an_epoch_that_did_not_start_the_loader_keeps_its_first_step_on_the_line():
+    # the blocks of an interleaved pair are epochs of one loader start: no set-up of their own
+    run = run_of([1250, 100, 101, 99, 102, 98], epoch=[0, 0, 0, 1, 1, 1])
+    run.epochs = [{"steps": 3, "setup_ns": 5 * MS}, {"steps": 3, "setup_ns": 0}]
+    assert startup_indices(run) == [0]
+    assert steps_data(run)["step"] == [1, 2, 3, 4, 5]
+    run.epochs[1]["setup_ns"] = 3 * MS  # a second iter(): a start-up again
+    assert startup_indices(run) == [0, 3]
+
+
 def test_the_live_step_axis_follows_the_lines_only():
     p, lines, startups = live_step_figure()
     assert isinstance(p.y_range, DataRange1d) and p.y_range.start == 0
