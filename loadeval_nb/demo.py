@@ -166,6 +166,14 @@ class _Echo(RunHooks):
 
     def run_ended(self, which: str, ev: Any, error: Optional[BaseException]) -> None:
         took = time.perf_counter() - self.t
+        if which == "pair":
+            runs, plan = ev.to_runs(), ev.plan
+            self.echo(
+                f"  real and ideal interleaved: {runs['real'].n_steps} real and "
+                f"{runs['ideal'].n_steps} ideal steps ({plan.blocks} blocks of {plan.block} "
+                f"each, replaying {len(ev.cache.batches)} cached batches) in {took:.1f} s"
+            )
+            return
         cached = f" (replaying {len(ev.cached_batches)} cached batches)" if which == "ideal" else ""
         self.echo(f"  {which} run: {ev.total_steps} steps in {took:.1f} s{cached}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .core import (
     AutoStop,
+    InterleavedEvaluator,
     LoaderEvaluator,
     UtilSampler,
     WorkerFetchTimer,
@@ -13,6 +14,7 @@ from .core import (
 
 __all__ = [
     "AutoStop",
+    "InterleavedEvaluator",
     "LoaderEvaluator",
     "UtilSampler",
     "WorkerFetchTimer",

@@ -93,12 +93,18 @@ def fake_time(monkeypatch, clock) -> FakeClock:
     """``clock``, read by every LoaderEvaluator the test makes without a clock of its own:
     those of run_pair, run_ladder and run_sweep too. A loop (or a dataset read in the main
     process) that advances it instead of sleeping is timed exactly, on a busy machine too."""
-    from loadeval_nb.core.measure import evaluator
+    from loadeval_nb.core.measure import evaluator, interleave
 
     monkeypatch.setattr(evaluator, "DEFAULT_CLOCK", clock)
+    monkeypatch.setattr(interleave, "DEFAULT_CLOCK", clock)
     probe = evaluator.LoaderEvaluator([0], sample_interval_s=None)
     if probe.clock is not clock:
         pytest.fail(
             "LoaderEvaluator no longer reads measure.evaluator.DEFAULT_CLOCK: fix fake_time"
+        )
+    pair = interleave.InterleavedEvaluator(list(range(100)), steps=40, sample_interval_s=None)
+    if pair.clock is not clock:
+        pytest.fail(
+            "InterleavedEvaluator no longer reads measure.interleave.DEFAULT_CLOCK: fix fake_time"
         )
     return clock

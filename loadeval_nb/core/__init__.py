@@ -43,6 +43,7 @@ from .explore.sweep_spec import SweepPlan, parse_sweep, prepare_sweep
 from .explore.transforms.split import TransformPart, TransformSplit, split_transforms
 from .measure.adaptive import AutoStop
 from .measure.evaluator import LoaderEvaluator
+from .measure.interleave import InterleavedEvaluator
 from .measure.loader import rebuild_loader
 from .measure.readers import gpu_status
 from .measure.sampler import UtilSampler
@@ -73,6 +74,7 @@ __all__ = [
     "Fact",
     "Facts",
     "INPUT_BOUND",
+    "InterleavedEvaluator",
     "LadderResult",
     "LoadEvalError",
     "LoaderEvaluator",

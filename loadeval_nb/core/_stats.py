@@ -125,3 +125,31 @@ def bootstrap_mean_ci(
     means = _block_means(a, n_boot, np.random.default_rng(seed))
     lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
     return float(lo), float(hi)
+
+
+DISAGREE_Z = 2.5758
+"""Two blocks of one measurement disagree when their means are this many standard errors
+apart (a 99 % two-sided test) ..."""
+DISAGREE_REL = 0.03
+"""... and by this share of the faster at least (a difference too small to matter is not
+a disagreement, however many steps pin it down)."""
+
+
+def blocks_disagree(blocks: Sequence[Sequence[float]]) -> bool:
+    """Whether the blocks (step times of the same thing measured at different times)
+    differ by more than their steps' noise: the slowest and fastest block means more than
+    ``DISAGREE_Z`` standard errors and ``DISAGREE_REL`` apart. Blocks of fewer than two
+    steps are left out; fewer than two blocks never disagree."""
+    stats = []
+    for b in blocks:
+        if len(b) >= 2:
+            m = sum(b) / len(b)
+            var = sum((x - m) ** 2 for x in b) / (len(b) - 1)
+            stats.append((m, var / len(b)))
+    if len(stats) < 2:
+        return False
+    lo, hi = min(stats), max(stats)
+    if lo[0] <= 0 or hi[0] / lo[0] - 1 <= DISAGREE_REL:
+        return False
+    se = (lo[1] + hi[1]) ** 0.5
+    return se == 0 or (hi[0] - lo[0]) / se > DISAGREE_Z

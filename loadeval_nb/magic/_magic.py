@@ -33,6 +33,7 @@ FLAGS = {
     "only": "--only",
     "log_dir": "--log-dir",
     "repeat": "--repeat",
+    "interleave": "--sequential",
 }
 """The option behind each setting, so an error names what the user typed."""
 
@@ -130,6 +131,12 @@ class LoadEvalMagics(Magics):
         default=1,
         help="run the pair N times in ABBA order (real, ideal, ideal, real, ...); the "
         "verdict's interval then holds the spread between repeats (default 1)",
+    )
+    @argument(
+        "--sequential",
+        action="store_true",
+        help="run the real run, then the ideal run (default: their steps interleaved in "
+        "blocks in one loop, so that a drift of the machine lands on both)",
     )
     @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
@@ -230,6 +237,7 @@ class LoadEvalMagics(Magics):
                     only=args.only,
                     log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
                     repeat=args.repeat,
+                    interleave=not args.sequential,
                 )
             except OptionError:  # what the loader is comes first, then the numbers
                 plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,

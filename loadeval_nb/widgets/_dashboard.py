@@ -48,6 +48,7 @@ from ..viz._shared import (
     live_step_figure,
     live_util_figure,
     pair_config,
+    startup_data,
     steps_data,
     sweep_data,
     sweep_figure,
@@ -70,6 +71,7 @@ LIVE_ONLY = "loadeval_nb live dashboard: the saved copy below holds the result."
 """The dashboard's plain text, where widgets do not render."""
 
 RUN_TITLES = {
+    "pair": "real loader and replayed cache, interleaved",
     "real": "real loader",
     "ideal": "replayed cache",
     "device": "ladder: batches cached on the GPU",
@@ -217,8 +219,9 @@ class Dashboard(SweepHooks):
             label = f"{self._pair_label}: {label[0].lower()}{label[1:]}"
         self.set_status(f"{label}: starting")
         # a new pair starts: clear this run's series from the previous pair
-        self.step_src[which].data = {k: [] for k in self.step_src[which].data}
-        self.util_src[which].data = {k: [] for k in self.util_src[which].data}
+        for side in ("real", "ideal") if which == "pair" else (which,):
+            self.step_src[side].data = {k: [] for k in self.step_src[side].data}
+            self.util_src[side].data = {k: [] for k in self.util_src[side].data}
         if self.live:
             self._pusher = Pusher(self, which, ev, label)
             self._pusher.start()
@@ -227,10 +230,15 @@ class Dashboard(SweepHooks):
         if self._pusher is not None:
             self._pusher.stop()
             self._pusher = None
-        run = ev.to_run()  # closed: the same Run the result and the cards use
-        # the whole run, decimated, replaces the rolled-over live series
-        data = steps_data(run, max_points=LIVE_ROLLOVER)
-        self.step_src[which].data = {"step": data["step"], "step_ms": data["step_ms"]}
+        # closed: the same Run the result and the cards use; the whole run, decimated,
+        # replaces the rolled-over live series
+        sides = ("real", "ideal") if which == "pair" else (which,)
+        for side in sides:
+            run = ev.to_run(side) if which == "pair" else ev.to_run()
+            data = steps_data(run, max_points=LIVE_ROLLOVER)
+            self.step_src[side].data = {"step": data["step"], "step_ms": data["step_ms"]}
+            # live, a first step is read before its set-up is added: the final value now
+            self.startup_src[side].data = startup_data(run, side)
         self._resync()
         if error is not None:
             what = (
@@ -239,7 +247,9 @@ class Dashboard(SweepHooks):
                 else f"failed: {type(error).__name__}: {error}"
             )
             self.set_status(
-                f"{which} run {what} after {run.n_steps} steps (partial run kept)", "#c62828"
+                f"{'interleaved pair' if which == 'pair' else which + ' run'} {what} after "
+                f"{ev.total_steps} steps (partial run kept)",
+                "#c62828",
             )
             self.widget.add_class("loadeval-failed")
 

@@ -157,6 +157,9 @@ class Pusher(threading.Thread):
                 src.stream(rows, rollover=LIVE_ROLLOVER)
 
     def _push(self) -> None:
+        if self.which == "pair":
+            self._push_pair()
+            return
         before = self.cursor
         steps, self.cursor = self.ev.steps_since(self.cursor)
         if steps:
@@ -177,4 +180,37 @@ class Pusher(threading.Thread):
         of = " (adaptive stop)" if steps_per_run == "auto" else f" of {steps_per_run or '?'}"
         self.dash.set_status(
             f"{self.label}: step {self.n_steps}{of}, {self.clock() - self.t_start:.1f} s elapsed"
+        )
+
+    def _push_pair(self) -> None:
+        """An interleaved pair: both sides' new steps, each to its own series, and each
+        utilisation tick to the side whose block ran then."""
+        ev = self.ev
+        counts = self.__dict__.setdefault("_pair_counts", {"real": 0, "ideal": 0})
+        cursors = self.__dict__.setdefault("_pair_cursors", {"real": (0, 0), "ideal": (0, 0)})
+        for side in ("real", "ideal"):
+            steps, cursors[side] = ev.steps_since(side, cursors[side])
+            if steps:
+                n0 = counts[side]
+                counts[side] += len(steps)
+                # the pass starts the loader once: the real side's first step is its start-up
+                up = [0] if n0 == 0 and side == "real" else []
+                self._stream_steps(side, n0, steps, up)
+        self.n_steps = counts["real"] + counts["ideal"]
+        sampler, t0 = ev.util_sampler, ev.started_ns
+        if sampler is not None and t0 is not None:
+            data, self.k_util = sampler.since(self.k_util)
+            times = data.pop("t_ns")
+            for side in ("real", "ideal"):
+                keep = [k for k, t in enumerate(times) if ev.side_at(t) == side]
+                if keep:
+                    src = self.dash.util_src[side]
+                    row = {"t_s": [(times[k] - t0) / 1e9 for k in keep]}
+                    row.update({c: [v[k] for k in keep] for c, v in data.items() if c in src.data})
+                    src.stream(row, rollover=LIVE_ROLLOVER)
+        per_side = self.dash.steps_per_run
+        of = " (adaptive stop)" if per_side == "auto" else f" of {per_side or '?'}"
+        self.dash.set_status(
+            f"{self.label}: real step {counts['real']}, ideal step {counts['ideal']}{of} each, "
+            f"{self.clock() - self.t_start:.1f} s elapsed"
         )

@@ -129,14 +129,17 @@ def kernel(tmp_path_factory):
         k.stop()
 
 
-def cell(log_dir: str, fail: str = "", steps: int = 400) -> str:
-    """A %%loadeval cell that prints each mode once it has run 10 steps."""
+def cell(
+    log_dir: str, fail: str = "", steps: int = 400, sequential: bool = True, at: int = 10
+) -> str:
+    """A %%loadeval cell that prints its wrapper's mode once it has run ``at`` steps (the
+    sides one after the other unless ``sequential`` is False)."""
     return (
         f"%%loadeval train_loader --steps {steps} --warmup 2 --cache 4 --no-live "
-        f"--log-dir {log_dir}\n"
+        f"--log-dir {log_dir}{' --sequential' if sequential else ''}\n"
         "for k, b in enumerate(train_loader):\n"
         "    time.sleep(0.005)\n"
-        "    if k == 10:\n"
+        f"    if k == {at}:\n"
         "        print('running', train_loader.mode, flush=True)\n"
         f"{fail}"
     )
@@ -178,6 +181,20 @@ def test_stop_during_the_ideal_run(kernel, tmp_path):
     st = interrupted(kernel, tmp_path, 3, 0.05, "replay")
     assert st["restored"] and not st["children"] and not st["threads"], st
     assert st["failed"] == "ideal" and st["real_steps"] == 400 and st["ideal_steps"] >= 10
+    check_logs(str(tmp_path / "logs"), 2)
+
+
+def test_stop_during_an_interleaved_pair(kernel, tmp_path):
+    # real and ideal blocks in one loop: Stop lands in a block of either side; both sides'
+    # partial runs are kept and their logs written (the ideal's blocks had begun)
+    msg = kernel.start(cell(str(tmp_path / "logs"), sequential=False, at=150))
+    kernel.wait_for(msg, "running interleave")
+    kernel.km.interrupt_kernel()
+    reply = kernel.reply(msg)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    st = kernel.state()
+    assert st["restored"] and not st["children"] and not st["threads"], st
+    assert st["failed"] == "pair" and st["real_steps"] >= 10 and st["ideal_steps"] >= 10, st
     check_logs(str(tmp_path / "logs"), 2)
 
 

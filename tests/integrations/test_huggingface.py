@@ -125,8 +125,11 @@ def test_compute_bound_ground_truth(tmp_path):
 
 def test_gradient_accumulation_counts_batches_not_updates(tmp_path):
     tr = hf_trainer(tmp_path, SleepyRegressor(), SleepyRecords(400), gradient_accumulation_steps=4)
-    res = train_pair(tr, settings=RunSettings(steps=24, warmup=2, cache=3))
+    res = train_pair(tr, settings=RunSettings(steps=24, warmup=2, cache=3, interleave=False))
     assert res.error is None and res.real.n_steps == res.ideal.n_steps == 24
+    # interleaved: one train() of the whole pass (max_steps from its len(), in batches)
+    res = train_pair(tr, settings=RunSettings(steps=60, warmup=2, num_cached_batches=3))
+    assert res.error is None and one_whole_pass(res), res.real.settings
 
 
 def test_train_for_measurement_refuses_other_objects():
@@ -142,7 +145,7 @@ def test_magic_finds_the_trainer_in_the_cell(tmp_path):
             "loadeval", "--steps 20 --warmup 2 --cache 3 --quiet", "trainer.train()\n"
         )
         res = ip.user_ns["_loadeval"]
-    assert res.error is None and res.real.n_steps == res.ideal.n_steps == 20
+    assert res.error is None and one_whole_pass(res)
     assert "get_train_dataloader" not in vars(tr)
 
 
@@ -187,3 +190,11 @@ def test_adaptive_stop_is_refused_for_a_trainer(tmp_path):
         train_pair(tr, settings=RunSettings(steps="auto"))
     with ipython_shell(trainer=tr) as ip, pytest.raises(UsageError, match="--steps auto cannot"):
         ip.run_cell_magic("loadeval", "trainer --steps auto --quiet", "trainer.train()\n")
+
+
+def one_whole_pass(res) -> bool:
+    """An interleaved pair whose loop ran its whole pass: both sides measured, and the
+    steps of both sides together the wrapper's len() (what the framework was told)."""
+    info = res.real.settings.get("interleaved") or {}
+    total = res.real.n_steps + res.ideal.n_steps
+    return bool(res.real.n_steps and res.ideal.n_steps and total == info.get("pass_steps"))

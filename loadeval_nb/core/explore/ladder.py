@@ -34,7 +34,7 @@ from .._env import loader_settings
 from .._errors import LoadEvalError
 from .._facts import Fact, Facts
 from .._format import fmt_bytes, fmt_pct, fmt_seconds
-from .._stats import bootstrap_ratio_ci
+from .._stats import blocks_disagree, bootstrap_ratio_ci
 from ..measure.batches import batch_nbytes
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import shutdown_persistent_workers
@@ -88,6 +88,20 @@ class Rung:
     def stats(self) -> dict[str, Any]:
         return describe_steady([self.run] if self.run is not None else [])
 
+    def blocks(self) -> list[list[float]]:
+        """The steady step times of each block (the run's epochs), in order."""
+        run = self.run
+        if run is None:
+            return []
+        out: dict[int, list[float]] = {}
+        for k in run.steady_indices():
+            out.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
+        return [out[e] for e in sorted(out)]
+
+    def disagrees(self) -> bool:
+        """Its blocks (measured at different times) differ beyond their steps' noise."""
+        return blocks_disagree(self.blocks())
+
 
 @dataclass
 class Stage:
@@ -99,6 +113,9 @@ class Stage:
     ratio_ci: tuple[Optional[float], Optional[float]]
     significant: bool
     share_of_real: Optional[float]
+    within_noise: bool = False
+    """A rung's blocks disagreed beyond their noise: the stage is not told apart from
+    the machine's drift, never the largest."""
 
 
 @dataclass
@@ -208,8 +225,34 @@ def compare_rungs(result: LadderResult) -> None:
         ]
         if skipped_between:
             what = " + ".join([STAGES[n] for n in skipped_between] + [what])
-        significant = lo is not None and lo > 1.0 and (share is None or share >= MIN_STAGE_SHARE)
-        result.stages.append(Stage(upper.name, what, added, (lo, hi), significant, share))
+        # the blocks of each rung, taken at different times, widen the interval: a stage
+        # is the ratio of each block pair too, and it must hold across them
+        for ba, bb in zip(upper.blocks(), lower.blocks()):
+            if len(ba) >= 2 and len(bb) >= 2:
+                blo, bhi = bootstrap_ratio_ci(ba, bb)
+                if blo is not None and lo is not None:
+                    lo = min(lo, blo)
+                if bhi is not None and hi is not None:
+                    hi = max(hi, bhi)
+        noisy = [r for r in (upper, lower) if r.disagrees()]
+        significant = (
+            not noisy
+            and lo is not None
+            and lo > 1.0
+            and (share is None or share >= MIN_STAGE_SHARE)
+        )
+        result.stages.append(
+            Stage(upper.name, what, added, (lo, hi), significant, share, within_noise=bool(noisy))
+        )
+        for r in noisy:
+            means = ", ".join(fmt_seconds(sum(b) / len(b)) for b in r.blocks() if b)
+            note = (
+                f"The {r.name} rung's blocks read {means} a step: they disagree beyond their "
+                "noise (the machine's speed changed during the ladder), so the stages next to "
+                "it are within noise, never the largest; rerun on a quiet machine."
+            )
+            if note not in result.notes:
+                result.notes.append(note)
         if hi is not None and hi < 1.0 and (share is None or -share >= MIN_STAGE_SHARE):
             # a rung with less cached ran faster than one with more: that is noise or
             # outside load, never a stage that saves time; say so rather than rank it

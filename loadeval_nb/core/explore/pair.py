@@ -15,8 +15,10 @@ from typing import Any, Callable, Optional
 from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
 from .._errors import CacheBudgetError, LoadEvalError, OptionError
 from .._facts import Action, Facts, option_name, said
+from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
+from ..measure.interleave import InterleavedEvaluator, plan_blocks, queue_depth
 from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
@@ -115,8 +117,6 @@ def run_pair(
     hooks = hooks or RunHooks()
     result = PairResult(label=label, loader_settings=loader_settings(loader), settings=settings)
     which_runs = [w for w in ("real", "ideal") if settings.only in (None, w)]
-    order = abba(which_runs, settings.repeat)
-    runner = Runner(result, run_once, settings, hooks, loader_name, len(order))
     # the replay's cache is checked on the real run's first batch, not on a batch of its
     # own: another start of the user's loader would cost its workers' start-up again
     budget_check = (
@@ -124,18 +124,84 @@ def run_pair(
         if "ideal" in which_runs
         else None
     )
-    for which in order:
-        make = functools.partial(_evaluator, loader, which, settings, budget_check)
-        if runner.measure(which, make) is not None:
-            break
-    runs = runner.take_all()
+    why_not = why_not_interleaved(loader, settings)
+    if why_not is None:
+        runner = Runner(result, run_once, settings, hooks, loader_name, 1)
+        runner.measure(
+            "pair",
+            functools.partial(_interleaved, loader, settings, budget_check, runner),
+            which="pair",
+        )
+        runs = runner.take_pair("pair")
+    else:
+        order = abba(which_runs, settings.repeat)
+        runner = Runner(result, run_once, settings, hooks, loader_name, len(order))
+        for which in order:
+            make = functools.partial(_evaluator, loader, which, settings, budget_check)
+            if runner.measure(which, make) is not None:
+                break
+        runs = runner.take_all()
     result.real, result.ideal = runs.get("real"), runs.get("ideal")
-    if isinstance(result.error, CacheBudgetError) and result.failed == "real":
+    if result.failed == "pair":
+        result.failed = "real" if result.real is None or not result.ideal else "pair"
+    if isinstance(result.error, CacheBudgetError) and result.failed in ("real", "pair"):
         raise result.error  # refused on the real run's first batch: a setting to change
     if result.error is None and result.real is not None and result.ideal is not None:
         with interrupts_deferred():  # both runs are done: the verdict is not lost to a Ctrl-C
             result.diagnosis = diagnose(result.real, result.ideal)
+            if why_not is not None and settings.interleave and settings.only is None:
+                result.diagnosis.notes.append(why_not)
     return result
+
+
+def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
+    """None when a pair with these settings runs interleaved; else the note that says
+    why its sides ran one after the other (None is also what ``interleave=False``,
+    ``only`` and ``repeat`` give: they ask for whole runs)."""
+    if not settings.interleave or settings.only is not None or settings.repeat != 1:
+        return "whole runs"
+    n = safe_len(loader)
+    if settings.auto:
+        steps = (settings.auto_stop or AutoStop()).min_steps + settings.warmup
+    else:
+        steps = settings.steps if settings.steps is not None else (n // 2 if n else 0)
+    if not steps:
+        return "whole runs"
+    if (
+        plan_blocks(steps, settings.warmup, settings.num_cached_batches, queue_depth(loader), n)
+        is None
+    ):
+        return (
+            f"the pair ran its real run, then its ideal run: {steps} steps per side"
+            + (f" in a loader of {n} batches" if n is not None else "")
+            + " are too few to interleave in blocks, so a drift of the machine between the "
+            "two runs is in the difference; pass more steps (or a longer loader)"
+        )
+    return None
+
+
+def _interleaved(
+    loader: Any,
+    settings: RunSettings,
+    budget_check: Optional[Callable[[Any], None]],
+    runner: Runner,
+    path: Optional[str],
+) -> InterleavedEvaluator:
+    files = {w: runner.path_for(w) for w in ("real", "ideal")}
+    n = safe_len(loader)
+    return InterleavedEvaluator(
+        loader,
+        steps=settings.steps if settings.steps is not None else (n or 0) // 2,
+        warmup=settings.warmup,
+        num_cached_batches=settings.num_cached_batches,
+        cache_on=settings.cache_on,
+        sample_interval_s=settings.sample_interval_s,
+        auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
+        worker_timing=settings.worker_timing,
+        label=runner.result.label or None,
+        metrics_files=files,
+        first_batch=budget_check,
+    )
 
 
 def _evaluator(

@@ -227,7 +227,7 @@ class Runner:
     def measure(
         self,
         key: str,
-        make: Callable[[Optional[str]], LoaderEvaluator],
+        make: Callable[[Optional[str]], Any],
         *,
         which: Optional[str] = None,
         log_label: Optional[str] = None,
@@ -239,6 +239,8 @@ class Runner:
         ev = self._evaluators.get(key)
         if ev is not None:
             build: Callable[[], LoaderEvaluator] = functools.partial(same_evaluator, ev)
+        elif which == "pair":  # an interleaved pair names its two logs itself
+            build = functools.partial(make, None)
         else:
             label = self.result.label if log_label is None else log_label
             path = log_path(self.settings, self.stamp, label, which)
@@ -254,6 +256,33 @@ class Runner:
         if error is not None:
             self.result.error, self.result.failed = error, key
         return error
+
+    def path_for(self, which: str, label: Optional[str] = None) -> Optional[str]:
+        """The log path of ``which`` (kept in the result's ``log_paths``), or None."""
+        path = log_path(
+            self.settings, self.stamp, self.result.label if label is None else label, which
+        )
+        if path:
+            self.result.log_paths[which] = path
+        return path
+
+    def holds(self, key: str) -> bool:
+        """Whether a wrapper of ``key`` was made and not taken yet."""
+        return key in self._evaluators
+
+    def so_far(self, key: str) -> Optional[Run]:
+        """``key``'s run so far (its wrapper kept for more blocks), or None."""
+        ev = self._evaluators.get(key)
+        return ev.to_run() if ev is not None else None
+
+    def take_pair(self, key: str) -> dict[str, Run]:
+        """Both sides' runs of an interleaved wrapper, and let go of it (and its cache)."""
+        ev = self._evaluators.pop(key, None)
+        if ev is None:
+            return {}
+        ev.release()
+        runs = ev.to_runs()  # type: ignore[attr-defined]
+        return {k: r for k, r in runs.items() if r.n_steps or r.epochs}
 
     def take(self, key: str) -> Optional[Run]:
         """``key``'s run, and let go of its wrapper: its replay cache (host and device

@@ -39,6 +39,10 @@ class RunSettings:
     repeat: int = 1
     """Run the pair this many times in ABBA order (real, ideal, ideal, real, ...): the
     verdict's interval then holds the spread between repeats, not only between steps."""
+    interleave: bool = True
+    """A pair's real and ideal steps interleaved in blocks in one loop (A B B A), so that a
+    drift of the machine lands on both sides; False: the real run, then the ideal run
+    (each a whole run of the loop, as ``repeat`` does)."""
     checked: bool = field(default=False, repr=False, compare=False)
     """Set by a front end that made a run's checks (one-shot loader, writable ``log_dir``,
     options that do not apply) before it ran: the runner does not make them again."""
@@ -55,6 +59,7 @@ class RunSettings:
         auto_stop: Optional[AutoStop] = None,
         worker_timing: bool = True,
         repeat: int = 1,
+        interleave: bool = True,
         checked: bool = False,
         *,
         cache: Optional[int] = None,
@@ -83,6 +88,8 @@ class RunSettings:
         """Raise :class:`OptionError` for a bad value (run when the settings are made)."""
         check_int("warmup", self.warmup, 0)
         check_int("repeat", self.repeat, 1)
+        if not isinstance(self.interleave, bool):
+            raise OptionError("interleave", f" must be True or False, not {self.interleave!r}.")
         if self.repeat > 20:
             raise OptionError("repeat", f" must be from 1 to 20, not {self.repeat!r}.")
         check_interval("sample_interval_s", self.sample_interval_s)

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from .._facts import Fact, Facts
 from .._format import fmt_pct, fmt_rate
-from .._stats import describe
+from .._stats import blocks_disagree, describe
 from ..measure.adaptive import mean_ci
 from ..record.run import Run, describe_steady
 from ..whatif.predict import Prediction
@@ -51,7 +51,24 @@ class SweepPoint:
 
     @property
     def repeats(self) -> int:
-        return len(self.runs)
+        """Blocks (or repeats) measured: the epochs of its runs."""
+        return sum(max(len(run.epochs), 1) for run in self.runs)
+
+    def blocks(self) -> list[list[float]]:
+        """The steady step times of each block (each run's epochs), in order."""
+        out = []
+        for run in self.runs:
+            per: dict[int, list[float]] = {}
+            for k in run.steady_indices():
+                per.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
+            out += [per[e] for e in sorted(per)]
+        return out
+
+    @property
+    def within_noise(self) -> bool:
+        """Its blocks, measured at different times, disagree beyond their noise: never
+        recommended, never a "× current"."""
+        return blocks_disagree(self.blocks())
 
     def median_load_s(self) -> Optional[float]:
         """Median per-batch production time measured inside this configuration's workers."""
@@ -75,6 +92,9 @@ class SweepResult(Result):
     run slowed by outside load would make a real configuration look faster than ideal)."""
     prediction: Optional[Prediction] = None
     best: Optional[SweepPoint] = None
+    blocks: int = 1
+    """2: every configuration and the ideal measured in two blocks in mirrored order
+    (ideal, each configuration, then back), so that they are compared interleaved."""
 
     @property
     def ideal_steps_per_s(self) -> Optional[float]:
@@ -122,6 +142,7 @@ class SweepResult(Result):
                     "predicted_steps_per_s": p.predicted_steps_per_s,
                     "of_ideal": rate / ideal if rate and ideal else None,
                     "rel_ci": p.rel_ci(),
+                    "within_noise": p.within_noise,
                     "median_load_s": p.median_load_s(),
                     "error": f"{type(p.error).__name__}: {p.error}" if p.error else None,
                 }
@@ -130,6 +151,12 @@ class SweepResult(Result):
 
     def recommendation(self) -> str:
         if self.best is None:
+            if any(p.within_noise and p.error is None for p in self.points):
+                return (
+                    "Nothing to recommend: the configurations' blocks disagreed beyond their "
+                    "noise (the machine's speed changed during the sweep); rerun on a quiet "
+                    "machine."
+                )
             return "No configuration finished, so there is nothing to recommend."
         b = self.best
         rate = b.steps_per_s or 0.0
@@ -146,11 +173,18 @@ class SweepResult(Result):
             ),
             None,
         )
-        vs_first = (
-            f", {rate / ref.steps_per_s:.2f}× the current setting ({ref.label})"
-            if ref is not None and ref is not b and ref.steps_per_s
-            else ""
-        )
+        vs_first = ""
+        if ref is not None and ref is not b and ref.steps_per_s and self.blocks >= 2:
+            # measured interleaved with the current setting: each block pair a ratio
+            ratios = [
+                (sum(x) / len(x)) / (sum(y) / len(y))
+                for x, y in zip(ref.blocks(), b.blocks())
+                if x and y and sum(y) > 0
+            ]
+            if ref.within_noise or (ratios and min(ratios) <= 1.0 <= max(ratios)):
+                vs_first = f", within noise of the current setting ({ref.label})"
+            else:
+                vs_first = f", {rate / ref.steps_per_s:.2f}× the current setting ({ref.label})"
         of_ideal = ""
         if ideal and rate > ideal:
             of_ideal = ", as fast as the ideal loader within noise"
@@ -168,13 +202,16 @@ class SweepResult(Result):
                 continue
             rate, pred = r["steps_per_s"], r["predicted_steps_per_s"]
             noise = f" ±{r['rel_ci']:.1%}" if r["rel_ci"] is not None else ""
+            if r["within_noise"]:
+                noise += " (blocks disagree: within noise)"
             rows.append(
                 (
                     r["label"],
                     "n/a" if rate is None else f"{fmt_rate(rate)}{noise}",
                     fmt_rate(pred),
                     self._of_ideal(rate),
-                    f"{r['repeats']} run{'s' if r['repeats'] > 1 else ''}",
+                    f"{r['repeats']} {'block' if self.blocks >= 2 else 'run'}"
+                    f"{'s' if r['repeats'] > 1 else ''}",
                 )
             )
         ideal = self.ideal_steps_per_s
@@ -227,7 +264,8 @@ class SweepResult(Result):
 
 
 def pick_best(points: list[SweepPoint]) -> Optional[SweepPoint]:
-    done = [p for p in points if p.error is None and p.steps_per_s]
+    # a configuration whose blocks disagree is within noise: never the recommendation
+    done = [p for p in points if p.error is None and p.steps_per_s and not p.within_noise]
     if not done:
         return None
     top = max(p.steps_per_s or 0.0 for p in done)

@@ -58,6 +58,7 @@ def build_run(
                 else None,
                 "sync_ns": rec.sync_ns,
                 **({"auto_stop": rec.auto_reason} if auto_stop else {}),
+                **({"warmup": rec.warmup} if rec.warmup is not None else {}),
             }
         )
     statuses = [e["status"] for e in summaries]

@@ -135,6 +135,8 @@ class ReplayCache:
         self._sums: list[int] = []
         self._mutation_warned = False
         self.copied = False
+        self._to_device: Optional[Callable[[Any], Any]] = None
+        self._filling: list[Any] = []
         self.shapes_differ = False
         """The cached batches' tensors and arrays are not all of one shape (variable-length
         batches): the ideal step then depends on which batches were cached."""
@@ -168,17 +170,7 @@ class ReplayCache:
         Raises :class:`CacheBudgetError` when they would not fit, :class:`LoadEvalError`
         when the source yields nothing.
         """
-        to_device: Optional[Callable[[Any], Any]] = None
-        self.copied = may_hand_out_user_tensors(source)
-        copy = self.copied
-        # arrays and the containers that hold tensors are copied too: a dataclass, a named
-        # tuple or an object the loader hands out may be the user's own
-        arrays = _copy_array if copy else None
-        if self.cache_on == "device":
-            dev = target_device(self.device)
-            to_device = lambda b: map_leaves(b, lambda t: t.to(dev, copy=copy), arrays)  # noqa: E731
-        elif copy:  # the cache counts the copies in its budget: they are what it holds
-            to_device = lambda b: map_leaves(b, _clone, arrays)  # noqa: E731
+        self.start(source)
         # persistent workers this fill starts are ours to stop; the user's are left running
         ours = bool(
             getattr(source, "persistent_workers", False)
@@ -186,12 +178,8 @@ class ReplayCache:
         )
         it = iter(source)
         try:
-            cache: list[Any] = []
-            for k, batch in enumerate(islice(it, self.size)):
-                if k == 0:
-                    self.check_budget(batch)
-                    self.samples_per_batch = leading_dim(batch)
-                cache.append(to_device(batch) if to_device else batch)
+            for batch in islice(it, self.size):
+                self.add(batch)
         finally:
             # Stop the source's workers now, so their teardown is not charged to the replay.
             if not getattr(source, "persistent_workers", False):
@@ -200,14 +188,48 @@ class ReplayCache:
                 shutdown_persistent_workers(source)
             end_prepared_epoch(source)
             del it
-        if not cache:
+        if not self._filling:
             raise LoadEvalError(nothing_to_measure(source))
-        if to_device is not None:
-            cuda_synchronize()
-        if len(cache) < self.size:
+        if len(self._filling) < self.size:
             log.info(
-                "loadeval_nb: the loader had only %d batches; caching all of them.", len(cache)
+                "loadeval_nb: the loader had only %d batches; caching all of them.",
+                len(self._filling),
             )
+        self.seal()
+
+    def start(self, source: Any) -> None:
+        """Get ready to cache batches of ``source`` one by one (:meth:`add`, then
+        :meth:`seal`): how they are copied depends on what the source hands out."""
+        self._to_device = None
+        self.copied = may_hand_out_user_tensors(source)
+        copy = self.copied
+        # arrays and the containers that hold tensors are copied too: a dataclass, a named
+        # tuple or an object the loader hands out may be the user's own
+        arrays = _copy_array if copy else None
+        if self.cache_on == "device":
+            dev = target_device(self.device)
+            self._to_device = lambda b: map_leaves(b, lambda t: t.to(dev, copy=copy), arrays)  # noqa: E731
+        elif copy:  # the cache counts the copies in its budget: they are what it holds
+            self._to_device = lambda b: map_leaves(b, _clone, arrays)  # noqa: E731
+        self._filling = []
+
+    @property
+    def full(self) -> bool:
+        """:meth:`add` has taken ``size`` batches (or the cache is sealed)."""
+        return self.ready or len(self._filling) >= self.size
+
+    def add(self, batch: Any) -> None:
+        """Cache one more batch (the first is checked against the budget first)."""
+        if not self._filling:
+            self.check_budget(batch)
+            self.samples_per_batch = leading_dim(batch)
+        self._filling.append(self._to_device(batch) if self._to_device else batch)
+
+    def seal(self) -> None:
+        """The batches added are the cache: count them, and note what to watch."""
+        cache, self._filling = self._filling, []
+        if self._to_device is not None and cache:
+            cuda_synchronize()
         self.batches = cache
         self.nbytes = sum(batch_nbytes(b) for b in cache)
         self.shapes_differ = len({_shapes(b) for b in cache}) > 1

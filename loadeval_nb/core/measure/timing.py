@@ -105,6 +105,9 @@ class EpochRecord:
     """Adaptive stop: why the epoch ended (``converged``, ``max_steps``, ``loader exhausted``)."""
     copies: Optional[list[int]] = None
     """Host-to-device copy time (GPU, ns) in each step, when CUDA was in use (log mode)."""
+    warmup: Optional[int] = None
+    """Steps at this epoch's start left out of the statistics, when the epoch says so
+    itself (a block of an interleaved pair); None: the run's ``warmup``."""
 
     c_path: bool = False
     """Stamped by the C extension's iterators (see :meth:`prepare`)."""

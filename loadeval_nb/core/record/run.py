@@ -92,7 +92,15 @@ class Run:
             pos = idx - first
         # an epoch's first step carries its start-up (iter(), worker spawn, the first
         # fetch): reported apart (startup_s), never in the steady statistics
-        keep = (pos >= max(self.warmup, 1)) & np.asarray(self.complete, dtype=bool)
+        skip = np.full(n, max(self.warmup, 1), dtype=np.int64)
+        own = {
+            k: int(ep["warmup"])
+            for k, ep in enumerate(self.epochs or [])
+            if isinstance(ep, dict) and isinstance(ep.get("warmup"), int) and ep["warmup"] >= 0
+        }
+        if own:  # a block of an interleaved pair says itself what to leave out
+            skip = np.array([own.get(int(x), s) for x, s in zip(e, skip)], dtype=np.int64)
+        keep = (pos >= skip) & np.asarray(self.complete, dtype=bool)
         return idx[keep]
 
     def startup_s(self) -> Optional[float]:

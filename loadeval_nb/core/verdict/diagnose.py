@@ -160,12 +160,28 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
             f"the runs were recorded on different machines or setups ({', '.join(differ)} "
             "differ): the comparison mixes them"
         )
-    if repeats is not None:
+    blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
+    if isinstance(blocks, dict) and repeats is not None:
+        notes.append(
+            f"real and ideal steps interleaved in {len(repeats[0])} blocks each (A B B A, "
+            f"{blocks.get('block')} steady steps a block), so a drift of the machine lands on "
+            f"both sides; speedup per block {min(repeats[0]):.2f}–{max(repeats[0]):.2f}×, "
+            "and the interval holds the spread between blocks"
+        )
+    elif repeats is not None:
         each = ", ".join(f"{x:.2f}×" for x in repeats[0])
         notes.append(
             f"each run holds {len(repeats[0])} epochs (a pair repeated in A B B A order, or a "
             f"loop of several epochs): speedup per epoch {each}; the interval "
             "holds the spread between them"
+        )
+    disagree = blocks_disagree(r, i)
+    if disagree is not None:
+        notes.append(
+            f"the {'blocks' if isinstance(blocks, dict) else 'epochs'} disagree beyond their "
+            f"noise (speedup {disagree[0]:.2f}× to {disagree[1]:.2f}×): the machine's speed or "
+            "the workload changed while the pair ran; the interval holds that spread, and "
+            "a longer run (more blocks) narrows it"
         )
     disturbed = []
     for name, run in (("real", r), ("ideal", i)):
@@ -320,6 +336,50 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
     t = T975[len(logs) - 2] if len(logs) - 1 <= len(T975) else 2.0
     half = t * sd / math.sqrt(len(logs))
     return ratios, (math.exp(m - half), math.exp(m + half))
+
+
+Z99 = 2.3263
+"""The standard normal's 99th percentile."""
+
+
+def blocks_disagree(r: Run, i: Run) -> Optional[tuple[float, float]]:
+    """The lowest and highest speedup of the blocks (or epochs) of a pair whose blocks
+    disagree by more than their steps' noise allows (Cochran's Q over the blocks' log
+    speedups against a chi-square 99th percentile); None when they agree or there are
+    fewer than three."""
+    a, b = _epoch_stats(r), _epoch_stats(i)
+    keys = [e for e in sorted(set(a) & set(b)) if a[e][0] > 0 and b[e][0] > 0]
+    if len(keys) < 3:
+        return None
+    xs, ws = [], []
+    for e in keys:
+        (ma, va, na), (mb, vb, nb) = a[e], b[e]
+        var = va / (na * ma * ma) + vb / (nb * mb * mb)
+        if var <= 0:
+            return None  # steps of no spread (a fake clock): nothing to weigh them by
+        xs.append(math.log(ma / mb))
+        ws.append(1.0 / var)
+    mean = sum(w * x for w, x in zip(ws, xs)) / sum(ws)
+    q = sum(w * (x - mean) ** 2 for w, x in zip(ws, xs))
+    df = len(xs) - 1
+    # Wilson and Hilferty's chi-square quantile
+    limit = df * (1 - 2 / (9 * df) + Z99 * math.sqrt(2 / (9 * df))) ** 3
+    if q <= limit:
+        return None
+    return math.exp(min(xs)), math.exp(max(xs))
+
+
+def _epoch_stats(run: Run) -> dict[int, tuple[float, float, int]]:
+    """Mean, variance and count of each epoch's steady steps (two or more)."""
+    sums: dict[int, list[float]] = {}
+    for k in run.steady_indices():
+        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
+    out = {}
+    for e, v in sums.items():
+        if len(v) >= 2:
+            m = sum(v) / len(v)
+            out[e] = (m, sum((x - m) ** 2 for x in v) / (len(v) - 1), len(v))
+    return out
 
 
 def busy_note(run: Run, name: str) -> Optional[str]:

@@ -1,0 +1,743 @@
+"""Both sides of a pair in one loop: blocks of the real loader's batches and blocks of
+replayed ones, in A B B A order, on one start of the user's loader.
+
+A real run followed by an ideal run puts whatever the machine does in between (clock
+speeds, caches, other work, a workload that slows down as it goes) into the difference
+between them, and an interval taken within each run cannot see it. Interleaving puts
+it on both sides alike:
+
+* the pass begins with ``warmup`` real steps (at least ``num_cached_batches``): the
+  replay cache is filled from them, copies made as they pass, and none is measured;
+* then blocks of ``block`` steady steps alternate, real R, ideal I, in the order
+  R I I R R I I R ... (every other pair reversed, so a drift that is linear in time
+  lands on both sides equally);
+* while an ideal block runs, the DataLoader's workers go on preparing the batches
+  already asked for (up to ``prefetch_factor × num_workers``) and then wait: the first
+  steps of the next real block are served from that queue, faster than the loader
+  could. Those ``drain`` steps are left out, and as many at the start of an ideal block
+  (the workers finishing what they had in hand);
+* each block is an epoch of its side's :class:`~loadeval_nb.Run` (its own
+  ``warmup`` in the epoch's summary), so the verdict pairs block *k* of one side
+  with block *k* of the other: the spread between blocks is in its interval.
+
+What it costs, against a real run then an ideal run of the same ``steps``: the
+ideal's second start of the loader and its ``num_cached_batches`` batches of cache
+fill and its warm-up are gone; ``drain`` steps at each of ``2 × blocks`` changes of side
+come in (4 batches each with 2 workers and ``prefetch_factor=2``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .._env import (
+    SigintStamp,
+    cuda_in_use,
+    cuda_synchronize,
+    environment,
+    interrupts_deferred,
+    loader_settings,
+    safe_len,
+)
+from .._errors import LoadEvalError, a_kind, check_int
+from ..record.journal import MetricsWriter
+from ..record.run import Run
+from .adaptive import AutoStop
+from .batches import leading_dim
+from .build_run import build_run
+from .cache import ReplayCache, nothing_to_measure
+from .copies import CopyTimer
+from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
+from .sampler import UtilSampler
+from .timing import DEFAULT_CLOCK, Clock, EpochRecord, epoch_steps, step_path
+from .worker_timing import WorkerFetchTimer
+
+SIDES = ("real", "ideal")
+
+MIN_BLOCK = 8
+"""Fewest steady steps in a block: fewer and a block's mean is mostly noise."""
+MAX_BLOCKS = 8
+"""Blocks per side when the steps allow (8 ratios: a t-interval with 7 degrees of freedom)."""
+MIN_BLOCKS = 2
+"""Fewest blocks per side (one A B B A cycle)."""
+WAITED_NS = 500_000
+"""A real step whose batch took longer than this (or 5 % of an ideal step) to come
+waited for the loader: the queue filled during the ideal block is used up."""
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """How one pass interleaves: ``warmup`` real steps first (the cache filled from them),
+    then ``blocks`` blocks of ``block`` steady steps per side in A B B A order, ``drain``
+    steps left out at the start of each block that follows the other side's."""
+
+    warmup: int
+    block: int
+    blocks: int
+    drain: int
+    settle: int = 0
+    """Ideal steps left out at the start of an ideal block that follows a real one (the
+    workers finishing the batches they had in hand); 0: ``drain``."""
+
+    def order(self) -> list[str]:
+        """The side of each block: real, ideal, ideal, real, real, ideal, ..."""
+        out = []
+        for b in range(self.blocks):
+            out += list(SIDES if b % 2 == 0 else SIDES[::-1])
+        return out
+
+    def block_steps(self) -> list[tuple[str, int, int]]:
+        """(side, steps served, steps left out at its start) for each block of the pass."""
+        out, before = [], None
+        for k, side in enumerate(self.order()):
+            change = self.drain if side == "real" else (self.settle or self.drain)
+            skip = self.warmup if k == 0 else (change if side != before else 0)
+            out.append((side, self.block + skip, skip))
+            before = side
+        return out
+
+    @property
+    def total_steps(self) -> int:
+        """Every step the pass serves, both sides, warm-up and drains included."""
+        return sum(n for _, n, _ in self.block_steps())
+
+    def real_batches(self) -> int:
+        """Batches the pass draws from the loader."""
+        return sum(n for side, n, _ in self.block_steps() if side == "real")
+
+
+def queue_depth(loader: Any) -> int:
+    """Batches a DataLoader has asked its workers for ahead of the loop
+    (``prefetch_factor × num_workers``); 0 for a loader without workers."""
+    info = loader_settings(loader)
+    workers = info.get("num_workers")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 0:
+        return 0
+    factor = info.get("prefetch_factor")
+    return workers * (factor if isinstance(factor, int) and factor > 0 else 2)
+
+
+def plan_blocks(
+    steps: int,
+    warmup: int,
+    num_cached_batches: int,
+    depth: int,
+    loader_len: Optional[int] = None,
+    blocks: Optional[int] = None,
+) -> Optional[BlockPlan]:
+    """The plan for ``steps`` steps per side (warm-up included, as for a real run), with
+    ``depth`` batches prefetched; fitted into ``loader_len`` batches when the loader has
+    a length. None when the steps (or the loader) are too few to interleave."""
+    first = max(warmup, num_cached_batches, 1)
+    drain, settle = 2 * depth + 1, max(depth, 1)
+    steady = steps - warmup
+    for n in [blocks] if blocks else range(MAX_BLOCKS, MIN_BLOCKS - 1, -2):
+        # a side's steps hold its drained ones too (every other real block follows an
+        # ideal one): the pass takes no longer than a real run and an ideal run would
+        drains = (n // 2) * drain
+        block = (steady - drains) // n
+        if loader_len is not None:  # the pass must not run past the loader's end
+            block = min(block, (loader_len - first - drains) // n)
+        if block >= MIN_BLOCK:
+            return BlockPlan(first, block, n, drain, settle)
+    return None
+
+
+class _Side:
+    """What the loop recorded of one side: its blocks (epochs) and its run log."""
+
+    def __init__(self, name: str, label: str, metrics_file: Optional[str]) -> None:
+        self.name = name
+        self.label = label
+        self.epochs: list[EpochRecord] = []
+        self.metrics_file = metrics_file
+        self.writer: Optional[MetricsWriter] = MetricsWriter(metrics_file) if metrics_file else None
+        self.final: Optional[Run] = None
+        self.spans: list[tuple[int, Optional[int]]] = []
+        """(start, end) clock of each block, for the utilisation ticks of this side."""
+
+
+class InterleavedEvaluator:
+    """Wrap a DataLoader so that one loop over it measures a real and an ideal run
+    interleaved in blocks (see the module's notes). Iterate it like the loader; each
+    ``iter()`` is a pass of ``len()`` steps.
+
+    Args:
+        dataloader: a re-iterable loader of batches (a DataLoader).
+        steps: steps per side, warm-up included (as a real run's ``steps``); or
+            ``"auto"``: A B B A cycles go on until the speedup is known to ± ``rel``
+            of the :class:`AutoStop` (at least two cycles) or its ``max_steps`` per side.
+        warmup: real steps at the start of a pass left out (the cache fills during
+            them, so they are at least ``num_cached_batches``).
+        num_cached_batches, cache_on, cache_budget_bytes, device: the replay cache, as
+            for :class:`LoaderEvaluator`.
+        blocks: blocks per side (None: as many as the steps allow, up to 8).
+        metrics_files: ``{"real": path, "ideal": path}`` run logs, written (as a journal)
+            at every block's end.
+        first_batch: called with the first real batch (a check the caller makes).
+    """
+
+    mode = "interleave"
+
+    def __init__(
+        self,
+        dataloader: Any,
+        *,
+        steps: Any = 200,
+        warmup: int = 10,
+        num_cached_batches: int = 20,
+        cache_on: str = "host",
+        cache_budget_bytes: Optional[int] = None,
+        device: Any = None,
+        blocks: Optional[int] = None,
+        sample_interval_s: Optional[float] = 0.1,
+        auto_stop: Optional[AutoStop] = None,
+        worker_timing: bool = False,
+        label: Optional[str] = None,
+        metrics_files: Optional[dict[str, Optional[str]]] = None,
+        first_batch: Optional[Callable[[Any], None]] = None,
+        clock: Optional[Clock] = None,
+    ) -> None:
+        if not hasattr(dataloader, "__iter__"):
+            raise LoadEvalError(
+                f"InterleavedEvaluator needs an iterable of batches such as a DataLoader, "
+                f"not {a_kind(dataloader)}."
+            )
+        if steps == "auto":
+            auto_stop = auto_stop or AutoStop()
+        check_int("warmup", warmup, 0)
+        check_int("num_cached_batches", num_cached_batches, 1)
+        self.dataloader = dataloader
+        self.auto_stop = auto_stop
+        self.warmup = warmup
+        self.num_cached_batches = num_cached_batches
+        self.cache_on = cache_on
+        self.label = label
+        self.clock: Clock = clock or DEFAULT_CLOCK
+        self.worker_timing = bool(worker_timing)
+        self.first_batch = first_batch
+        self.depth = queue_depth(dataloader)
+        n = safe_len(dataloader)
+        if auto_stop is not None:
+            per_side = auto_stop.max_steps
+            plan = plan_blocks(
+                max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup,
+                warmup,
+                num_cached_batches,
+                self.depth,
+                n,
+                blocks=2,
+            )
+        else:
+            check_int("steps", steps, 1)
+            per_side = steps
+            plan = plan_blocks(steps, warmup, num_cached_batches, self.depth, n, blocks)
+        if plan is None:
+            raise LoadEvalError(
+                f"{per_side} steps per side are too few to interleave (the loader has "
+                f"{n if n is not None else 'no'} batches): pass more steps, or run the sides "
+                "one after the other (interleave=False)."
+            )
+        self.plan = plan
+        self.steps = per_side
+        """Steps per side (warm-up included), as for one run."""
+        self.cache = ReplayCache(
+            num_cached_batches, cache_on=cache_on, budget_bytes=cache_budget_bytes, device=device
+        )
+        self.cache_budget_bytes = cache_budget_bytes
+        files = metrics_files or {}
+        self._sides = {s: _Side(s, (label or s) if s == "real" else s, files.get(s)) for s in SIDES}
+        self._t0: Optional[int] = None
+        self._sampler: Optional[UtilSampler] = (
+            UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
+        )
+        me = weakref.ref(self)
+        if self._sampler is not None:
+            self._sampler.worker_pids = lambda: _worker_pids(me)
+        self._loader_info = loader_settings(dataloader)
+        self._timer: Optional[WorkerFetchTimer] = None
+        self._src: Any = None
+        self._started_persistent: Optional[bool] = None
+        self._open: Optional[Generator[Any, None, None]] = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._sigint = SigintStamp(self.clock)
+        self._samples: Optional[int] = None
+        self.passes = 0
+        self.status = "not-started"
+
+    # -- DataLoader look-alike -------------------------------------------------
+    def __len__(self) -> int:
+        if self.auto_stop is not None:  # at most: both sides' max_steps and the drains
+            return 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
+        return self.plan.total_steps
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "dataloader" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["dataloader"], name)
+
+    def __repr__(self) -> str:
+        p = self.plan
+        return (
+            f"InterleavedEvaluator({type(self.dataloader).__name__}, {p.blocks} blocks of "
+            f"{p.block} steps per side, cached={len(self.cache.batches)})"
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._open is not None:
+            self._open.close()  # a pass left open: its generator's finally closes it
+        gen = self._pass()
+        self._open = gen
+        return gen
+
+    # -- the pass --------------------------------------------------------------
+    def _source(self) -> Any:
+        if self._started_persistent is None:
+            self._started_persistent = bool(
+                getattr(self.dataloader, "persistent_workers", False)
+                and getattr(self.dataloader, "_iterator", False) is None
+            )
+        if self.worker_timing:
+            if self._timer is None:
+                self._timer = WorkerFetchTimer(self.dataloader)
+            return self._timer.iter()
+        return iter(self.dataloader)
+
+    def _pass(self) -> Generator[Any, None, None]:
+        clock = self.clock
+        if self._sampler is not None:
+            self._sampler.start()
+        self._sigint.install()
+        if self._t0 is None:
+            self._t0 = clock()
+        self.passes += 1
+        self.status = "running"
+        first_pass = not self.cache.ready
+        if first_pass:
+            self.cache.start(self.dataloader)
+        t = clock()
+        src = self._source()
+        self._src = src
+        setup = clock() - t
+        everything: list[int] = []  # every step's start, for the copy timer
+        copies: Optional[CopyTimer] = None
+        if cuda_in_use():
+            copies = CopyTimer(everything, "cuda", None)
+            copies.install()
+        plan = self.plan
+        blocks = plan.block_steps()
+        k_cache = 0
+        rec: Optional[EpochRecord] = None
+        side: Optional[_Side] = None
+        first_index: dict[int, int] = {}
+        status = "complete"
+        exhausted = False
+        reason = "stopped"
+        try:
+            k = 0
+            while True:
+                if k >= len(blocks):
+                    if self.auto_stop is None:
+                        break
+                    if self._converged():
+                        reason = "converged"
+                        break
+                    if self._side_steps("real") >= self.steps:
+                        reason = "max_steps"
+                        break
+                    blocks += _more_blocks(plan, blocks)
+                name, n_steps, skip = blocks[k]
+                if not first_pass and k == 0:  # a later pass: the cache is full already
+                    skip = max(self.warmup, plan.drain)
+                    n_steps = plan.block + skip
+                side = self._sides[name]
+                rec = EpochRecord(setup_ns=setup if k == 0 else 0, warmup=skip)
+                rec.expected = n_steps
+                setup = 0
+                first_index[id(rec)] = len(everything)
+                side.epochs.append(rec)
+                side.spans.append((clock(), None))
+                real = name == "real"
+                starts, ready = rec.starts, rec.ready
+                for _ in range(n_steps):
+                    now = clock()
+                    starts.append(now)
+                    everything.append(now)
+                    if real:
+                        try:
+                            batch = next(src)
+                        except StopIteration:
+                            exhausted = True
+                            break
+                        ready.append(clock())
+                        if not self.cache.full:
+                            self.cache.add(batch)
+                            if self.cache.full:
+                                self.cache.seal()
+                        if self._samples is None:
+                            self._first(batch)
+                    else:
+                        if not self.cache.ready:
+                            self.cache.seal()
+                            if not self.cache.batches:
+                                raise LoadEvalError(nothing_to_measure(self.dataloader))
+                        batches = self.cache.batches
+                        batch = batches[k_cache % len(batches)]
+                        k_cache += 1
+                    yield batch
+                if exhausted:
+                    break
+                # the run logs are written where the next block leaves out its first steps
+                # anyway (a change of side), or at the end, never inside a side's stretch
+                last = k + 1 >= len(blocks) and self.auto_stop is None
+                self._end_block(
+                    side, rec, clock(), last or blocks[min(k + 1, len(blocks) - 1)][0] != name
+                )
+                rec = None
+                k += 1
+        except GeneratorExit:
+            status = "stopped"
+        except BaseException:
+            status = "stopped" if self._sigint.at is not None else "source-error"
+            raise
+        finally:
+            with interrupts_deferred():
+                if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
+                    why = "loader exhausted" if exhausted else reason
+                    for s in self._sides.values():
+                        for r in s.epochs:
+                            r.auto_reason = r.auto_reason or why
+                self._end_pass(side, rec, status, exhausted, src, copies, everything, first_index)
+
+    def _first(self, batch: Any) -> None:
+        try:
+            self._samples = leading_dim(batch)
+        except Exception:
+            self._samples = None
+        if self.first_batch is not None:
+            check, self.first_batch = self.first_batch, None
+            check(batch)
+
+    def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
+        """A block is over: its closing stamp is the next step's start (taken now)."""
+        if side.name == "real":
+            if len(rec.starts) == len(rec.ready):
+                rec.starts.append(now)
+            if rec.warmup == self.plan.drain and len(self._sides["real"].epochs) > 1:
+                rec.warmup = self._drained(rec)
+        else:
+            rec.starts.append(now)
+            rec.last_end_known = True
+        rec.end_ns = now
+        rec.status = "complete"
+        side.spans[-1] = (side.spans[-1][0], now)
+        rec.finished = True
+        if write:
+            self._journal(side)
+
+    def _end_pass(
+        self,
+        side: Optional[_Side],
+        rec: Optional[EpochRecord],
+        status: str,
+        exhausted: bool,
+        src: Any,
+        copies: Optional[CopyTimer],
+        everything: list[int],
+        first_index: dict[int, int],
+    ) -> None:
+        now = self.clock()
+        try:
+            if cuda_in_use():
+                cuda_synchronize()
+            if side is not None and rec is not None and not rec.finished:
+                if exhausted:
+                    rec.status = "complete"
+                    rec.end_ns = now
+                    side.spans[-1] = (side.spans[-1][0], now)
+                    rec.finished = True
+                    self._journal(side)
+                else:
+                    rec.end_ns = now
+                    rec.status = status
+                    side.spans[-1] = (side.spans[-1][0], now)
+                    rec.finished = True
+                    self._journal(side)
+            if copies is not None:
+                copies.uninstall()
+                per = copies.per_step(len(everything))
+                for s in self._sides.values():
+                    for r in s.epochs:
+                        i = first_index.get(id(r))
+                        if i is not None and r.copies is None:
+                            r.copies = per[i : i + len(r.starts)]
+            if self._sampler is not None:
+                self._sampler.pause()
+            if not getattr(self.dataloader, "persistent_workers", False):
+                shutdown_source(src)
+            end_prepared_epoch(self.dataloader)
+            if not self.cache.ready:
+                self.cache.seal()
+            else:
+                self.cache.check_mutation()
+        finally:
+            self._src = None
+            self._open = None
+            self.status = status
+            self._sigint.uninstall()
+
+    def _drained(self, rec: EpochRecord) -> int:
+        """Steps at the start of a real block that follows an ideal one, to leave out.
+
+        The first ``prefetch_factor × num_workers`` came from the queue the workers filled
+        while the ideal block ran; the workers also got ahead while those were served, so
+        the next few come early too. The block is steady from its first step that waited
+        for its batch (or, for a loader that keeps ahead of the loop, after the queue)."""
+        depth = self.depth
+        ideal = self._sides["ideal"].epochs
+        ref = 0
+        if ideal:
+            st = ideal[-1].starts
+            if len(st) > 1:
+                ref = (st[-1] - st[0]) // (len(st) - 1)
+        starts, ready = rec.starts, rec.ready
+        queued = sorted(ready[i] - starts[i] for i in range(min(depth, len(ready))))
+        # a batch taken from the queue still costs its hand-over (unpickling, pinning)
+        waited = max(WAITED_NS, ref // 20, 2 * queued[len(queued) // 2] if queued else 0)
+        for i in range(depth, len(ready)):
+            if ready[i] - starts[i] > waited:
+                return min(i, self.plan.drain)
+        return depth  # no step waited: the loader keeps ahead, only the queue came early
+
+    def _side_steps(self, name: str) -> int:
+        return sum(len(r.starts) for r in self._sides[name].epochs)
+
+    def _converged(self) -> bool:
+        """Adaptive: each side's step time known to ± ``rel`` (as :class:`AutoStop` asks of
+        one run), over two A B B A cycles at least."""
+        assert self.auto_stop is not None
+        runs = [self._run(s) for s in SIDES]
+        if min(len(r.epochs) for r in runs) < 2 * MIN_BLOCKS:
+            return False
+        return all(self.auto_stop.precise_enough(r.steady_step_s()) for r in runs)
+
+    def _journal(self, side: _Side) -> None:
+        if side.writer is None:
+            return
+        with self._lock:
+            try:
+                side.writer.epoch_ended(
+                    lambda e, t: self._run(side.name, first_epoch=e, first_tick=t)
+                )
+            except Exception:  # never lose the run over a bad path
+                side.writer = None
+
+    # -- results ----------------------------------------------------------------
+    @property
+    def total_steps(self) -> int:
+        return sum(self._side_steps(s) for s in SIDES)
+
+    def side_steps(self, name: str) -> list[int]:
+        """Step times (ns) of ``name``'s completed steps so far, in order."""
+        return self._run(name).step_ns
+
+    def to_runs(self) -> dict[str, Run]:
+        """``{"real": Run, "ideal": Run}``: each side's blocks as its epochs."""
+        return {s: self.to_run(s) for s in SIDES}
+
+    def to_run(self, side: str = "real") -> Run:
+        s = self._sides[side]
+        return s.final if s.final is not None else self._run(side)
+
+    def _run(self, name: str, first_epoch: int = 0, first_tick: int = 0) -> Run:
+        s = self._sides[name]
+        t0 = self._t0 or 0
+        real = name == "real"
+        util = None
+        if self._sampler is not None:
+            util = _ticks_within(self._sampler.series(t0), s.spans, t0, first_tick)
+        return build_run(
+            s.epochs[first_epoch:],
+            first_epoch=first_epoch,
+            mode="log" if real else "replay",
+            measure_wait=real,
+            t0_ns=t0,
+            now_ns=self.clock(),
+            warmup=self.warmup,
+            label=s.label,
+            loader=self._loader_info,
+            settings={
+                "num_cached_batches": self.num_cached_batches,
+                "batches_cached": len(self.cache.batches) if self.cache.ready else 0,
+                "max_steps": self.steps,
+                "auto_stop": self.auto_stop.to_dict() if self.auto_stop is not None else None,
+                "cache_on": None if real else self.cache_on,
+                "cache_bytes": None if real else self.cache.nbytes,
+                "cache_budget_bytes": self.cache_budget_bytes,
+                "cached_shapes_differ": None if real else self.cache.shapes_differ,
+                "interleaved": {
+                    "block": self.plan.block,
+                    "blocks": self.plan.blocks,
+                    "drain": self.plan.drain,
+                    "settle": self.plan.settle,
+                    "pass_steps": self.plan.total_steps if self.auto_stop is None else None,
+                },
+            },
+            environment=environment(step_path()),
+            samples_per_batch=self._samples if real else self.cache.samples_per_batch,
+            short_last_batch=False,
+            auto_stop=self.auto_stop is not None,
+            util=util,
+            worker_load_ns=(
+                self._timer.load_ns() if real and self._timer and self._timer.available else None
+            ),
+        )
+
+    # -- life cycle ------------------------------------------------------------------
+    def close(self) -> None:
+        """End a pass still open, stop the samplers and the workers this wrapper started,
+        and fold each side's journal into its run log."""
+        if self._open is not None:
+            self._open.close()
+        if self._sampler is not None:
+            self._sampler.stop()
+        if self._timer is not None:
+            self._timer.close()
+        if self._started_persistent:
+            shutdown_persistent_workers(self.dataloader)
+            self._started_persistent = None
+        if not self._closed:
+            self._closed = True
+            for s in self._sides.values():
+                s.final = self._run(s.name)
+                if s.writer is not None:
+                    try:
+                        s.writer.write_all(s.final)
+                    except Exception:
+                        pass
+
+    def release(self) -> None:
+        """:meth:`close`, then let go of the replay cache."""
+        self.close()
+        self.cache.release()
+
+    def __enter__(self) -> InterleavedEvaluator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- live reading ---------------------------------------------------------------
+    @property
+    def util_sampler(self) -> Optional[UtilSampler]:
+        return self._sampler
+
+    @property
+    def started_ns(self) -> Optional[int]:
+        return self._t0
+
+    def side_at(self, t_ns: int) -> Optional[str]:
+        """Which side ran at clock time ``t_ns`` (None: between blocks or outside the pass)."""
+        for name, s in self._sides.items():
+            for a, b in reversed(s.spans):
+                if a <= t_ns and (b is None or t_ns <= b):
+                    return name
+        return None
+
+    def worker_pids(self) -> set[int]:
+        workers = getattr(self._src, "_workers", None) or ()
+        return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+
+    def steps_since(
+        self, side: str, cursor: tuple[int, int] = (0, 0)
+    ) -> tuple[list[int], tuple[int, int]]:
+        """``side``'s step times (ns) completed since ``cursor`` (block, step), and the
+        new cursor. Safe to call from another thread while the loop runs."""
+        e, i = cursor
+        out: list[int] = []
+        epochs = self._sides[side].epochs
+        real = side == "real"
+        while e < len(epochs):
+            rec = epochs[e]
+            if not rec.finished:
+                starts = rec.starts
+                n = len(starts) - 1
+                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
+                return out, (e, max(i, n))
+            out.extend(epoch_steps(rec, measure_wait=real).step_ns[i:])
+            e, i = e + 1, 0
+        return out, (e, i)
+
+
+def _more_blocks(plan: BlockPlan, done: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Adaptive: one more A B B A cycle after the blocks ``done``."""
+    last = done[-1][0]
+    out = []
+    for side in ("real", "ideal", "ideal", "real"):
+        change = plan.drain if side == "real" else (plan.settle or plan.drain)
+        skip = change if side != last else 0
+        out.append((side, plan.block + skip, skip))
+        last = side
+    return out
+
+
+def _ticks_within(
+    series: dict[str, Any], spans: list[tuple[int, Optional[int]]], t0: int, first: int = 0
+) -> dict[str, Any]:
+    """``series`` (times relative to ``t0``) cut to the ticks inside ``spans``, from the
+    ``first`` of those on."""
+    t = series.get("t_ns") or []
+    inside = [any(a - t0 <= x and (b is None or x <= b - t0) for a, b in spans) for x in t]
+    keep, seen = [], 0
+    for k in inside:
+        keep.append(k and seen >= first)
+        seen += k
+
+    def cut(v: Any) -> Any:
+        if isinstance(v, list) and len(v) == len(t):
+            return [x for x, k in zip(v, keep) if k]
+        if isinstance(v, list) and v and all(isinstance(x, list) and len(x) == len(t) for x in v):
+            return [[x for x, k in zip(d, keep) if k] for d in v]
+        return v
+
+    out = {k: cut(v) for k, v in series.items()}
+    for part in ("gpu", "cpu"):
+        if isinstance(series.get(part), dict):
+            out[part] = {k: cut(v) for k, v in series[part].items()}
+    return out
+
+
+def block_ratios(real: Run, ideal: Run) -> list[float]:
+    """Real over ideal mean steady step of each block pair (block *k* of each side)."""
+    a, b = _block_means(real), _block_means(ideal)
+    return [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
+
+
+def _block_means(run: Run) -> dict[int, float]:
+    sums: dict[int, list[float]] = {}
+    for k in run.steady_indices():
+        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
+    return {e: sum(v) / len(v) for e, v in sums.items() if v}
+
+
+T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
+
+
+def t_half_width(values: list[float]) -> float:
+    """Half-width of a 95 % t-interval of the mean of ``values`` (two or more)."""
+    n = len(values)
+    m = sum(values) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    t = T975[n - 2] if n - 1 <= len(T975) else 2.0
+    return t * sd / math.sqrt(n)
+
+
+def _worker_pids(ref: weakref.ref[InterleavedEvaluator]) -> Optional[set[int]]:
+    ev = ref()
+    return ev.worker_pids() if ev is not None else None
