@@ -39,14 +39,15 @@ def check_straggler(report, slow: int) -> None:
 @retry_once
 def test_two_ranks_one_slow(tmp_path):
     tmp_path = fresh(tmp_path)
-    p = loadeval("run", *QUICK, "--nproc-per-node", "2", "--log-dir", str(tmp_path), DDP,
-                 "--slow-rank", "1")  # fmt: skip
+    logs, html = tmp_path / "logs", tmp_path / "ranks.html"
+    p = loadeval("run", *QUICK, "--nproc-per-node", "2", "--log-dir", str(logs), "-o", str(html),
+                 DDP, "--slow-rank", "1")  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    report = gather_logs(tmp_path)
+    report = gather_logs(logs)
     check_straggler(report, 1)
-    assert p.stdout == f"{report}\n"  # the parent printed the ranks' report
+    assert p.stdout == f"{report}\n{html}\n"  # the parent printed the ranks' report
     for which in ("real", "ideal"):
-        assert len(glob.glob(str(tmp_path / f"*-{which}-rank[01].json"))) == 2
+        assert len(glob.glob(str(logs / f"*-{which}-rank[01].json"))) == 2
     assert leftovers() == []
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from loadeval_nb import diagnose
+from loadeval_nb.integrations._script.sides import interleave_available
 from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 from tests.timing import excused_if_busy, retry_once
 
@@ -37,16 +38,17 @@ def stopwatch_mean_s(path, warmup):
 def test_an_input_bound_plain_loop(tmp_path):
     tmp_path = fresh(tmp_path)
     # 8 items x 5 ms = 40 ms a batch per worker, 2 workers: a batch every 20 ms; the step 10 ms
-    watch, marker = tmp_path / "stopwatch.jsonl", tmp_path / "marker"
+    watch, marker, html = tmp_path / "stopwatch.jsonl", tmp_path / "marker", tmp_path / "r.html"
     p = loadeval(
-        "run", *QUICK, "--log-dir", str(tmp_path), PLAIN,
+        "run", *QUICK, "--log-dir", str(tmp_path), "-o", str(html), PLAIN,
         "--item-ms", "5", "--step-ms", "10", "--workers", "2", "--epochs", "2",
         "--stopwatch", str(watch), "--marker", str(marker),
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     real, ideal = runs(tmp_path)
     d = diagnose(real, ideal)
-    assert p.stdout == f"{d}\n"  # as python -m loadeval_nb diagnose prints it
+    # the verdict as python -m loadeval_nb diagnose prints it, then the report's path
+    assert p.stdout == f"{d}\n{html}\n" and html.stat().st_size > 100_000
     with excused_if_busy(d):
         assert d.verdict == INPUT_BOUND, d
         assert 0.0175 <= d.real_step_s <= 0.026, d
@@ -79,6 +81,26 @@ def test_a_compute_bound_plain_loop(tmp_path):
         assert d.verdict == NOT_INPUT_BOUND, d
         assert 0.079 <= d.real_step_s <= 0.088, d
         assert d.speedup < 1.05, d
+
+
+@pytest.mark.skipif(not interleave_available(), reason="the core has no interleaved pair")
+@retry_once
+def test_both_sides_interleaved_in_one_child(tmp_path):
+    tmp_path = fresh(tmp_path)
+    marker = tmp_path / "marker"
+    p = loadeval(
+        "run", "--interleave", "--steps", "80", *QUICK[2:], "--log-dir", str(tmp_path), PLAIN,
+        "--item-ms", "5", "--step-ms", "10", "--workers", "2", "--marker", str(marker),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stderr.count("loadeval_nb: the real and the ideal run, interleaved") == 1
+    d = diagnose(*runs(tmp_path))
+    assert p.stdout == f"{d}\n"
+    with excused_if_busy(d):
+        assert d.verdict == INPUT_BOUND, d
+        assert 1.5 <= d.speedup <= 2.4, d
+    assert marker.read_text() == "finally\natexit\n"  # one child ran the script, once
+    assert leftovers() == []
 
 
 def test_a_script_that_fails_gets_its_traceback_and_one_sentence(tmp_path):

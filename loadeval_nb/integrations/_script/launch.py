@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -157,13 +158,12 @@ def run_side(
     tree = Tree(proc.pid)
     start = time.monotonic()
     measured_at: Optional[float] = None
+    exited = _exit_waiter(proc)
     try:
         while True:
-            try:
-                rc = proc.wait(timeout=poll_s)
+            rc = exited(poll_s)
+            if rc is not None:
                 break
-            except subprocess.TimeoutExpired:
-                pass
             tree.follow()
             now = time.monotonic()
             if measured_at is None and measured():
@@ -178,9 +178,38 @@ def run_side(
         tree.stop()
         proc.wait()
         raise
+    finally:
+        exited(None)
     tree.follow()
     # workers still on their way out are given a moment; the rest are the script's leftovers
     _, left = psutil.wait_procs([p for p in tree.alive() if p.pid != proc.pid], timeout=2.0)
     if left:
         tree.stop()
     return Ended(rc, leftovers=len(left))
+
+
+def _exit_waiter(proc: subprocess.Popen[bytes]) -> Callable[[Optional[float]], Optional[int]]:
+    """``exited(timeout_s)``: the process's exit code, once it has exited, waiting at
+    most ``timeout_s`` (None: let go of what it holds). A pidfd wakes the wait the moment
+    the process exits (Linux); elsewhere ``Popen.wait``'s polling (up to 50 ms late)."""
+    try:
+        fd: Optional[int] = os.pidfd_open(proc.pid)  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        fd = None
+
+    def exited(timeout_s: Optional[float]) -> Optional[int]:
+        nonlocal fd
+        if timeout_s is None:
+            if fd is not None:
+                os.close(fd)
+                fd = None
+            return None
+        if fd is not None:
+            select.select([fd], [], [], timeout_s)
+            return proc.poll()
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    return exited
