@@ -186,6 +186,15 @@ def advice(d: Diagnosis) -> list[Piece]:
             "Rerun when the machine is quiet: other processes were using it during the "
             f"{runs}, so these numbers may be off."
         ]
+    if d.verdict == NOT_ENOUGH_DATA and (
+        "the epoch is the limit" in (d.reason or "")
+        or any("fewer than the" in n and "steps asked" in n for n in d.notes)
+    ):
+        return [
+            "The loader's epoch is the limit, not the number of steps: more steps cannot "
+            "come from one pass over it. Loop over several epochs in the cell, or use a longer "
+            "loader, so that the difference can be told from noise."
+        ]
     if d.verdict == NOT_ENOUGH_DATA:
         return [
             "Run more steps (",

@@ -51,3 +51,11 @@ def test_a_step_cap_still_asks_for_more_steps():
     (note,) = _not_converged(d)
     assert "(max_steps)" in note and "more steps" in note
     assert "epoch is the limit" not in note and "epoch is the limit" not in d.reason
+
+
+def test_not_enough_data_at_the_epoch_s_end_advises_epochs_not_steps():
+    few = _run("log", 20, ["loader exhausted"], n=8)
+    d = diagnose(few, _run("replay", 10, ["converged"], n=8))
+    assert d.verdict == "NOT ENOUGH DATA"
+    text = next(f for f in d.facts().facts if f.key == "advice").text
+    assert "epoch is the limit" in text and "Run more steps" not in text
