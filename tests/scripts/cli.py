@@ -7,6 +7,7 @@ import glob
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Optional
 
@@ -15,7 +16,11 @@ import psutil
 from loadeval_nb import Run, load_run
 
 FIXTURES = Path(__file__).with_name("fixtures")
-CHILD = "loadeval_nb.integrations._script.child"
+MARK = "LOADEVAL_NB_TEST_SESSION"
+SESSION = uuid.uuid4().hex
+"""Every process these tests start carries it in its environment (its descendants too:
+DataLoader workers, torch's launcher and its ranks), so leftovers are told from the
+processes of anyone else running the same scripts on the machine."""
 
 
 def fixture(name: str) -> str:
@@ -26,6 +31,7 @@ def env() -> dict[str, str]:
     out = dict(os.environ)
     out.pop("CUDA_VISIBLE_DEVICES", None)
     out["PYTHONWARNINGS"] = "ignore"  # the frameworks' deprecation notes are not ours to read
+    out[MARK] = SESSION
     return out
 
 
@@ -60,12 +66,11 @@ def runs(log_dir: Path, rank: Optional[int] = None) -> tuple[Run, Run]:
 
 
 def leftovers() -> list[str]:
-    """Processes of the scripts' still running anywhere on the machine (an orphan is no
-    longer our child, so the suite's own leak check would not see it)."""
+    """Processes these tests started still running anywhere on the machine (an orphan is
+    no longer our child, so the suite's own leak check would not see it)."""
     out = []
     for p in psutil.process_iter(["pid", "cmdline", "status"]):
         with contextlib.suppress(psutil.Error):
-            cmd = " ".join(p.info["cmdline"] or [])
-            if p.info["status"] != psutil.STATUS_ZOMBIE and (str(FIXTURES) in cmd or CHILD in cmd):
-                out.append(f"{p.info['pid']}: {cmd}")
+            if p.info["status"] != psutil.STATUS_ZOMBIE and p.environ().get(MARK) == SESSION:
+                out.append(f"{p.info['pid']}: {' '.join(p.info['cmdline'] or [])}")
     return out

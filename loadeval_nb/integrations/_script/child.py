@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import time
 import traceback
 from typing import Optional
 
@@ -99,9 +100,13 @@ def main(target: list[str]) -> int:
             if picker.status is not None:  # after its steps: not ours to report
                 status = picker.status
             else:
+                failed_at = time.monotonic()
                 _print_script_traceback(e)
                 status = ChildStatus(
-                    "script-failed", rank=rank, error=f"{type(e).__name__}: {e}".strip()
+                    "script-failed",
+                    rank=rank,
+                    error=f"{type(e).__name__}: {e}".strip(),
+                    failed_at=failed_at,
                 )
                 code = 1
             del e

@@ -296,11 +296,27 @@ def _side_error(
     return None
 
 
+PEER_GONE = re.compile(
+    r"DistBackendError|DistNetworkError|Connection closed by peer|Connection reset by peer|"
+    r"remote worker crashing|Broken pipe|communicator was aborted",
+)
+"""A rank's error that says another rank went away: a consequence, not the cause."""
+
+
 def _first_bad(bad: dict[str, ChildStatus]) -> tuple[str, ChildStatus]:
     """The status that says most about a failed side: a failure before a refusal before an
-    exit; the lowest rank first."""
+    exit; among failures, one that is not a collective failing because another rank went
+    away (its ``finally`` may tear the group down before its error reaches us), then the
+    first."""
     order = {"script-failed": 0, "refused": 1, "script-exited": 2}
-    rank = min(bad, key=lambda r: (order.get(bad[r].outcome, 3), int(r) if r.isdigit() else -1))
+
+    def key(r: str) -> tuple[int, bool, float, int]:
+        st = bad[r]
+        at = st.failed_at if st.failed_at is not None else float("inf")
+        gone = bool(PEER_GONE.search(st.error))
+        return order.get(st.outcome, 3), gone, at, int(r) if r.isdigit() else -1
+
+    rank = min(bad, key=key)
     return rank, bad[rank]
 
 

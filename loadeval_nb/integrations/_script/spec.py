@@ -102,6 +102,10 @@ class ChildStatus:
     """The script ended the measured pass itself, before ``steps``."""
     passes: list[str] = field(default_factory=list)
     """The DataLoader passes the script made that were not measured, in words."""
+    failed_at: Optional[float] = None
+    """When the script's exception reached us (``time.monotonic()``, one clock for the
+    whole machine): among ranks, the first to fail is the cause, the others usually fail
+    in a collective after it."""
 
     def save(self, status_dir: str) -> str:
         return write_text_atomic(status_path(status_dir, self.rank), json.dumps(asdict(self)))
