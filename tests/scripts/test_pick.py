@@ -57,7 +57,7 @@ def test_a_pass_under_no_grad_and_a_short_pass_are_not_the_training_pass(tmp_pat
     assert st.loader_settings["len"] == 20 and not st.stopped_by_script
     assert picker.passes == [
         "DataLoader #1 (batch_size 1, 5 batches, Tensor), pass 1 under no_grad",
-        "DataLoader #2 (batch_size 1, 20 batches, Tensor), pass 1 was left after 1 batches",
+        "DataLoader #2 (batch_size 1, 20 batches, Tensor), pass 1 was left after 1 batch",
     ]
     assert os.path.exists(st.log_paths["real"])
 

@@ -257,7 +257,8 @@ class Picker:
     ) -> None:
         if not chosen:
             how = "ended" if not by_script else "was left"
-            self.passes.append(f"{in_words(k, info)}, pass {p} {how} after {n} batches")
+            batches = f"{n} batch{'es' if n != 1 else ''}"
+            self.passes.append(f"{in_words(k, info)}, pass {p} {how} after {batches}")
             self._let_go(wrapper, loader)
             return
         try:
