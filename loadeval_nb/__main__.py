@@ -172,8 +172,11 @@ def _check_out(path: str) -> None:
         )
 
 
-def _run(args: argparse.Namespace, target: list[str]) -> int:
-    from .integrations import ScriptHooks, Torchrun, run_script
+def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Any]:
+    """``run``'s options (parsed by its parser) as the settings and the ranks
+    (``Torchrun`` or None) to run a script with; :class:`LoadEvalError` naming the option
+    for a bad one. ``%loadeval_run`` takes the same options through here."""
+    from .integrations import Torchrun
 
     steps: Any = "auto" if args.steps == "auto" else args.steps
     if steps != "auto":
@@ -217,6 +220,21 @@ def _run(args: argparse.Namespace, target: list[str]) -> int:
             rdzv_endpoint=args.rdzv_endpoint,
             rdzv_id=args.rdzv_id,
         )
+    return settings, ranks
+
+
+def run_parser(prog: str = "python -m loadeval_nb") -> argparse.ArgumentParser:
+    """The ``run`` command's own options (``split_run`` separates them from the script's)."""
+    p = argparse.ArgumentParser(prog=prog)
+    sub = p.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    return sub.choices["run"]
+
+
+def _run(args: argparse.Namespace, target: list[str]) -> int:
+    from .integrations import ScriptHooks, run_script
+
+    settings, ranks = script_settings(args)
 
     class Say(ScriptHooks):
         def side_started(self, which: str, log_dir: str, stamp: str) -> None:

@@ -25,14 +25,17 @@ from .explore.runner import (
 from .explore.sweep_spec import config_label
 from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
 from .ranks import ranks_result
+from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
 from .record.history import HistoryRow, load_history, save_history
 from .verdict.diagnose import as_run
 
 __all__ = [
     "Action",
+    "FolderFollower",
     "HistoryRow",
     "PAIR_NEEDS_TWO_PASSES",
     "RUNGS",
+    "RunFollower",
     "a_kind",
     "as_run",
     "check_choice",
@@ -51,8 +54,10 @@ __all__ = [
     "load_history",
     "loader_knobs",
     "log_path",
+    "looks_final",
     "moved_name",
     "option_name",
+    "parse_log_name",
     "ranks_result",
     "refuse_one_shot",
     "said",

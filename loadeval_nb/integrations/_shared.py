@@ -7,16 +7,20 @@ from ._common import bound_method
 from ._huggingface import AUTO_REFUSED as HF_NO_AUTO
 from ._huggingface import is_hf_trainer, trainer_train_loader
 from ._lightning import datamodule_train_loader, is_lightning_datamodule, is_lightning_trainer
+from ._script.run import check_target, describe_target, label_of
 from ._target import Target, target_for
 
 __all__ = [
     "HF_NO_AUTO",
     "Target",
     "bound_method",
+    "check_target",
     "datamodule_train_loader",
+    "describe_target",
     "is_hf_trainer",
     "is_lightning_datamodule",
     "is_lightning_trainer",
+    "label_of",
     "target_for",
     "trainer_train_loader",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..core import LoadEvalError, OptionError, RunSettings, plan_run, prepare_sweep
@@ -95,7 +95,66 @@ def _unquote(text: str) -> str:
 
 @magics_class
 class LoadEvalMagics(Magics):
-    """The ``%%loadeval`` cell magic."""
+    """The ``%%loadeval`` cell magic, and the ``%loadeval_run`` and ``%loadeval_watch`` line
+    magics (a script, unmodified, measured from the notebook; a job followed from its run
+    logs)."""
+
+    @line_magic
+    def loadeval_run(self, line: str) -> None:
+        """Measure a training script as it is, as ``python -m loadeval_nb run`` does, with
+        the live dashboard, the verdict card and a rerun panel::
+
+            %loadeval_run [options] SCRIPT [ARGS...]
+            %loadeval_run [options] -m MODULE [ARGS...]
+
+        A fresh process runs the script for each side (the real run, then the ideal run:
+        its training DataLoader's batches replayed from memory); its output shows here.
+        The options are the command's (``%loadeval_run -h`` lists them): ``--steps``,
+        ``--warmup``, ``--cache``, ``--cache-on``, ``--log-dir``, ``-o``, ``--loader``,
+        ``--interleave``, ``--timeout``, ``--nproc-per-node`` (torch's launcher, one line
+        per rank), ``--nnodes``, ``--rdzv-endpoint``, ``--rdzv-id``; everything from
+        SCRIPT on is the script's. The result (a ScriptResult: ``.diagnosis``, ``.real``,
+        ``.ideal``, or ``.ranks``) is kept in ``_loadeval``. A script that fails says so in
+        one sentence under its own traceback; interrupting the kernel stops every process
+        of the script.
+        """
+        from ._script import ScriptSession, parse_line
+
+        request = parse_line(line)
+        if request is None:  # -h
+            return
+        args, target, settings, ranks = request
+        session = ScriptSession(self.shell, args, target, settings, ranks)
+        with reads_busy(self.shell):
+            session.show()
+            result = session.start()
+        if result.error is not None:
+            raise UsageError(result.error)
+
+    @magic_arguments()
+    @argument("dir", help="the folder the job writes its run logs to (its --log-dir)")
+    @argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="stop watching after this many seconds and show what is there (default: "
+        "until every side of every rank has its whole run)",
+    )
+    @line_magic
+    def loadeval_watch(self, line: str) -> None:
+        """Follow a job started elsewhere (a torchrun job, a script) from the run logs it
+        writes in DIR: one line per rank and side, live, until every side of every rank
+        has its whole run (or ``--timeout``, or a kernel interrupt: the watch stops, the
+        job goes on); then the gathered ranks' report, or the verdict of a single pair.
+        Only the job written since the watch began is followed. The result is kept in
+        ``_loadeval``::
+
+            %loadeval_watch runs/ --timeout 600
+        """
+        from ._watch import watch
+
+        args = parse_argstring(self.loadeval_watch, line)
+        watch(self.shell, _unquote(args.dir), args.timeout)
 
     @magic_arguments()
     @argument(

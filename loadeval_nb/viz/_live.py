@@ -12,7 +12,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, Legen
 from bokeh.plotting import figure
 
 from ..core._shared import HistoryRow, fmt_rate
-from ._style import COLORS, UTIL_SERIES, base_figure, startup_markers, startup_scale
+from ._style import COLORS, UTIL_SERIES, base_figure, color_of, startup_markers, startup_scale
 
 RUNS = ("real", "ideal")
 LIVE_ROLLOVER = 5000
@@ -32,14 +32,19 @@ def live_step_figure(
         src = ColumnDataSource({"step": [], "step_ms": []}, name=f"live_steps_{name}")
         lines.append(
             p.line(
-                "step", "step_ms", source=src, color=COLORS[name], line_width=1.5, legend_label=name
+                "step",
+                "step_ms",
+                source=src,
+                color=color_of(name),
+                line_width=1.5,
+                legend_label=name,
             )
         )
         sources[name] = src
     startup_scale(p, lines, len(names))
     for slot, name in enumerate(names):
         up = ColumnDataSource({"step": [], "step_ms": [], "text": []}, name=f"live_startup_{name}")
-        startup_markers(p, up, COLORS[name], slot)
+        startup_markers(p, up, color_of(name), slot)
         startups[name] = up
     p.add_tools(HoverTool(tooltips=[("step", "@step"), ("ms", "@step_ms{0.00}")]))
     p.legend.location = "top_right"
@@ -66,7 +71,7 @@ def live_util_figure(
             if key not in cols:
                 continue
             r = p.line(
-                "t_s", key, source=src, color=COLORS[name], line_dash=dash, line_width=line_width
+                "t_s", key, source=src, color=color_of(name), line_dash=dash, line_width=line_width
             )
             items.append(LegendItem(label=f"{name} {label}", renderers=[r]))
     # above the frame, one row per run: inside the plot's width however narrow the

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 from ._bokeh import DisplayOnlyBokehModel, unload_bokehjs_output
-from ._dashboard import gpu_notice
+from ._dashboard import LIVE_ONLY, gpu_notice
+from ._follow import FollowView, Ticker, close_tree
 from ._pusher import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
 from ._saved import static_bundle
 
 __all__ = [
-    "MAX_PUSH_INTERVAL_S",
     "DisplayOnlyBokehModel",
+    "FollowView",
+    "LIVE_ONLY",
+    "MAX_PUSH_INTERVAL_S",
     "Pusher",
+    "Ticker",
+    "close_tree",
     "gpu_notice",
     "next_push_wait",
     "static_bundle",

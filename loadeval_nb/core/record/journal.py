@@ -189,20 +189,37 @@ def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
     if not os.path.isfile(jpath):
         return doc, 0
     try:
+        with open(jpath, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return doc, 0
+    merged, used, dropped = merge_journal_lines(doc, lines)
+    if dropped:
+        log.warning(
+            "loadeval_nb: %s: %d damaged journal line%s left out; the rest of the run loaded.",
+            jpath,
+            dropped,
+            "" if dropped == 1 else "s",
+        )
+    return merged, used
+
+
+def merge_journal_lines(doc: dict[str, Any], lines: list[str]) -> tuple[dict[str, Any], int, int]:
+    """``doc`` (a parsed run log, or one merged already) with the journal ``lines``
+    (text, each ending in a newline but a last one cut short) appended: the merged
+    document, the lines used and the damaged lines left out. :func:`read_journal` reads a
+    whole journal through it; a reader following a run as it goes, the lines appended
+    since its last read."""
+    try:
         steps: dict[str, Optional[list[Any]]] = {
             k: list(v) if v is not None else None for k, v in doc["steps"].items()
         }
         n = len(steps["step_ns"] or [])
     except (KeyError, TypeError, AttributeError):
-        return doc, 0
+        return doc, 0, 0
     epochs = list(doc.get("epochs") or [])
     util, loads = doc.get("util"), doc.get("worker_load_ns")
     status, used = doc.get("status"), 0
-    try:
-        with open(jpath, encoding="utf-8", errors="replace") as f:
-            lines = f.readlines()
-    except OSError:
-        return doc, 0
     dropped = 0
     for raw in lines:
         try:
@@ -235,16 +252,9 @@ def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
             if all(_count(x) for x in more_loads):
                 loads = list(loads) + list(more_loads)
         status, used = _worse(status, line.get("status")), used + 1
-    if dropped:
-        log.warning(
-            "loadeval_nb: %s: %d damaged journal line%s left out; the rest of the run loaded.",
-            jpath,
-            dropped,
-            "" if dropped == 1 else "s",
-        )
     if not used:
-        return doc, 0
+        return doc, 0, dropped
     # summary and DALI keys are derived: recomputed on load, so they are left stale here
     merged = {**doc, "steps": steps, "epochs": epochs, "util": util, "status": status}
     merged["worker_load_ns"] = loads
-    return merged, used
+    return merged, used, dropped

@@ -73,6 +73,7 @@ def main(target: list[str]) -> int:
         spec.warmup,
         want=want,
         expect=spec.expect.get(rank),
+        changes=spec.loader_changes,
         on_measured=lambda status: status.save(spec.status_dir),  # the parent's grace starts
     )
     status: ChildStatus

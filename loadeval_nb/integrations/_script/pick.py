@@ -34,7 +34,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ...core import LoadEvalError
+from ...core import LoadEvalError, rebuild_loader
+from ...core._shared import shutdown_persistent_workers
 from .spec import ChildStatus
 
 
@@ -125,11 +126,15 @@ class Picker:
         want: Optional[tuple[int, Optional[int]]] = None,
         expect: Optional[dict[str, Any]] = None,
         on_measured: Callable[[ChildStatus], None] = lambda status: None,
+        changes: Optional[dict[str, Any]] = None,
     ) -> None:
         self.side = side
         self.warmup = warmup
         self.want = want
         self.expect = expect
+        self.changes = dict(changes or {})
+        """Settings changed on the measured loader (a copy is measured: ``rebuild_loader``)."""
+        self._rebuilt: dict[int, Any] = {}  # id(loader) -> the copy measured in its place
         self.on_measured = on_measured
         self.status: Optional[ChildStatus] = None
         """Set once the steps are measured (``outcome="measured"``)."""
@@ -192,13 +197,17 @@ class Picker:
             self._check_same(k, info)
         self._inside.add(id(loader))  # for the whole pass: the wrapper iterates the loader
         try:
-            wrapper = self.side.make(loader, self.side.paths())
+            measured = loader
+            if self.changes:  # the panel's settings: a copy of the loader is measured
+                measured = self._rebuilt[id(loader)] = rebuild_loader(loader, **self.changes)
+                self._inside.add(id(measured))
+            wrapper = self.side.make(measured, self.side.paths())
             it = iter(wrapper)
         except LoadEvalError as e:
-            self._inside.discard(id(loader))
+            self._release(loader)
             raise Refused(str(e)) from None
         except BaseException:
-            self._inside.discard(id(loader))
+            self._release(loader)
             raise
         gen = self._pass(wrapper, it, loader, k, p, chosen, info)
         self._active, self._active_loader = wrapper, loader
@@ -264,7 +273,7 @@ class Picker:
         try:
             wrapper.close()
         finally:
-            self._inside.discard(id(loader))
+            self._release(loader)
             self._active = self._active_loader = None
         self.status = ChildStatus(
             outcome="measured",
@@ -283,7 +292,7 @@ class Picker:
         try:
             wrapper.close()
         finally:
-            self._inside.discard(id(loader))
+            self._release(loader)
             self._active = self._active_loader = None
             for path in self.side.paths().values():
                 for p in (path, f"{path}.journal"):
@@ -291,6 +300,15 @@ class Picker:
                         os.remove(p)
                     except OSError:
                         pass
+
+    def _release(self, loader: Any) -> None:
+        """The pass of ``loader`` is over: its own ``iter()`` is the script's again, and the
+        copy measured in its place (if any) lets its workers go."""
+        self._inside.discard(id(loader))
+        measured = self._rebuilt.pop(id(loader), None)
+        if measured is not None:
+            self._inside.discard(id(measured))
+            shutdown_persistent_workers(measured)
 
     def close(self) -> None:
         """At the child's end: a pass still open (the script failed or exited inside it)
@@ -301,6 +319,9 @@ class Picker:
                 wrapper.close()
             except Exception:
                 pass
+        for measured in self._rebuilt.values():  # a copy of ours: its workers are ours to stop
+            shutdown_persistent_workers(measured)
+        self._rebuilt.clear()
 
 
 @contextmanager

@@ -31,6 +31,9 @@ from .launch import Ended, Torchrun, command, run_side
 from .sides import INTERLEAVE_MISSING, interleave_available
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
 
+LOADER_CHANGES = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+"""The training loader's settings a run may change (``run_script(loader_changes=...)``)."""
+
 DEFAULT_TIMEOUT_S = 1800.0
 """How long one side may run before its steps are measured (a hung script, a deadlock
 between ranks) before it is stopped."""
@@ -121,6 +124,7 @@ def run_script(
     timeout_s: Optional[float] = DEFAULT_TIMEOUT_S,
     hooks: Optional[ScriptHooks] = None,
     env: Optional[dict[str, str]] = None,
+    loader_changes: Optional[dict[str, Any]] = None,
 ) -> ScriptResult:
     """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
     ARGS...]``) as it is: a fresh child process runs it with its training loader
@@ -129,7 +133,9 @@ def run_script(
     ``ranks`` launches each side with ``torch.distributed.run``. ``loader`` picks the
     ``loader``-th distinct DataLoader the script iterates instead of the rule (see
     ``docs/scripts.md``). ``settings.log_dir`` keeps the run logs (default: a temporary
-    folder, removed).
+    folder, removed). ``loader_changes`` (``num_workers``, ``pin_memory``,
+    ``prefetch_factor``, ``persistent_workers``) measures a copy of the training loader
+    with those settings instead (``rebuild_loader``'s; the notebook's rerun panel).
 
     Raises :class:`LoadEvalError` for a bad option or script path, before anything
     runs; a script that fails, exits or never iterates a DataLoader comes back as the
@@ -151,6 +157,13 @@ def run_script(
             "='auto' stops each rank on its own, which desynchronises the ranks' collectives; "
             "pass a number of steps.",
         )
+    changes = dict(loader_changes or {})
+    unknown = sorted(set(changes) - set(LOADER_CHANGES))
+    if unknown:
+        raise LoadEvalError(
+            f"Cannot change {', '.join(unknown)} on a script's loader; only "
+            f"{', '.join(LOADER_CHANGES)} can be changed."
+        )
     if interleave and not interleave_available():
         raise LoadEvalError(INTERLEAVE_MISSING)
     if timeout_s is not None and not timeout_s > 0:
@@ -170,7 +183,17 @@ def run_script(
     hooks = hooks or ScriptHooks()
     try:
         _run_sides(
-            result, settings, log_dir, stamp, ranks, loader, interleave, timeout_s, hooks, env
+            result,
+            settings,
+            log_dir,
+            stamp,
+            ranks,
+            loader,
+            interleave,
+            timeout_s,
+            hooks,
+            env,
+            changes,
         )
     finally:
         if not keep:
@@ -190,6 +213,7 @@ def _run_sides(
     timeout_s: Optional[float],
     hooks: ScriptHooks,
     env: Optional[dict[str, str]],
+    changes: dict[str, Any],
 ) -> None:
     name = describe_target(result.target)
     local = ranks.nproc_per_node if ranks is not None else 1
@@ -211,6 +235,7 @@ def _run_sides(
             picks=picks,
             expect=expect,
             sample_interval_s=settings.sample_interval_s,
+            loader_changes=changes,
         )
         status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
         try:

@@ -50,6 +50,10 @@ class ChildSpec:
     """Per rank: the loader settings the real run measured (the ideal run checks it found
     the same loader)."""
     sample_interval_s: Optional[float] = 0.1
+    loader_changes: dict[str, Any] = field(default_factory=dict)
+    """DataLoader settings to change on the measured loader before it is measured
+    (``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``: a rerun
+    from the notebook's panel), as ``rebuild_loader`` applies them."""
 
     def settings(self) -> RunSettings:
         return RunSettings(

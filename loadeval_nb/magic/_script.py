@@ -1,0 +1,322 @@
+"""``%loadeval_run [options] SCRIPT [ARGS...]``: ``python -m loadeval_nb run`` from a
+notebook.
+
+Thin: the command's own parser and checks read the options, the integrations' script
+runner starts the children (one fresh process per side, or torch's launcher for ranks)
+and says what they measured; the widgets follow the children's run logs live. The cell
+waits in the runner, as it waits in ``%%loadeval``'s loop: a kernel interrupt (■) stops
+every process of the script and is raised again. What the script prints, its traceback
+included, shows in the cell (the kernel forwards its children's output).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import replace
+from typing import Any, Optional
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from ..__main__ import RUN_USAGE, run_parser, script_settings, split_run
+from ..core import LoadEvalError, PairResult, RunSettings
+from ..core._shared import config_label, interrupts_deferred
+from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
+from ..integrations._shared import check_target, describe_target, label_of
+from ._busy import reads_busy
+from ._session import sessions
+
+USAGE = RUN_USAGE.replace("python -m loadeval_nb run", "%loadeval_run")
+
+SIDES = {
+    "real": "the real run (the script as it is)",
+    "ideal": "the ideal run (its training loader's batches replayed from memory)",
+    "interleave": "the real and the ideal run, interleaved",
+}
+LOADER_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+FAILED_COLOR = "#c62828"
+KEPT: set[Any] = set()
+
+
+def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optional[Torchrun]]]:
+    """The line's options (the command's parser: the same options, checked the same way),
+    the script with its arguments, the settings and the ranks; None after ``-h``.
+    A bad option or script: :class:`UsageError`, one sentence."""
+    try:
+        argv = shlex.split(line)
+    except ValueError as e:
+        raise UsageError(
+            f"%loadeval_run could not split its line ({e}); close the quote."
+        ) from None
+    ours, target = split_run(argv)
+    parser = run_parser("%loadeval_run")
+    parser.usage = USAGE.replace("%", "%%")  # argparse formats the usage with %
+    parser.description = (
+        "Run SCRIPT unmodified in a fresh process for each side (the real run, then the "
+        "ideal run with its training DataLoader's batches replayed from memory), with the "
+        "live dashboard, then the verdict card and a rerun panel; the result is kept in "
+        "_loadeval. Options go before SCRIPT; everything after it is the script's. See "
+        "docs/scripts.md."
+    )
+
+    def refuse(message: str) -> None:
+        raise UsageError(f"%loadeval_run: {message} (see %loadeval_run -h).")
+
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        args = parser.parse_args(ours)
+    except SystemExit:  # -h printed the help
+        return None
+    try:
+        check_target(target)
+        settings, ranks = script_settings(args)
+    except LoadEvalError as e:
+        raise UsageError(str(e).replace("python -m loadeval_nb run", "%loadeval_run")) from None
+    return args, target, settings, ranks
+
+
+class ScriptSession:
+    """One ``%loadeval_run`` line: its script, its settings, its dashboard and reruns."""
+
+    def __init__(
+        self,
+        shell: Any,
+        args: Any,
+        target: list[str],
+        settings: RunSettings,
+        ranks: Optional[Torchrun],
+    ) -> None:
+        self.shell, self.args, self.target = shell, args, target
+        self.settings, self.ranks = settings, ranks
+        self.view: Any = None
+        self.panel: Any = None
+        self.static_handle: Any = None
+        self.main_card: Optional[tuple[str, str]] = None
+        self.n_pairs = 0
+        self.results: list[ScriptResult] = []
+        self.created = time.monotonic()
+        header = getattr(shell, "parent_header", None) or {}
+        self.cell_id: Optional[str] = (header.get("metadata") or {}).get("cellId")
+        if self.cell_id:
+            for old in list(sessions):
+                if getattr(old, "cell_id", None) == self.cell_id:
+                    old.release()
+        sessions.add(self)  # type: ignore[arg-type]
+        KEPT.add(self)  # sessions holds them weakly; a cell run again lets go of its own
+
+    @property
+    def name(self) -> str:
+        return describe_target(self.target)
+
+    def expected_runs(self) -> list[str]:
+        """The lines the dashboard starts with: a pair's, or each local rank's."""
+        if self.ranks is None:
+            return ["real", "ideal"]
+        # this node's ranks (on several nodes, the others' lines come as their logs do)
+        n = self.ranks.nproc_per_node
+        return [f"{side} r{k}" for k in range(n) for side in ("real", "ideal")]
+
+    # -- display ----------------------------------------------------------------------
+    def show(self) -> None:
+        from ..widgets import load_bokehjs
+        from ..widgets._shared import LIVE_ONLY, FollowView, unload_bokehjs_output
+
+        bokehjs = load_bokehjs()
+        self.view = FollowView(
+            title=self.name, steps_per_run=self.settings.steps, names=self.expected_runs()
+        )
+        display({**self.view.box._repr_mimebundle_(), "text/plain": LIVE_ONLY}, raw=True)
+        unload_bokehjs_output(bokehjs)
+        self._write_static()
+
+    def _write_static(self) -> None:
+        bundle = self.view.dashboard.saved_copy([self.main_card] if self.main_card else [])
+        if self.static_handle is None:
+            self.static_handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.static_handle.update(bundle, raw=True)
+
+    # -- runs ----------------------------------------------------------------------------
+    def start(self) -> ScriptResult:
+        return self.run({}, self.settings.num_cached_batches, "#1 as is")
+
+    def run(self, changes: dict[str, Any], cache: int, label: str) -> ScriptResult:
+        """Run the script's pair with the training loader's ``changes`` and ``cache``
+        batches cached; show it (live, then the verdict); keep it in ``_loadeval``."""
+        self.n_pairs += 1
+        settings = replace(self.settings, num_cached_batches=cache)
+        dash = self.view.dashboard
+        dash.pair_starting(label)
+        dash.set_status(f"{label}: starting {self.name}")
+        hooks = _Follow(self, label)
+        try:
+            with reads_busy(self.shell):
+                result = run_script(
+                    self.target,
+                    settings,
+                    ranks=self.ranks,
+                    loader=self.args.loader,
+                    interleave=self.args.interleave,
+                    timeout_s=self.args.timeout,
+                    hooks=hooks,
+                    loader_changes=changes,
+                )
+        except KeyboardInterrupt:
+            hooks.close()
+            self.view.dashboard.set_status(
+                f"{label}: stopped (kernel interrupt); every process of {self.name} was stopped.",
+                FAILED_COLOR,
+            )
+            self.view.dashboard.widget.add_class("loadeval-failed")
+            raise
+        finally:
+            hooks.close()
+        with interrupts_deferred():  # _loadeval and the card, however often Stop is hit
+            self.shell.user_ns["_loadeval"] = result
+            self.results.append(result)
+            self._show_result(result, settings, label)
+        return result
+
+    def _show_result(self, result: ScriptResult, settings: RunSettings, label: str) -> None:
+        from ..viz._shared import pair_html, report_html
+
+        dash = self.view.dashboard
+        dash.widget.remove_class("loadeval-running")
+        if result.diagnosis is not None:
+            pair = as_pair(result, settings, label)
+            dash.pair_done(pair)
+            self.main_card = (pair_html(pair, dash.rows), result.diagnosis.text("options"))
+            if self.panel is None:
+                self._add_panel(result)
+        elif result.ranks is not None:
+            facts = result.ranks.facts()
+            dash.verdict.remove_class("loadeval-stale")
+            dash.verdict.value = report_html(facts)
+            dash.set_status(f"Done: {facts.headline}")
+            self.main_card = (report_html(facts), result.ranks.text("options"))
+        else:
+            dash.set_status(f"{label}: {result.error}", FAILED_COLOR)
+            dash.widget.add_class("loadeval-failed")
+            self.main_card = (report_html(result.facts()), result.error or "")
+        for note in result.notes:
+            print(f"loadeval_nb: note: {note}")
+        if result.ok and self.args.out:
+            from ..viz import save_report
+
+            title = f"%loadeval_run {' '.join(self.target)}"
+            if result.ranks is not None:
+                print(save_report(path=self.args.out, title=title, ranks=result.ranks))
+            else:
+                print(save_report(result.real, result.ideal, self.args.out, title=title))
+        self._write_static()
+
+    def _add_panel(self, result: ScriptResult) -> None:
+        """The rerun panel: the script again, its training loader with other settings."""
+        from ..widgets import RerunPanel
+
+        info = result.real.loader_settings if result.real is not None else {}
+        kind = str(info.get("type") or "")
+        fixed = kind.split(".")[0] == "accelerate"
+        self.panel = RerunPanel(
+            {k: info.get(k) for k in LOADER_KNOBS},
+            self.settings.num_cached_batches,
+            self.rerun,
+            rebuildable=not fixed,
+            fixed_note=(
+                "The training loader comes from accelerator.prepare(): only the cache size can "
+                "change here; change the DataLoader the script prepares."
+            ),
+        )
+        # torch's threads are the script's own business in its process
+        self.panel.num_threads.layout.display = "none"
+        self.view.dashboard.set_panel(self.panel.widget)
+
+    def rerun(self, changes: dict[str, Any], cache: int) -> None:
+        """ "Rerun pair": the script again, its training loader rebuilt with ``changes``."""
+        changes = {k: v for k, v in changes.items() if k in LOADER_KNOBS}
+        info = self.results[-1].real.loader_settings if self.results[-1].real else {}
+        nw = changes.get("num_workers", info.get("num_workers"))
+        shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
+        label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
+        out = self.view.dashboard.errors
+        out.clear_output()
+        with out:  # the script's output, its traceback included, under the dashboard
+            try:
+                result = self.run(changes, cache, label)
+            except LoadEvalError as e:
+                print(f"loadeval_nb: {e}")
+                return
+            except KeyboardInterrupt:  # stopped: the status line says so
+                return
+            if result.error is not None:
+                print(f"loadeval_nb: {result.error}")
+
+    # -- life cycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.view is not None:
+            self.view.dashboard.close()
+
+    def release(self) -> None:
+        from ..widgets._shared import close_tree
+
+        self.close()
+        if self.view is not None:
+            close_tree(self.view.box)
+        if self.panel is not None:
+            close_tree(self.panel.widget)
+        self.view = self.panel = None
+        sessions.discard(self)  # type: ignore[arg-type]
+        KEPT.discard(self)
+
+
+def as_pair(result: ScriptResult, settings: RunSettings, label: str) -> PairResult:
+    """A script's pair as the dashboard shows a pair: its runs, verdict and settings (the
+    card and the history row read these)."""
+    real = result.real
+    return PairResult(
+        label=label,
+        loader_settings=dict(real.loader_settings) if real is not None else {},
+        log_paths=dict(result.log_paths),
+        settings=settings,
+        real=real,
+        ideal=result.ideal,
+        diagnosis=result.diagnosis,
+    )
+
+
+class _Follow(ScriptHooks):
+    """Each side's logs followed while its processes run: found in the run's log folder
+    by the run's name, streamed by a thread of their own, drawn whole when the side ends."""
+
+    def __init__(self, session: ScriptSession, label: str) -> None:
+        self.session, self.label = session, label
+        self.ticker: Any = None
+        self.folder: Any = None
+
+    def side_started(self, which: str, log_dir: str, stamp: str) -> None:
+        from ..core._shared import FolderFollower
+        from ..widgets._shared import Ticker
+
+        view = self.session.view
+        if self.folder is None:
+            self.folder = FolderFollower(
+                log_dir, prefix=f"loadeval-{stamp}-{label_of(self.session.target)}-"
+            )
+            view.follow(self.folder)
+        view.title = f"{self.label}: {SIDES.get(which, which)}"
+        view.dashboard.set_status(view.status_text())
+        if self.ticker is None:
+            self.ticker = Ticker(view)
+            self.ticker.start()
+
+    def side_ended(self, which: str, statuses: Any) -> None:
+        view = self.session.view
+        view.tick()  # before the runner removes a temporary log folder
+        sides = ("real", "ideal") if which == "interleave" else (which,)
+        view.end([name for name in view.followers() if name.split(" ")[0] in sides])
+
+    def close(self) -> None:
+        if self.ticker is not None:
+            self.ticker.stop()
+            self.ticker = None
