@@ -28,7 +28,15 @@ def outputs(nb):
 
 
 @pytest.mark.parametrize(
-    "name", ["quickstart.ipynb", "image_pipeline.ipynb", "lightning.ipynb", "ranks.ipynb"]
+    "name",
+    [
+        "quickstart.ipynb",
+        "image_pipeline.ipynb",
+        "lightning.ipynb",
+        "ranks.ipynb",
+        "scripts.ipynb",
+        "watch_torchrun.ipynb",
+    ],
 )
 def test_committed_without_outputs(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
@@ -83,3 +91,54 @@ def test_two_rank_notebook_shows_the_gathered_report(tmp_path):
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs)
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     assert any("rank 1 is a straggler" in json.dumps(m) for m in state.values())
+
+
+def _static_cards(outs):
+    return [
+        o
+        for o in outs
+        if o.output_type == "display_data"
+        and "loadeval-verdict" in o.get("data", {}).get("text/html", "")
+    ]
+
+
+@pytest.mark.slow
+def test_script_notebook_measures_the_script_it_writes(tmp_path):
+    nb = execute("scripts.ipynb", tmp_path)
+    outs = outputs(nb)
+    assert not [o for o in outs if o.output_type == "error"]
+    assert (tmp_path / "train.py").exists()
+    # each %loadeval_run: a dashboard, and its saved copy holding the verdict card
+    static = _static_cards(outs)
+    assert len(static) == 2
+    assert all("Verdict:" in o.data["text/plain"] for o in static)
+    assert all("<script" not in o.data["text/html"] for o in static)
+    widgets = [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(widgets) == 2
+    assert not [o for o in outs if "application/vnd.bokehjs_load.v0+json" in o.get("data", {})]
+    assert len(json.dumps(nb)) < 2_000_000
+    printed = "".join(o.get("text", "") for o in outs if o.output_type == "stream")
+    assert "Verdict: INPUT-BOUND" in printed
+
+
+@pytest.mark.slow
+def test_watch_notebook_follows_a_two_rank_job_to_its_report(tmp_path):
+    nb = execute("watch_torchrun.ipynb", tmp_path)
+    outs = outputs(nb)
+    assert not [o for o in outs if o.output_type == "error"]
+    printed = "".join(o.get("text", "") for o in outs if o.output_type == "stream")
+    assert "2 ranks: rank 1 is a straggler" in printed
+    logs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert [n.split("-")[-2:] for n in logs] == [
+        ["ideal", "rank0.json"],
+        ["ideal", "rank1.json"],
+        ["real", "rank0.json"],
+        ["real", "rank1.json"],
+    ]
+    # the live dashboard, then the ranks' view; the saved copy holds the ranks' card
+    widgets = [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(widgets) == 2
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert any("rank 1 is a straggler" in json.dumps(m) for m in state.values())
+    static = _static_cards(outs)
+    assert len(static) == 1 and "rank 1 is a straggler" in static[0].data["text/plain"]

@@ -11,6 +11,9 @@ plots, then adds a history row, and that the console stays clean. Then the saved
 notebook is reopened, once with the kernel still running (a page reload) and once with a
 new kernel: the static copy shows, labelled with the rerun's configuration and its
 values left-aligned, with no "Loading widget…" or error boxes.
+A second test runs notebooks/watch_torchrun.ipynb: ``%loadeval_watch`` following a
+2-rank torchrun job the notebook starts, its live lines growing between two reads while
+the cell is busy, one line per rank and side, then the ranks' report.
 Screenshots (and the saved notebook's sizes) go to test-artifacts/ (LOADEVAL_ARTIFACTS
 overrides).
 """
@@ -68,7 +71,8 @@ def _free_port() -> int:
 def lab():
     _need_browser()
     root = Path(tempfile.mkdtemp(prefix="loadeval-lab-"))
-    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
+    for name in ("quickstart.ipynb", "watch_torchrun.ipynb"):
+        shutil.copy(ROOT / "notebooks" / name, root / name)
     port, token = _free_port(), "loadeval-test-token"
     env = {
         **os.environ,
@@ -507,3 +511,90 @@ def _check_reopened(page, shot: str) -> None:
     assert page.evaluate(VISIBLE_BOXES) == []
     static.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / shot))
+
+
+LIVE_LINES = """() => {
+  const out = {};
+  for (const d of (window.Bokeh && window.Bokeh.documents) || []) for (const m of d.all_models)
+    if (m.name && m.name.startsWith('live_steps_') && m.data && m.data.step)
+      out[m.name.slice(11)] = Math.max(out[m.name.slice(11)] || 0, m.data.step.length);
+  return out;
+}"""
+"""Points on each live step line, by run (``real r0``, ...)."""
+
+
+def test_watch_lines_grow_while_the_job_runs(lab):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    url, token, root = lab
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(root / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+            viewport={"width": 1280, "height": 1000},
+        )
+        try:
+            page = ctx.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+            page.goto(f"{url}/lab/tree/watch_torchrun.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            # the watch's lines gain points between two reads while its cell is busy
+            def total() -> int:
+                return sum(page.evaluate(LIVE_LINES).values())
+
+            deadline = time.monotonic() + 240
+            first = 0
+            while time.monotonic() < deadline:
+                first = total()
+                if first > 0 and page.evaluate(RUNNING_CELL):
+                    break
+                page.wait_for_timeout(100)
+            if first == 0:
+                page.screenshot(path=str(ARTIFACTS / "10-watch-no-points.png"), full_page=True)
+            assert first > 0, "the watch's lines never showed points\n" + _diagnose(
+                page, root, errors
+            )
+            second, still_busy = first, True
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                page.wait_for_timeout(250)
+                second = total()
+                still_busy = page.evaluate(RUNNING_CELL)
+                if second > first or not still_busy:
+                    break
+            page.screenshot(path=str(ARTIFACTS / "10-watch-live.png"), full_page=True)
+            assert still_busy, "the job ended before the second read; make it run longer"
+            assert second > first, f"no new points while the watch ran ({first} then {second})"
+
+            # then one line per rank and side, and the ranks' report
+            page.wait_for_selector(".loadeval-ranks", timeout=240_000)
+            while page.evaluate(BUSY):
+                page.wait_for_timeout(250)
+            lines = page.evaluate(LIVE_LINES)
+            assert {k for k, v in lines.items() if v > 0} == {
+                "real r0",
+                "ideal r0",
+                "real r1",
+                "ideal r1",
+            }, lines
+            report = page.locator(".loadeval-ranks").first
+            assert "rank 1 is a straggler" in report.inner_text()
+            report.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "11-watch-report.png"), full_page=True)
+            ours = [e for e in errors if not any(b in e for b in BENIGN)]
+            (ARTIFACTS / "watch-console-errors.txt").write_text("\n".join(errors))
+            assert not ours, ours
+        except PlaywrightTimeout as e:
+            page.screenshot(path=str(ARTIFACTS / "99-watch-timeout.png"), full_page=True)
+            raise AssertionError(f"{e}\n{_diagnose(page, root, errors)}") from None
+        finally:
+            ctx.close()
