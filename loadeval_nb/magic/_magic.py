@@ -118,16 +118,19 @@ class LoadEvalMagics(Magics):
         one sentence under its own traceback; interrupting the kernel stops every process
         of the script.
         """
-        from ._script import ScriptSession, parse_line
+        from ._script import ScriptSession, parse_line, said
 
         request = parse_line(line)
         if request is None:  # -h
             return
         args, target, settings, ranks = request
         session = ScriptSession(self.shell, args, target, settings, ranks)
-        with reads_busy(self.shell):
-            session.show()
-            result = session.start()
+        try:
+            with reads_busy(self.shell):
+                session.show()
+                result = session.start()
+        except LoadEvalError as e:  # refused before the script ran
+            raise UsageError(said(e)) from None
         if result.error is not None:
             raise UsageError(result.error)
 

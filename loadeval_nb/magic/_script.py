@@ -19,8 +19,8 @@ from typing import Any, Optional
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..__main__ import RUN_USAGE, run_parser, script_settings, split_run
-from ..core import LoadEvalError, PairResult, RunSettings
+from ..__main__ import RUN_FLAGS, RUN_USAGE, run_parser, script_settings, split_run
+from ..core import LoadEvalError, OptionError, PairResult, RunSettings
 from ..core._shared import config_label, interrupts_deferred
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
 from ..integrations._shared import check_target, describe_target, label_of
@@ -37,6 +37,14 @@ SIDES = {
 LOADER_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 FAILED_COLOR = "#c62828"
 KEPT: set[Any] = set()
+
+
+def said(e: LoadEvalError) -> str:
+    """The sentence, naming the option as the line spells it (``--cache``, not
+    ``num_cached_batches``)."""
+    if isinstance(e, OptionError):
+        return e.renamed(RUN_FLAGS.get(e.option, e.option))
+    return str(e).replace("python -m loadeval_nb run", "%loadeval_run")
 
 
 def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optional[Torchrun]]]:
@@ -72,7 +80,7 @@ def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optiona
         check_target(target)
         settings, ranks = script_settings(args)
     except LoadEvalError as e:
-        raise UsageError(str(e).replace("python -m loadeval_nb run", "%loadeval_run")) from None
+        raise UsageError(said(e)) from None
     return args, target, settings, ranks
 
 
@@ -162,6 +170,9 @@ class ScriptSession:
                     hooks=hooks,
                     loader_changes=changes,
                 )
+        except LoadEvalError as e:  # refused before anything ran (steps=auto with ranks)
+            self.view.dashboard.set_status(f"{label}: {said(e)}", FAILED_COLOR)
+            raise
         except KeyboardInterrupt:
             hooks.close()
             self.view.dashboard.set_status(
@@ -245,7 +256,7 @@ class ScriptSession:
             try:
                 result = self.run(changes, cache, label)
             except LoadEvalError as e:
-                print(f"loadeval_nb: {e}")
+                print(f"loadeval_nb: {said(e)}")
                 return
             except KeyboardInterrupt:  # stopped: the status line says so
                 return

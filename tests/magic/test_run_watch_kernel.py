@@ -229,6 +229,11 @@ def test_bad_options_are_one_sentence(kernel, script):
     assert r["error"]["ename"] == "UsageError" and "Name the script" in r["error"]["evalue"]
     r = kernel.run("%loadeval_run --frobnicate 3 x.py")
     assert r["error"]["ename"] == "UsageError" and "--frobnicate" in r["error"]["evalue"]
+    r = kernel.run(f"%loadeval_run --steps auto --nproc-per-node 2 {script}")
+    assert r["error"]["ename"] == "UsageError"
+    assert r["error"]["evalue"].startswith("--steps='auto' stops each rank on its own")
+    r = kernel.run(f"%loadeval_run --cache 0 {script}")
+    assert r["error"]["evalue"].startswith("--cache must be"), r["error"]
     r = kernel.run("%loadeval_run -h")
     assert r["status"] == "ok" and "%loadeval_run [options] SCRIPT" in r["stdout"]
 
