@@ -121,7 +121,8 @@ class ScriptSession:
         """The lines the dashboard starts with: a pair's, or each local rank's."""
         if self.ranks is None:
             return ["real", "ideal"]
-        # this node's ranks (on several nodes, the others' lines come as their logs do)
+        if self.ranks.nnodes > 1:  # which ranks are this node's: their logs will say
+            return []
         n = self.ranks.nproc_per_node
         return [f"{side} r{k}" for k in range(n) for side in ("real", "ideal")]
 
