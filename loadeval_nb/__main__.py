@@ -102,10 +102,13 @@ def _run_parser(sub: Any) -> None:
         "with gradients on that draws more than the warm-up's batches)",
     )
     r.add_argument(
-        "--interleave",
+        "--sequential",
         action="store_true",
-        help="one process measures both sides, interleaved in blocks",
+        help="a fresh process per side: the real run, then the ideal run (default: one "
+        "process measures both, interleaved in blocks, so that a drift of the machine lands "
+        "on both and the live plots move block by block)",
     )
+    r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
     r.add_argument(
         "--timeout",
         type=float,
@@ -193,6 +196,7 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Any]:
             num_cached_batches=args.cache,
             cache_on=args.cache_on,
             log_dir=args.log_dir,
+            interleave=not args.sequential,
         )
     except OptionError as e:
         raise LoadEvalError(e.renamed(DEMO_FLAGS.get(e.option, e.option))) from None
@@ -251,7 +255,6 @@ def _run(args: argparse.Namespace, target: list[str]) -> int:
             settings,
             ranks=ranks,
             loader=args.loader,
-            interleave=args.interleave,
             timeout_s=args.timeout,
             hooks=Say(),
         )

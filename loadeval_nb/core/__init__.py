@@ -134,6 +134,7 @@ _NEVER_PUBLIC = {
     "HistoryRow",
     "evaluator_for",
     "log_path",
+    "plan_blocks",
 }
 MOVED = {
     # plumbing the upper layers share: behind the private door now

@@ -23,6 +23,7 @@ from .explore.runner import (
     refuse_one_shot,
 )
 from .explore.sweep_spec import config_label
+from .measure.interleave import plan_blocks
 from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
 from .ranks import ranks_result
 from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
@@ -58,6 +59,7 @@ __all__ = [
     "moved_name",
     "option_name",
     "parse_log_name",
+    "plan_blocks",
     "ranks_result",
     "refuse_one_shot",
     "said",

@@ -166,7 +166,6 @@ class ScriptSession:
                     settings,
                     ranks=self.ranks,
                     loader=self.args.loader,
-                    interleave=self.args.interleave,
                     timeout_s=self.args.timeout,
                     hooks=hooks,
                     loader_changes=changes,

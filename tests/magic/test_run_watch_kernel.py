@@ -163,7 +163,10 @@ def script(tmp_path):
 
 def test_run_measures_the_script_live_and_reruns_it_from_the_panel(kernel, script, tmp_path):
     logs = tmp_path / "logs"
-    r = kernel.run(f"%loadeval_run --steps 30 --warmup 3 --cache 5 --log-dir {logs} {script}")
+    # a child per side (--sequential): each side's line when its pass ends
+    r = kernel.run(
+        f"%loadeval_run --sequential --steps 30 --warmup 3 --cache 5 --log-dir {logs} {script}"
+    )
     assert r["status"] == "ok" and r["error"] is None, r
     # the plots were fed while the children ran (the ticker's streams), not only at the end
     assert r["streamed"] >= 1, r
@@ -204,8 +207,30 @@ def test_run_measures_the_script_live_and_reruns_it_from_the_panel(kernel, scrip
     assert st["rows"] == 2 and st["children"] == [] and leftovers(str(script)) == []
 
 
+def test_run_by_default_interleaves_both_sides_in_one_child_streaming_block_by_block(
+    kernel, script, tmp_path
+):
+    logs = tmp_path / "logs"
+    r = kernel.run(f"%loadeval_run --steps 90 --warmup 3 --cache 5 --log-dir {logs} {script}")
+    assert r["status"] == "ok" and r["error"] is None, r
+    assert r["streamed"] >= 2, r  # blocks reached the plots while the child ran
+    res = kernel.run(
+        "print(json.dumps({'verdict': _loadeval.diagnosis.verdict, "
+        "'notes': _loadeval.diagnosis.notes, "
+        "'blocks': [len(_loadeval.real.epochs), len(_loadeval.ideal.epochs)]}))"
+    )
+    got = json.loads(res["stdout"].strip().splitlines()[-1])
+    assert got["verdict"] == "INPUT-BOUND", got
+    assert got["blocks"][0] == got["blocks"][1] >= 2, got
+    assert any("interleaved in" in n for n in got["notes"]), got
+    names = sorted(os.listdir(logs))
+    assert sum(n.endswith("-real.json") for n in names) == 1, names
+    assert sum(n.endswith("-ideal.json") for n in names) == 1, names
+    assert leftovers(str(script)) == []
+
+
 def test_a_failing_script_is_one_sentence_under_its_traceback(kernel, script):
-    r = kernel.run(f"%loadeval_run --steps 30 --warmup 3 {script} --fail-at 2")
+    r = kernel.run(f"%loadeval_run --sequential --steps 30 --warmup 3 {script} --fail-at 2")
     assert r["status"] == "error" and r["error"]["ename"] == "UsageError", r
     sentence = r["error"]["evalue"]
     assert sentence.startswith("tiny_train.py failed before the steps of the real run"), sentence

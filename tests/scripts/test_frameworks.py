@@ -14,7 +14,9 @@ from tests.timing import excused_if_busy, retry_once
 from .cli import fixture, fresh, leftovers, loadeval, runs
 
 pytestmark = pytest.mark.slow
-QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5"]
+# a fresh child per side (the real run, then the ideal run): what these tests check;
+# the default, both sides interleaved in one child, is test_run.py's own test
+QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5", "--sequential"]
 
 
 @retry_once

@@ -19,7 +19,9 @@ from .cli import env, fixture, fresh, leftovers, loadeval
 
 pytestmark = pytest.mark.slow
 DDP = fixture("ddp_train.py")
-QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5"]
+# a fresh child per side (the real run, then the ideal run): what these tests check;
+# the default, both sides interleaved in one child, is test_run.py's own test
+QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5", "--sequential"]
 
 
 def _free_port() -> int:

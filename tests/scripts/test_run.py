@@ -21,7 +21,9 @@ from .cli import env, fixture, fresh, leftovers, loadeval, runs
 
 pytestmark = pytest.mark.slow
 PLAIN = fixture("plain_loop.py")
-QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5"]
+# a fresh child per side (the real run, then the ideal run): what these tests check;
+# the default, both sides interleaved in one child, is test_run.py's own test
+QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5", "--sequential"]
 
 
 def stopwatch_mean_s(path, warmup):
@@ -85,11 +87,11 @@ def test_a_compute_bound_plain_loop(tmp_path):
 
 @pytest.mark.skipif(not interleave_available(), reason="the core has no interleaved pair")
 @retry_once
-def test_both_sides_interleaved_in_one_child(tmp_path):
+def test_both_sides_interleaved_in_one_child_by_default(tmp_path):
     tmp_path = fresh(tmp_path)
     marker = tmp_path / "marker"
     p = loadeval(
-        "run", "--interleave", "--steps", "80", *QUICK[2:], "--log-dir", str(tmp_path), PLAIN,
+        "run", "--steps", "80", "--warmup", "5", "--cache", "5", "--log-dir", str(tmp_path), PLAIN,
         "--item-ms", "5", "--step-ms", "10", "--workers", "2", "--marker", str(marker),
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]

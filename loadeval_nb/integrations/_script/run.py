@@ -26,7 +26,7 @@ from ...core import (
     gather_logs,
     load_run,
 )
-from ...core._shared import check_writable_dir
+from ...core._shared import check_writable_dir, plan_blocks
 from .launch import Ended, Torchrun, command, run_side
 from .sides import INTERLEAVE_MISSING, interleave_available
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
@@ -120,7 +120,7 @@ def run_script(
     *,
     ranks: Optional[Torchrun] = None,
     loader: Optional[int] = None,
-    interleave: bool = False,
+    interleave: Optional[bool] = None,
     timeout_s: Optional[float] = DEFAULT_TIMEOUT_S,
     hooks: Optional[ScriptHooks] = None,
     env: Optional[dict[str, str]] = None,
@@ -129,7 +129,9 @@ def run_script(
     """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
     ARGS...]``) as it is: a fresh child process runs it with its training loader
     measured in log mode (the real run), then another replays that loader's cached
-    batches (the ideal run); with ``interleave``, one child measures both in blocks.
+    batches (the ideal run); with ``interleave`` (default: ``settings.interleave``, True),
+    one child measures both in blocks (a pair too short for blocks runs a child per side,
+    and a note says so).
     ``ranks`` launches each side with ``torch.distributed.run``. ``loader`` picks the
     ``loader``-th distinct DataLoader the script iterates instead of the rule (see
     ``docs/scripts.md``). ``settings.log_dir`` keeps the run logs (default: a temporary
@@ -164,8 +166,11 @@ def run_script(
             f"Cannot change {', '.join(unknown)} on a script's loader; only "
             f"{', '.join(LOADER_CHANGES)} can be changed."
         )
+    if interleave is None:
+        interleave = settings.interleave
     if interleave and not interleave_available():
         raise LoadEvalError(INTERLEAVE_MISSING)
+    too_short = interleave and not settings.auto and not _interleavable(settings)
     if timeout_s is not None and not timeout_s > 0:
         raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
     keep = bool(settings.log_dir)
@@ -180,6 +185,13 @@ def run_script(
     )
     label = label_of(target)
     result = ScriptResult(target=target, label=label, log_dir=log_dir)
+    if too_short:
+        interleave = False
+        result.notes.append(
+            f"{settings.steps} steps a side are too few to interleave in blocks, so a child "
+            "per side measured the real run, then the ideal run, and a drift of the machine "
+            "between them is in the difference; pass more steps"
+        )
     hooks = hooks or ScriptHooks()
     try:
         _run_sides(
@@ -386,3 +398,16 @@ def _side_notes(name: str, which: str, ended: Ended, statuses: dict[str, ChildSt
             f"running after the {which} run {'were' if ended.leftovers > 1 else 'was'} stopped."
         )
     return notes
+
+
+TYPICAL_DEPTH = 4
+"""Batches a training loader typically has prefetched (2 workers, prefetch_factor 2): the
+parent, which never sees the loader, plans the blocks for it."""
+
+
+def _interleavable(settings: RunSettings) -> bool:
+    """Whether the steps allow interleaved blocks for a typical loader."""
+    steps = settings.steps if isinstance(settings.steps, int) else 0
+    return (
+        plan_blocks(steps, settings.warmup, settings.num_cached_batches, TYPICAL_DEPTH) is not None
+    )
