@@ -14,7 +14,7 @@ Workloads (batch of 4):
 * ``images``   2 workers, 4 ms a sample (16 ms a batch a worker), step 5 ms: input-bound;
 * ``text``     no workers, 1 ms a batch in the loop's process, step 10 ms: ~1.16×, the
                newcomer's text pipeline of issue 20;
-* ``compute``  2 workers, 0.5 ms a sample, step 30 ms: compute-bound;
+* ``compute``  2 workers, 0.5 ms a sample, step 50 ms: compute-bound;
 * ``drifting`` ``text`` whose step grows by 20 % over the measurement (step *k* of *K*
                sleeps ``10 ms × (1 + 0.2 k / K)``), as a machine that slows down would.
 
@@ -47,7 +47,7 @@ WORKLOADS = {
     # name: (num_workers, seconds a sample, step seconds, drift over the measurement)
     "images": (2, 0.004, 0.005, 0.0),
     "text": (0, 0.00025, 0.010, 0.0),
-    "compute": (2, 0.0005, 0.030, 0.0),
+    "compute": (2, 0.0005, 0.050, 0.0),
     "drifting": (0, 0.00025, 0.010, 0.2),
 }
 BATCH = 4

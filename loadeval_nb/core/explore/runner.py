@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
@@ -96,6 +97,17 @@ def measure(
 
 _CLAIMED: set[str] = set()
 """Log paths handed out in this process (a path is claimed before its file exists)."""
+
+
+def job_stamp() -> str:
+    """The stamp in a result's log names: the time, or under ``torchrun`` the job's run id
+    (``TORCHELASTIC_RUN_ID``, when the launch has one of its own: ``--standalone`` and
+    ``--rdzv-id``), so that every rank of a job names its logs alike; by the clock, a rank
+    that reached this a second after the others would be another job to ``gather_logs``."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if run_id and run_id != "none" and os.environ.get("RANK", "").isdigit():
+        return "job-" + re.sub(r"[^A-Za-z0-9_.]+", "_", run_id)[:40]
+    return time.strftime("%Y%m%d-%H%M%S")
 
 
 def claim_path(path: str) -> str:
@@ -221,7 +233,7 @@ class Runner:
         self.loader_name = loader_name
         self.total = total
         self.index = 0
-        self.stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.stamp = job_stamp()
         self._evaluators: dict[str, LoaderEvaluator] = {}
 
     def measure(

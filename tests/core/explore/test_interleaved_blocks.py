@@ -129,3 +129,18 @@ def test_a_steady_ladder_still_finds_its_stage(fake_time):
     res = run_ladder(dl, run_once, RunSettings(**{**SETTINGS, "steps": 100}))
     assert not any(r.disagrees() for r in res.rungs if r.run is not None)
     assert res.largest is not None and res.largest.added_s == pytest.approx(0.004, rel=0.05)
+
+
+def test_every_rank_of_a_torchrun_job_stamps_its_logs_alike(monkeypatch):
+    """Ranks that reach the runner a second apart must not become two jobs: under torchrun
+    the job's run id is the stamp."""
+    from loadeval_nb.core.explore.runner import job_stamp
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "3f2a/b c")
+    assert job_stamp() == "job-3f2a_b_c"
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun's default rdzv-id
+    assert job_stamp()[:2] == "20"
+    monkeypatch.delenv("RANK")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "3f2a")
+    assert job_stamp()[:2] == "20"  # not a rank: the clock
