@@ -286,3 +286,29 @@ def test_a_drifting_sleep_truth_is_measured_within_five_percent():
     d = res.diagnosis
     assert d.verdict == "PARTLY INPUT-BOUND", d
     assert d.speedup == pytest.approx(watch, rel=0.05), (d.speedup, watch, truth)
+
+
+def test_a_loop_that_stops_asking_at_len_is_a_complete_pass(clock):
+    # Lightning takes len() batches and never asks for one more: the pass is whole
+    loader = DataLoader(Counted(1000, 0.0, clock), batch_size=1)
+    ev = InterleavedEvaluator(
+        loader, steps=50, warmup=4, num_cached_batches=5, sample_interval_s=None, clock=clock
+    )
+    it = iter(ev)
+    for _ in range(len(ev)):
+        next(it)
+        clock.advance(1_000_000)
+    del it
+    ev.close()
+    runs = ev.to_runs()
+    assert runs["real"].status == runs["ideal"].status == "complete"
+    # one step fewer than asked for is a stop
+    ev = InterleavedEvaluator(
+        loader, steps=50, warmup=4, num_cached_batches=5, sample_interval_s=None, clock=clock
+    )
+    it = iter(ev)
+    for _ in range(len(ev) - 1):
+        next(it)
+    del it
+    ev.close()
+    assert "stopped" in (ev.to_runs()["real"].status, ev.to_runs()["ideal"].status)
