@@ -338,6 +338,9 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
     return ratios, (math.exp(m - half), math.exp(m + half))
 
 
+BLOCKS_DISAGREE_REL = 0.10
+"""Blocks of a pair whose speedups differ by less than this never disagree, whatever
+their noise (block to block, the steps after a change of side differ a little)."""
 Z99 = 2.3263
 """The standard normal's 99th percentile."""
 
@@ -345,8 +348,8 @@ Z99 = 2.3263
 def blocks_disagree(r: Run, i: Run) -> Optional[tuple[float, float]]:
     """The lowest and highest speedup of the blocks (or epochs) of a pair whose blocks
     disagree by more than their steps' noise allows (Cochran's Q over the blocks' log
-    speedups against a chi-square 99th percentile); None when they agree or there are
-    fewer than three."""
+    speedups against a chi-square 99th percentile) and by ``BLOCKS_DISAGREE_REL`` at
+    least; None when they agree or there are fewer than three."""
     a, b = _epoch_stats(r), _epoch_stats(i)
     keys = [e for e in sorted(set(a) & set(b)) if a[e][0] > 0 and b[e][0] > 0]
     if len(keys) < 3:
@@ -364,7 +367,9 @@ def blocks_disagree(r: Run, i: Run) -> Optional[tuple[float, float]]:
     df = len(xs) - 1
     # Wilson and Hilferty's chi-square quantile
     limit = df * (1 - 2 / (9 * df) + Z99 * math.sqrt(2 / (9 * df))) ** 3
-    if q <= limit:
+    # a spread of a few per cent between blocks is what the first steps after a change of
+    # side leave (a queue drained, workers catching up): not worth a note by itself
+    if q <= limit or max(xs) - min(xs) < math.log(1 + BLOCKS_DISAGREE_REL):
         return None
     return math.exp(min(xs)), math.exp(max(xs))
 
