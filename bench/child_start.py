@@ -4,7 +4,8 @@ A trivial training script (import torch, a DataLoader of 30 tiny batches, an emp
 step) is run directly (A) and through the command (B), interleaved A B B A for
 ``--rounds`` rounds, so that a drift in the machine's load weighs on both alike. The
 command runs the script twice (a child per side, each stopped once its ``--steps`` are
-measured) from a parent process, so the fair comparison is B against two direct runs:
+measured) from a parent process: by default one child measures both sides interleaved
+(B, against one direct run), with ``--sequential`` a child per side (C, against two):
 
 * ``run / direct``: the ratio of the medians (about 2: one run per side);
 * ``added per side``: ``(B - 2 A) / 2``, what each side costs beyond the script's own
@@ -38,7 +39,7 @@ SCRIPT = textwrap.dedent(
     import torch
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(torch.arange(30 * 4, dtype=torch.float32), batch_size=4)
+    loader = DataLoader(torch.arange(60 * 4, dtype=torch.float32), batch_size=4)
     for batch in loader:
         batch.sum()
     """
@@ -58,7 +59,7 @@ def timed(cmd: list[str]) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5, help="A B B A rounds (default 5)")
-    p.add_argument("--steps", type=int, default=20, help="steps per side (default 20)")
+    p.add_argument("--steps", type=int, default=40, help="steps per side (default 40)")
     args = p.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,35 +74,43 @@ def main() -> None:
         direct = [py, script]
         via = [py, "-m", "loadeval_nb", "run", "--steps", str(args.steps), "--warmup", "2"]
         via += ["--cache", "2", script]
+        seq = via[:4] + ["--sequential"] + via[4:]
         bare = [py, "-c", "pass"]
         core = [py, "-c", "import loadeval_nb.core"]
-        timed(direct)  # the first start fills the file cache: left out
-        timed(via)
+        for cmd in (direct, via, seq):
+            timed(cmd)  # the first start fills the file cache: left out
         a: list[float] = []
         b: list[float] = []
+        c: list[float] = []
         starts: list[float] = []
         imports: list[float] = []
         for _ in range(args.rounds):
             a.append(timed(direct))
             b.append(timed(via))
+            c.append(timed(seq))
+            c.append(timed(seq))
             b.append(timed(via))
             a.append(timed(direct))
             starts.append(timed(bare))
             imports.append(timed(core) - timed(bare))
-    ma, mb = statistics.median(a), statistics.median(b)
+    ma, mb, mc = statistics.median(a), statistics.median(b), statistics.median(c)
     start, imp = statistics.median(starts), statistics.median(imports)
-    added = (mb - 2 * ma) / 2
-    print(f"A B B A x {args.rounds} ({len(a)} runs each side), medians:")
+    print(f"A B C C B A x {args.rounds} ({len(a)} runs each), medians:")
     print(f"  direct (python trivial.py):              {ma * 1e3:8.1f} ms")
-    print(f"  via python -m loadeval_nb run:           {mb * 1e3:8.1f} ms")
-    print(f"  run / direct:                            {mb / ma:8.2f}x  (2 sides)")
-    print(f"  run / (2 x direct):                      {mb / (2 * ma):8.2f}x")
-    print(f"  added per side, (run - 2 direct) / 2:    {added * 1e3:8.1f} ms")
     print(f"  an interpreter start (python -c pass):   {start * 1e3:8.1f} ms")
-    print(f"  added per side, in interpreter starts:   {added / start:8.2f}")
     print(f"  importing loadeval_nb.core:              {imp * 1e3:8.1f} ms")
-    spread = [x * 1e3 for x in sorted(b)]
-    print(f"  (via run, all runs: {', '.join(f'{x:.0f}' for x in spread)} ms)")
+    print(f"  via run (one child, both sides interleaved): {mb * 1e3:8.1f} ms")
+    print(f"    run / direct:                          {mb / ma:8.2f}x")
+    added = (mb - ma) / 2
+    print(
+        f"    added per side, (run - direct) / 2:    {added * 1e3:8.1f} ms = {added / start:.2f} starts"
+    )
+    print(f"  via run --sequential (a child per side): {mc * 1e3:8.1f} ms")
+    print(f"    run / (2 x direct):                    {mc / (2 * ma):8.2f}x")
+    added = (mc - 2 * ma) / 2
+    print(
+        f"    added per side, (run - 2 direct) / 2:  {added * 1e3:8.1f} ms = {added / start:.2f} starts"
+    )
 
 
 if __name__ == "__main__":

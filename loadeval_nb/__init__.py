@@ -14,22 +14,25 @@ notebook: ``%load_ext loadeval_nb``.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .core import (
-    LoaderEvaluator,
-    LoadEvalError,
-    Run,
-    RunSettings,
-    compare_runs,
-    diagnose,
-    load_run,
-    run_ladder,
-    run_pair,
-    run_sweep,
-)
 from .core._shared import check_sorted, moved_name
+
+if TYPE_CHECKING:  # imported on first use: `import loadeval_nb` stays cheap
+    from .core import (
+        LoaderEvaluator,
+        LoadEvalError,
+        Run,
+        RunSettings,
+        compare_runs,
+        diagnose,
+        load_run,
+        run_ladder,
+        run_pair,
+        run_sweep,
+    )
 
 __all__ = [
     "LoadEvalError",
@@ -63,7 +66,25 @@ def unload_ipython_extension(ip: Any) -> None:
     stop_all()
 
 
-_LAZY = {"plot_comparison": "loadeval_nb.viz", "save_report": "loadeval_nb.viz"}
+_LAZY = {
+    "plot_comparison": "loadeval_nb.viz",
+    "save_report": "loadeval_nb.viz",
+    **{
+        name: "loadeval_nb.core"
+        for name in [
+            "LoaderEvaluator",
+            "LoadEvalError",
+            "Run",
+            "RunSettings",
+            "compare_runs",
+            "diagnose",
+            "load_run",
+            "run_ladder",
+            "run_pair",
+            "run_sweep",
+        ]
+    },
+}
 
 # names that left this face in 0.x: importable for one more release, with a warning
 MOVED = {
@@ -88,7 +109,12 @@ MOVED = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        if _LAZY[name] == "loadeval_nb.core":
+            globals()[name] = value  # kept: the next use is a plain lookup
+        return value
     return moved_name(__name__, name, MOVED)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -17,15 +17,18 @@ Importing this package imports no framework; each is imported when first used.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ..core._shared import check_sorted, moved_name
-from ._huggingface import train_for_measurement, wrapped_train_dataloader
-from ._launch import launch_ranks
-from ._lightning import fit_for_measurement
-from ._script.launch import Torchrun
-from ._script.run import ScriptHooks, ScriptResult, run_script
-from ._target import fit_pair, train_pair
+
+if TYPE_CHECKING:  # imported on first use (a script's child needs none of them)
+    from ._huggingface import train_for_measurement, wrapped_train_dataloader
+    from ._launch import launch_ranks
+    from ._lightning import fit_for_measurement
+    from ._script.launch import Torchrun
+    from ._script.run import ScriptHooks, ScriptResult, run_script
+    from ._target import fit_pair, train_pair
 
 __all__ = [
     "LoadEvalCallback",
@@ -42,7 +45,19 @@ __all__ = [
 ]
 check_sorted(__name__, __all__)
 
-_LAZY = {"LoadEvalCallback": "._lightning_callback"}
+_LAZY = {
+    "LoadEvalCallback": "._lightning_callback",  # imports Lightning
+    "train_for_measurement": "._huggingface",
+    "wrapped_train_dataloader": "._huggingface",
+    "launch_ranks": "._launch",
+    "fit_for_measurement": "._lightning",
+    "Torchrun": "._script.launch",
+    "ScriptHooks": "._script.run",
+    "ScriptResult": "._script.run",
+    "run_script": "._script.run",
+    "fit_pair": "._target",
+    "train_pair": "._target",
+}
 _SHARED = "loadeval_nb.integrations._shared"
 MOVED = {
     name: f"{_SHARED}.{name}"
@@ -54,8 +69,12 @@ MOVED = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:  # imports Lightning
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # kept: the next use is a plain lookup
+        return value
     return moved_name(__name__, name, MOVED)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
