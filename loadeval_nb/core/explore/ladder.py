@@ -90,13 +90,8 @@ class Rung:
 
     def blocks(self) -> list[list[float]]:
         """The steady step times of each block (the run's epochs), in order."""
-        run = self.run
-        if run is None:
-            return []
-        out: dict[int, list[float]] = {}
-        for k in run.steady_indices():
-            out.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
-        return [out[e] for e in sorted(out)]
+        per = self.run.steady_by_epoch() if self.run is not None else {}
+        return [per[e] for e in sorted(per)]
 
     def disagrees(self) -> bool:
         """Its blocks (measured at different times) differ beyond their steps' noise."""

@@ -56,13 +56,7 @@ class SweepPoint:
 
     def blocks(self) -> list[list[float]]:
         """The steady step times of each block (each run's epochs), in order."""
-        out = []
-        for run in self.runs:
-            per: dict[int, list[float]] = {}
-            for k in run.steady_indices():
-                per.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
-            out += [per[e] for e in sorted(per)]
-        return out
+        return [b for run in self.runs for _, b in sorted(run.steady_by_epoch().items())]
 
     @property
     def within_noise(self) -> bool:

@@ -28,7 +28,6 @@ come in (4 batches each with 2 workers and ``prefetch_factor=2``).
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from collections.abc import Generator, Iterator
@@ -91,12 +90,16 @@ class BlockPlan:
             out += list(SIDES if b % 2 == 0 else SIDES[::-1])
         return out
 
-    def block_steps(self) -> list[tuple[str, int, int]]:
-        """(side, steps served, steps left out at its start) for each block of the pass."""
-        out, before = [], None
-        for k, side in enumerate(self.order()):
+    def block_steps(
+        self, sides: Optional[list[str]] = None, before: Optional[str] = None
+    ) -> list[tuple[str, int, int]]:
+        """(side, steps served, steps left out at its start) for each block of the pass, or
+        of ``sides`` after a block of side ``before`` (the adaptive stop's next cycle)."""
+        out = []
+        first = sides is None
+        for k, side in enumerate(self.order() if sides is None else sides):
             change = self.drain if side == "real" else (self.settle or self.drain)
-            skip = self.warmup if k == 0 else (change if side != before else 0)
+            skip = self.warmup if first and k == 0 else (change if side != before else 0)
             out.append((side, self.block + skip, skip))
             before = side
         return out
@@ -105,10 +108,6 @@ class BlockPlan:
     def total_steps(self) -> int:
         """Every step the pass serves, both sides, warm-up and drains included."""
         return sum(n for _, n, _ in self.block_steps())
-
-    def real_batches(self) -> int:
-        """Batches the pass draws from the loader."""
-        return sum(n for side, n, _ in self.block_steps() if side == "real")
 
 
 def queue_depth(loader: Any) -> int:
@@ -268,8 +267,6 @@ class InterleavedEvaluator:
         self._lock = threading.Lock()
         self._sigint = SigintStamp(self.clock)
         self._samples: Optional[int] = None
-        self.passes = 0
-        self.status = "not-started"
 
     # -- DataLoader look-alike -------------------------------------------------
     def __len__(self) -> int:
@@ -316,8 +313,6 @@ class InterleavedEvaluator:
         self._sigint.install()
         if self._t0 is None:
             self._t0 = clock()
-        self.passes += 1
-        self.status = "running"
         first_pass = not self.cache.ready
         if first_pass:
             self.cache.start(self.dataloader)
@@ -351,7 +346,8 @@ class InterleavedEvaluator:
                     if self._side_steps("real") >= self.steps:
                         reason = "max_steps"
                         break
-                    blocks += _more_blocks(plan, blocks)
+                    # one more A B B A cycle
+                    blocks += plan.block_steps(list(SIDES + SIDES[::-1]), blocks[-1][0])
                 name, n_steps, skip = blocks[k]
                 if not first_pass and k == 0:  # a later pass: the cache is full already
                     skip = max(self.warmup, plan.drain)
@@ -494,7 +490,6 @@ class InterleavedEvaluator:
         finally:
             self._src = None
             self._open = None
-            self.status = status
             self._sigint.uninstall()
 
     def _drained(self, rec: EpochRecord) -> int:
@@ -547,10 +542,6 @@ class InterleavedEvaluator:
     @property
     def total_steps(self) -> int:
         return sum(self._side_steps(s) for s in SIDES)
-
-    def side_steps(self, name: str) -> list[int]:
-        """Step times (ns) of ``name``'s completed steps so far, in order."""
-        return self._run(name).step_ns
 
     def to_runs(self) -> dict[str, Run]:
         """``{"real": Run, "ideal": Run}``: each side's blocks as its epochs."""
@@ -680,18 +671,6 @@ class InterleavedEvaluator:
         return out, (e, i)
 
 
-def _more_blocks(plan: BlockPlan, done: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    """Adaptive: one more A B B A cycle after the blocks ``done``."""
-    last = done[-1][0]
-    out = []
-    for side in ("real", "ideal", "ideal", "real"):
-        change = plan.drain if side == "real" else (plan.settle or plan.drain)
-        skip = change if side != last else 0
-        out.append((side, plan.block + skip, skip))
-        last = side
-    return out
-
-
 def _ticks_within(
     series: dict[str, Any], spans: list[tuple[int, Optional[int]]], t0: int, first: int = 0
 ) -> dict[str, Any]:
@@ -716,31 +695,6 @@ def _ticks_within(
         if isinstance(series.get(part), dict):
             out[part] = {k: cut(v) for k, v in series[part].items()}
     return out
-
-
-def block_ratios(real: Run, ideal: Run) -> list[float]:
-    """Real over ideal mean steady step of each block pair (block *k* of each side)."""
-    a, b = _block_means(real), _block_means(ideal)
-    return [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
-
-
-def _block_means(run: Run) -> dict[int, float]:
-    sums: dict[int, list[float]] = {}
-    for k in run.steady_indices():
-        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
-    return {e: sum(v) / len(v) for e, v in sums.items() if v}
-
-
-T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
-
-
-def t_half_width(values: list[float]) -> float:
-    """Half-width of a 95 % t-interval of the mean of ``values`` (two or more)."""
-    n = len(values)
-    m = sum(values) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    t = T975[n - 2] if n - 1 <= len(T975) else 2.0
-    return t * sd / math.sqrt(n)
 
 
 def _worker_pids(ref: weakref.ref[InterleavedEvaluator]) -> Optional[set[int]]:

@@ -103,6 +103,14 @@ class Run:
         keep = (pos >= skip) & np.asarray(self.complete, dtype=bool)
         return idx[keep]
 
+    def steady_by_epoch(self) -> dict[int, list[float]]:
+        """The steady step times (seconds) of each epoch that has any, by epoch: the blocks
+        of an interleaved pair, the repeats of a pair, the two blocks of a rung."""
+        out: dict[int, list[float]] = {}
+        for k in self.steady_indices():
+            out.setdefault(self.epoch[k], []).append(self.step_ns[k] / 1e9)
+        return out
+
     def startup_s(self) -> Optional[float]:
         """Time from ``iter()`` to the first batch of the first epoch (worker spawn, first
         fetch; for a replay, setting up the epoch), seconds; None without a step."""

@@ -317,10 +317,7 @@ T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
 
 def epoch_means(run: Run) -> dict[int, float]:
     """Mean steady step of each epoch that has steady steps (seconds), by epoch."""
-    sums: dict[int, list[float]] = {}
-    for k in run.steady_indices():
-        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
-    return {e: sum(v) / len(v) for e, v in sums.items() if v}
+    return {e: sum(v) / len(v) for e, v in run.steady_by_epoch().items()}
 
 
 def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
@@ -376,11 +373,8 @@ def blocks_disagree(r: Run, i: Run) -> Optional[tuple[float, float]]:
 
 def _epoch_stats(run: Run) -> dict[int, tuple[float, float, int]]:
     """Mean, variance and count of each epoch's steady steps (two or more)."""
-    sums: dict[int, list[float]] = {}
-    for k in run.steady_indices():
-        sums.setdefault(run.epoch[k], []).append(run.step_ns[k] / 1e9)
     out = {}
-    for e, v in sums.items():
+    for e, v in run.steady_by_epoch().items():
         if len(v) >= 2:
             m = sum(v) / len(v)
             out[e] = (m, sum((x - m) ** 2 for x in v) / (len(v) - 1), len(v))
