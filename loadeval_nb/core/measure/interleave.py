@@ -314,6 +314,7 @@ class InterleavedEvaluator:
         if self._t0 is None:
             self._t0 = clock()
         first_pass = not self.cache.ready
+        filling = first = first_pass  # (locals: the per-step path reads no attribute)
         if first_pass:
             self.cache.start(self.dataloader)
         t = clock()
@@ -372,14 +373,17 @@ class InterleavedEvaluator:
                             exhausted = True
                             break
                         ready.append(clock())
-                        if not self.cache.full:
+                        if filling:  # the first pass's first batches: copied into the cache
+                            if first:
+                                first = False
+                                self._first(batch)
                             self.cache.add(batch)
                             if self.cache.full:
                                 self.cache.seal()
-                        if self._samples is None:
-                            self._first(batch)
+                                filling = False
                     else:
-                        if not self.cache.ready:
+                        if filling:  # the loader had fewer batches than the cache holds
+                            filling = False
                             self.cache.seal()
                             if not self.cache.batches:
                                 raise LoadEvalError(nothing_to_measure(self.dataloader))
