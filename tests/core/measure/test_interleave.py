@@ -77,6 +77,7 @@ def test_the_blocks_go_real_ideal_ideal_real_and_each_step_gets_its_sides_batch(
     assert len(real.steady_step_s()) == plan.blocks * plan.block + plan.drain * plan.blocks // 2
 
 
+@retry_once  # worker processes in real time: a busy machine excuses a slow hand-over
 def test_a_real_block_after_an_ideal_one_leaves_out_the_batches_its_queue_held():
     """Two workers, prefetch 2: four batches wait in the queue when an ideal block ends, and
     the workers get ahead while those are served; the block is steady from the first step
