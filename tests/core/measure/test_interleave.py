@@ -82,25 +82,26 @@ def test_a_real_block_after_an_ideal_one_leaves_out_the_batches_its_queue_held()
     """Two workers, prefetch 2: four batches wait in the queue when an ideal block ends, and
     the workers get ahead while those are served; the block is steady from the first step
     that waited for its batch."""
-    loader = DataLoader(SleepyItems(4000, 0.004), batch_size=2, num_workers=2)
+    loader = DataLoader(SleepyItems(4000, 0.010), batch_size=2, num_workers=2)
     ev = InterleavedEvaluator(
         loader, steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None
     )
     for _ in ev:
-        time.sleep(0.002)  # input-bound: 8 ms a batch a worker, 4 ms a batch with two
+        time.sleep(0.002)  # input-bound: 20 ms a batch a worker, 10 ms with two: ~8 ms waits
     ev.close()
     real = ev.to_runs()["real"]
     after_ideal = [e["warmup"] for e in real.epochs][1::2]
     assert all(4 <= w <= ev.plan.drain for w in after_ideal), (after_ideal, ev.plan)
-    # the steps left out came from the queue (no wait); the first kept one waited
-    first = {}
-    for k, e in enumerate(real.epoch):
-        first.setdefault(e, k)
+    # the steps left out came from the queue (a hand-over, no wait for a worker); the
+    # first kept one waited. Compared with the block's own steady waits, not a fixed
+    # number of ms: a hand-over across processes costs more on a slow machine.
     for e, w in zip(range(1, len(real.epochs), 2), after_ideal):
-        queued = real.wait_ns[first[e] : first[e] + 4]
-        assert max(queued) < 2_000_000, queued
+        block = [x for x, ep in zip(real.wait_ns, real.epoch) if ep == e]
+        queued, steady = block[:4], block[w:]
+        # the two workers deliver in pairs: waits alternate ~16 ms / ~0.6 ms, ~8 ms a step
+        assert steady and max(queued) < sum(steady) / len(steady) / 2, (queued, steady)
         if w < ev.plan.drain:  # found a step that waited: the block is steady from it
-            assert real.wait_ns[first[e] + w] > 2 * sorted(queued)[1], (w, real.wait_ns)
+            assert block[w] > 2 * sorted(queued)[1], (w, block)
 
 
 def test_the_loader_starts_once_and_the_cache_holds_its_first_batches(clock):
