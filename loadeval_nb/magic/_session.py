@@ -230,7 +230,7 @@ class Session:
         changes = dict(changes)
         threads = changes.pop("num_threads", None)
         try:
-            settings = replace(self.settings, cache=cache)
+            settings = replace(self.settings, num_cached_batches=cache)
             loader = rebuild_loader(self.original, **changes) if changes else self.original
         except Exception as e:
             self.dashboard.show_error(e)
@@ -260,7 +260,7 @@ class Session:
                 else self.settings.num_cached_batches
             )
             with reads_busy(self.shell):
-                result = self.sweep(plan, replace(self.settings, cache=cache))
+                result = self.sweep(plan, replace(self.settings, num_cached_batches=cache))
         except Exception as e:
             self.dashboard.show_error(e)
             return

@@ -375,7 +375,7 @@ PAIR = [
 def test_a_pair_that_fails(user, name, run_once, failed, kind, real_steps, ideal_steps):
     loader = user.loader(num_workers=1)
     before, data = loader_state(loader), user.data.clone()
-    res = run_pair(loader, run_once, RunSettings(steps=20, warmup=2, cache=3, log_dir="logs"))
+    res = run_pair(loader, run_once, RunSettings(steps=20, warmup=2, num_cached_batches=3, log_dir="logs"))
     assert isinstance(res.error, kind) and res.failed == failed
     logs = sorted(os.listdir("logs"))
     assert len(logs) == (1 if ideal_steps is None else 2)

@@ -93,7 +93,7 @@ def test_input_bound_ground_truth_on_a_trainer_that_trained(tmp_path):
     tr.train()
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     optimizer, state = tr.optimizer, tr.state
-    res = train_pair(tr, settings=RunSettings(steps=50, warmup=5, cache=5))
+    res = train_pair(tr, settings=RunSettings(steps=50, warmup=5, num_cached_batches=5))
     d = res.diagnosis
     assert res.error is None and d is not None
     with excused_if_busy(d):
@@ -125,7 +125,7 @@ def test_compute_bound_ground_truth(tmp_path):
 
 def test_gradient_accumulation_counts_batches_not_updates(tmp_path):
     tr = hf_trainer(tmp_path, SleepyRegressor(), SleepyRecords(400), gradient_accumulation_steps=4)
-    res = train_pair(tr, settings=RunSettings(steps=24, warmup=2, cache=3, interleave=False))
+    res = train_pair(tr, settings=RunSettings(steps=24, warmup=2, num_cached_batches=3, interleave=False))
     assert res.error is None and res.real.n_steps == res.ideal.n_steps == 24
     # interleaved: one train() of the whole pass (max_steps from its len(), in batches)
     res = train_pair(tr, settings=RunSettings(steps=60, warmup=2, num_cached_batches=3))
@@ -155,7 +155,7 @@ def test_magic_finds_the_trainer_in_the_cell(tmp_path):
 def test_a_prepared_loader_is_measured_like_any_loader():
     acc = accelerate.Accelerator(cpu=True)
     dl = acc.prepare(DataLoader(SleepyRecords(160, 0.002), batch_size=8))  # 16 ms a batch
-    res = run_pair(dl, sleep_steps(0.004), RunSettings(steps=20, warmup=2, cache=3))
+    res = run_pair(dl, sleep_steps(0.004), RunSettings(steps=20, warmup=2, num_cached_batches=3))
     d = res.diagnosis
     assert res.error is None and d is not None and d.speedup > 1.5, d
     with pytest.raises(LoadEvalError, match="accelerator.prepare"):
@@ -176,7 +176,7 @@ def test_an_optimizer_the_trainer_has_is_put_back_as_it_was(tmp_path):
     tr = hf_trainer(tmp_path, model, SleepyRecords(160), max_steps=4)
     tr.train()  # the trainer now has an AdamW with 4 steps of state
     before = {k: v["step"].clone() for k, v in tr.optimizer.state_dict()["state"].items()}
-    res = train_pair(tr, settings=RunSettings(steps=12, warmup=2, cache=3))
+    res = train_pair(tr, settings=RunSettings(steps=12, warmup=2, num_cached_batches=3))
     assert res.error is None
     after = {k: v["step"] for k, v in tr.optimizer.state_dict()["state"].items()}
     assert all(torch.equal(before[k], after[k]) for k in before)

@@ -36,7 +36,7 @@ def _pair_on_each_rank():
             opt.step()
 
     result = run_pair(
-        loader, train, RunSettings(steps=30, warmup=3, cache=3, sample_interval_s=None)
+        loader, train, RunSettings(steps=30, warmup=3, num_cached_batches=3, sample_interval_s=None)
     )
     return gather_pair(result)
 

@@ -99,7 +99,7 @@ def test_input_bound_ground_truth_on_a_finished_trainer(tmp_path):
     t = finished_trainer(tmp_path, model, loader)
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     callbacks, epoch = list(t.callbacks), t.current_epoch
-    res = fit_pair(t, model, loader, settings=RunSettings(steps=50, warmup=5, cache=5))
+    res = fit_pair(t, model, loader, settings=RunSettings(steps=50, warmup=5, num_cached_batches=5))
     d = res.diagnosis
     assert res.error is None and d is not None
     with excused_if_busy(d):
@@ -133,7 +133,7 @@ def test_fit_pair_with_a_datamodule_leaves_it_as_it_was(tmp_path):
     dm = SleepyData()
     t = trainer(root=tmp_path)
     res = fit_pair(
-        t, SleepyModule(0.0), datamodule=dm, settings=RunSettings(steps=15, warmup=2, cache=3)
+        t, SleepyModule(0.0), datamodule=dm, settings=RunSettings(steps=15, warmup=2, num_cached_batches=3)
     )
     assert res.error is None and res.real.n_steps == res.ideal.n_steps == 15
     assert "train_dataloader" not in vars(dm)  # the method is the class's again
@@ -223,7 +223,7 @@ def test_magic_finds_a_datamodule_in_the_cell(lshell):
 def test_the_trainer_does_not_keep_our_wrapper(tmp_path):
     loader = DataLoader(SleepyItems(80, 0), batch_size=8)
     t = trainer(root=tmp_path)
-    res = fit_pair(t, SleepyModule(0.0), loader, settings=RunSettings(steps=6, warmup=1, cache=2))
+    res = fit_pair(t, SleepyModule(0.0), loader, settings=RunSettings(steps=6, warmup=1, num_cached_batches=2))
     assert res.error is None
     # the replay wrapper (and its cached batches) is not left in the trainer
     assert t.fit_loop._data_source.instance is None and t.fit_loop._combined_loader is None

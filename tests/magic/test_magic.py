@@ -193,7 +193,7 @@ def test_dashboard_rerun_adds_history_rows_and_leaves_loader_alone(shell):
     assert dash.rows[1].num_workers == 1 and dash.rows[0].num_workers == 0
     assert [r.label for r in dash.rows] == ["#1 as is", "#2 num_workers=1 c4"]
     assert [r.num_cached_batches for r in dash.rows] == [3, 4]
-    assert session.settings.cache == 3  # a rerun derives its own settings
+    assert session.settings.num_cached_batches == 3  # a rerun derives its own settings
     assert shell.user_ns["train_loader"] is original and original.num_workers == 0
     assert not session.panel.button.disabled
     # the plots hold each run once: no duplicated rows (the first step, the start-up, is a

@@ -22,7 +22,7 @@ class SlowCollate:
         return default_collate(items)
 
 
-SETTINGS = dict(steps=36, warmup=4, cache=4, sample_interval_s=None)
+SETTINGS = dict(steps=36, warmup=4, num_cached_batches=4, sample_interval_s=None)
 
 
 def test_ladder_finds_per_sample_loading(fake_time):
