@@ -41,6 +41,8 @@ from loadeval_nb.whatif import simulate
 
 from ..ipython_shell import ipython_shell
 
+MAX_WORKERS = 4 * len(os.sched_getaffinity(0))  # 4 per CPU this process may run on
+
 
 class Refused(Exception):
     """What the user saw: a CLI's exit code and message, or a magic's UsageError."""
@@ -385,7 +387,7 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "sweep-too-many-workers",
         lambda u: parse_sweep("num_workers=100000"),
         LoadEvalError,
-        "num_workers=100000 is more worker processes than this machine can run usefully (4 per CPU: at most 8); try a number up to 8.",
+        f"num_workers=100000 is more worker processes than this machine can run usefully (4 per CPU: at most {MAX_WORKERS}); try a number up to {MAX_WORKERS}.",
     ),
     (
         "sweep-not-a-bool",
@@ -566,7 +568,7 @@ CASES: list[tuple[str, Callable[[User], Any], type[BaseException], str]] = [
         "cli-demo-workers",
         lambda u: run_cli("demo", "--workers", "100000"),
         Refused,
-        "exit 2: loadeval_nb: --workers=100000 is more worker processes than this machine can run usefully (4 per CPU: at most 8); try a number up to 8.",
+        f"exit 2: loadeval_nb: --workers=100000 is more worker processes than this machine can run usefully (4 per CPU: at most {MAX_WORKERS}); try a number up to {MAX_WORKERS}.",
     ),
     (
         "cli-demo-steps",

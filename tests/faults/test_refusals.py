@@ -72,7 +72,9 @@ def _loop(ev):
 
 def test_two_pairs_in_the_same_second_keep_four_logs(tmp_path):
     loader = DataLoader(TensorDataset(torch.zeros(40, 3)), batch_size=4)
-    s = RunSettings(steps=6, warmup=1, num_cached_batches=2, log_dir=str(tmp_path), sample_interval_s=None)
+    s = RunSettings(
+        steps=6, warmup=1, num_cached_batches=2, log_dir=str(tmp_path), sample_interval_s=None
+    )
     a = run_pair(loader, _loop, s, label="same")
     b = run_pair(loader, _loop, s, label="same")
     paths = {*a.log_paths.values(), *b.log_paths.values()}
@@ -154,7 +156,9 @@ def test_a_pair_starts_the_users_loader_exactly_twice():
             pass
 
     res = run_pair(
-        loader, run_once, RunSettings(steps=6, warmup=1, num_cached_batches=2, sample_interval_s=None)
+        loader,
+        run_once,
+        RunSettings(steps=6, warmup=1, num_cached_batches=2, sample_interval_s=None),
     )
     assert res.ok, res.error
     assert len(starts) == 2  # the real run and the replay's cache fill, nothing else
@@ -270,7 +274,9 @@ def test_the_cache_check_leaves_persistent_workers_startable():
     loader = DataLoader(
         TensorDataset(torch.zeros(64, 3)), batch_size=4, num_workers=1, persistent_workers=True
     )
-    res = run_pair(loader, _loop, RunSettings(steps=8, warmup=1, num_cached_batches=2, sample_interval_s=None))
+    res = run_pair(
+        loader, _loop, RunSettings(steps=8, warmup=1, num_cached_batches=2, sample_interval_s=None)
+    )
     assert res.error is None and res.real.n_steps == res.ideal.n_steps == 8
     assert res.real.worker_load_ns is not None  # the real run's workers were timed
     from loadeval_nb.core._shared import shutdown_persistent_workers

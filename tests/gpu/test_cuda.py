@@ -116,7 +116,9 @@ def test_ladder_device_rung_isolates_the_host_to_device_copy():
             x = x.to("cuda", non_blocking=True)
             (x.mean(dim=(0, 2, 3)) * w).sum().item()
 
-    res = run_ladder(dl, run_once, RunSettings(steps=30, warmup=3, num_cached_batches=4, sample_interval_s=0.05))
+    res = run_ladder(
+        dl, run_once, RunSettings(steps=30, warmup=3, num_cached_batches=4, sample_interval_s=0.05)
+    )
     assert res.ok, res.error
     device, host = res.rung("device"), res.rung("host")
     assert device.skipped is None and device.run.settings["cache_on"] == "device"

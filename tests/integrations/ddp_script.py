@@ -45,7 +45,9 @@ def main(out_dir: str) -> None:
             loss.backward()  # the all-reduce: every rank waits for the slowest here
             opt.step()
 
-    settings = RunSettings(steps=50, warmup=5, num_cached_batches=4, log_dir=out_dir, sample_interval_s=None)
+    settings = RunSettings(
+        steps=50, warmup=5, num_cached_batches=4, log_dir=out_dir, sample_interval_s=None
+    )
     result = run_pair(loader, train, settings)
     report = gather_pair(result)
     if rank == 0:

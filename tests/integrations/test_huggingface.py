@@ -125,7 +125,9 @@ def test_compute_bound_ground_truth(tmp_path):
 
 def test_gradient_accumulation_counts_batches_not_updates(tmp_path):
     tr = hf_trainer(tmp_path, SleepyRegressor(), SleepyRecords(400), gradient_accumulation_steps=4)
-    res = train_pair(tr, settings=RunSettings(steps=24, warmup=2, num_cached_batches=3, interleave=False))
+    res = train_pair(
+        tr, settings=RunSettings(steps=24, warmup=2, num_cached_batches=3, interleave=False)
+    )
     assert res.error is None and res.real.n_steps == res.ideal.n_steps == 24
     # interleaved: one train() of the whole pass (max_steps from its len(), in batches)
     res = train_pair(tr, settings=RunSettings(steps=60, warmup=2, num_cached_batches=3))

@@ -133,7 +133,10 @@ def test_fit_pair_with_a_datamodule_leaves_it_as_it_was(tmp_path):
     dm = SleepyData()
     t = trainer(root=tmp_path)
     res = fit_pair(
-        t, SleepyModule(0.0), datamodule=dm, settings=RunSettings(steps=15, warmup=2, num_cached_batches=3)
+        t,
+        SleepyModule(0.0),
+        datamodule=dm,
+        settings=RunSettings(steps=15, warmup=2, num_cached_batches=3),
     )
     assert res.error is None and res.real.n_steps == res.ideal.n_steps == 15
     assert "train_dataloader" not in vars(dm)  # the method is the class's again
@@ -223,7 +226,9 @@ def test_magic_finds_a_datamodule_in_the_cell(lshell):
 def test_the_trainer_does_not_keep_our_wrapper(tmp_path):
     loader = DataLoader(SleepyItems(80, 0), batch_size=8)
     t = trainer(root=tmp_path)
-    res = fit_pair(t, SleepyModule(0.0), loader, settings=RunSettings(steps=6, warmup=1, num_cached_batches=2))
+    res = fit_pair(
+        t, SleepyModule(0.0), loader, settings=RunSettings(steps=6, warmup=1, num_cached_batches=2)
+    )
     assert res.error is None
     # the replay wrapper (and its cached batches) is not left in the trainer
     assert t.fit_loop._data_source.instance is None and t.fit_loop._combined_loader is None
