@@ -8,6 +8,10 @@ Variants, each timed over whole epochs of a list of ``--steps`` small tensors:
   ours log, samplers off    LoaderEvaluator(source, sample_interval_s=None)
   ours log, samplers on     LoaderEvaluator(source)  (the default: 10 Hz GPU/CPU sampler)
   ours replay               LoaderEvaluator(source, mode="replay", sample_interval_s=None)
+  ours interleaved, a pass  InterleavedEvaluator(source, steps=--steps/2, sample_interval_s=None):
+                            the default pair, both sides in one pass (a new evaluator each
+                            repetition: the pass fills its cache from the real warm-up)
+  ours interleaved, a step  the same, one more step: a pass 4x as long, less that pass
   DALI log / replay         NVIDIA DALI's LoaderEvaluator (package nvidia-dali-cuda120)
   SPDL cache_iterator       spdl.pipeline.cache_iterator (untimed: a floor for replay)
 
@@ -27,6 +31,13 @@ within a round; ``--rounds`` repeats the whole measurement to show the run-to-ru
 
 Goals (issue 13): log (samplers off) <= 0.8x DALI's log; replay <= 0.5x DALI's replay;
 log with the default samplers on 1,000-step epochs <= 1.5x DALI's log.
+
+A pair's cost per measured step: ours interleaved against DALI's pair, a log epoch then
+a replay epoch (the mean of its two rows; DALI fills its cache in the constructor,
+untimed). "a step" is what one more step of the pass costs; "a pass" adds, spread over
+the pass's steps, what the pass costs once (the cache filled from the warm-up, checked
+at the end, the blocks' changes): those fall in warm-up and drained steps, which the
+numbers leave out.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.measure import step_path
+from loadeval_nb.measure import InterleavedEvaluator, step_path
 
 clock = time.perf_counter_ns
 GOALS = {
@@ -92,6 +103,36 @@ def epoch(iterable: Any) -> int:
     return clock() - t
 
 
+def interleaved_pass(source: list[Any], cache: int) -> tuple[int, int]:
+    """One interleaved pass of ``len(source) / 2`` steps a side: (its ns, steps it served:
+    both sides and the drains). A new evaluator: the pass fills its cache from the warm-up."""
+    ev = InterleavedEvaluator(
+        source, steps=len(source) // 2, warmup=10, num_cached_batches=cache, sample_interval_s=None
+    )
+    n = 0
+    t = clock()
+    for _ in ev:
+        n += 1
+    t = clock() - t
+    ev.release()
+    return t, n
+
+
+def interleaved_whole(source: list[Any], cache: int) -> int:
+    """A whole pass, scaled to ``len(source)`` steps (the cache's fill included)."""
+    t, n = interleaved_pass(source, cache)
+    return t * len(source) // n
+
+
+def interleaved_steady(source: list[Any], long: list[Any], cache: int) -> int:
+    """The cost of one more step, scaled to ``len(source)`` steps: a pass over ``long``
+    less a pass over ``source``, over the steps between (what a pass costs once, the
+    cache's fill and its checks, falls in warm-up and drained steps, out of the numbers)."""
+    t1, n1 = interleaved_pass(source, cache)
+    t2, n2 = interleaved_pass(long, cache)
+    return (t2 - t1) * len(source) // (n2 - n1)
+
+
 def variants(source: list[Any], cache: int) -> tuple[dict[str, Callable[[], int]], list[str]]:
     steps = len(source)
     notes = []
@@ -105,6 +146,8 @@ def variants(source: list[Any], cache: int) -> tuple[dict[str, Callable[[], int]
         "ours log, samplers off": lambda: epoch(ours_off),
         "ours log, samplers on": lambda: epoch(ours_on),
         "ours replay": lambda: epoch(ours_replay),
+        "ours interleaved, a step": lambda: interleaved_steady(source, source * 4, cache),
+        "ours interleaved, a pass": lambda: interleaved_whole(source, cache),
     }
     Dali, where = dali_class()
     notes.append(f"DALI LoaderEvaluator: {where}")
@@ -137,7 +180,10 @@ def one_round(vs: dict[str, Callable[[], int]], reps: int, steps: int) -> dict[s
                 added[k].append((t[k] - t["bare"]) / steps)
     finally:
         gc.enable()
-    return {k: statistics.median(v) for k, v in added.items()}
+    out = {k: statistics.median(v) for k, v in added.items()}
+    if "DALI log" in out and "DALI replay" in out:
+        out["DALI pair (log, replay)"] = (out["DALI log"] + out["DALI replay"]) / 2
+    return out
 
 
 def main() -> None:
@@ -169,6 +215,13 @@ def main() -> None:
             f"  {ours} / {peer}: {med:.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
             f"  goal <= {goal}x: {verdict}"
         )
+    if "DALI pair (log, replay)" in rounds[0]:
+        for ours in ("ours interleaved, a step", "ours interleaved, a pass"):
+            ratios = [r[ours] / r["DALI pair (log, replay)"] for r in rounds]
+            print(
+                f"  {ours} / DALI pair (log, replay): {statistics.median(ratios):.2f}x"
+                f"  [{min(ratios):.2f}-{max(ratios):.2f}]"
+            )
     if "SPDL cache_iterator" in rounds[0]:
         ratios = [r["ours replay"] / max(r["SPDL cache_iterator"], 1.0) for r in rounds]
         print(f"  ours replay / SPDL cache_iterator (untimed): {statistics.median(ratios):.2f}x")

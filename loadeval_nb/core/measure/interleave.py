@@ -32,6 +32,7 @@ import threading
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from itertools import cycle, islice
 from typing import Any, Callable, Optional
 
 from .._env import (
@@ -53,7 +54,15 @@ from .cache import ReplayCache, nothing_to_measure
 from .copies import CopyTimer
 from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
 from .sampler import UtilSampler
-from .timing import DEFAULT_CLOCK, Clock, EpochRecord, epoch_steps, step_path
+from .timing import (
+    DEFAULT_CLOCK,
+    Clock,
+    EpochRecord,
+    block_log_iter,
+    block_replay_iter,
+    epoch_steps,
+    step_path,
+)
 from .worker_timing import WorkerFetchTimer
 
 SIDES = ("real", "ideal")
@@ -355,6 +364,7 @@ class InterleavedEvaluator:
                     n_steps = plan.block + skip
                 side = self._sides[name]
                 rec = EpochRecord(setup_ns=setup if k == 0 else 0, warmup=skip)
+                rec.prepare(clock)  # the C path's stamp arrays, where it is there
                 rec.expected = n_steps
                 setup = 0
                 first_index[id(rec)] = len(everything)
@@ -362,7 +372,23 @@ class InterleavedEvaluator:
                 side.spans.append((clock(), None))
                 real = name == "real"
                 starts, ready = rec.starts, rec.ready
-                for _ in range(n_steps):
+                todo = n_steps
+                if copies is None and not filling:
+                    # the steady path: a block is one stamping iterator (C, or C-level
+                    # iterators of the standard library), the pass resumes between blocks
+                    if real:
+                        yield from block_log_iter(islice(src, n_steps), rec, clock)
+                        if len(ready) < n_steps:  # the loader ran out inside the block
+                            exhausted = True
+                            break
+                    else:
+                        batches = self.cache.batches
+                        j = k_cache % len(batches)
+                        order = list(islice(cycle(batches), j, j + n_steps))
+                        k_cache += n_steps
+                        yield from block_replay_iter(order, rec, clock)
+                    todo = 0  # (served: the loop below is the filling and CUDA path)
+                for _ in range(todo):
                     now = clock()
                     starts.append(now)
                     everything.append(now)
@@ -437,7 +463,8 @@ class InterleavedEvaluator:
             if rec.warmup == self.plan.drain and len(self._sides["real"].epochs) > 1:
                 rec.warmup = self._drained(rec)
         else:
-            rec.starts.append(now)
+            if len(rec.starts) == rec.expected:  # (a block's iterator stamps its own end)
+                rec.starts.append(now)
             rec.last_end_known = True
         rec.end_ns = now
         rec.status = "complete"

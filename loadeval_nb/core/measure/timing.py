@@ -188,6 +188,27 @@ def timed_log_iter(
     return chain(map(first_hook, map(_second, islice(z, 1))), map(_second, z), tail)
 
 
+def block_log_iter(source: Iterator[Any], rec: EpochRecord, clock: Clock) -> Iterator[Any]:
+    """Iterate ``source`` (a block: it ends where the caller cut it), stamping before and
+    after every ``next()``, and one more start when it is done: the end of the block's
+    last step. No guard: the caller closes the block."""
+    if rec.c_path:
+        return C_PATH.log_iter(source, rec.starts, rec.ready, _nothing)  # type: ignore[no-any-return]
+    return map(_second, zip(_stamps(rec.starts, clock), source, _stamps(rec.ready, clock)))
+
+
+def block_replay_iter(batches: list[Any], rec: EpochRecord, clock: Clock) -> Iterator[Any]:
+    """Serve ``batches`` (a block's order of cached batches), stamping before each step
+    and once more when they are done: the end of the block's last step."""
+    if rec.c_path:
+        return C_PATH.replay_iter(batches, rec.starts)  # type: ignore[no-any-return]
+    return map(_NO_KEYS.get, _stamps(rec.starts, clock), batches)
+
+
+def _nothing() -> None:
+    return None
+
+
 _NO_KEYS: dict[Any, Any] = {}
 MAX_FLAT_ORDER = 1_000_000
 """Replay epochs longer than this cycle over the cache instead of listing every step."""
