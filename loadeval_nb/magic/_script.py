@@ -25,7 +25,7 @@ from ..core._shared import config_label, interrupts_deferred
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
 from ..integrations._shared import check_target, describe_target, label_of
 from ._busy import reads_busy
-from ._session import sessions
+from ._session import claim_cell, let_go
 
 USAGE = RUN_USAGE.replace("python -m loadeval_nb run", "%loadeval_run")
 
@@ -36,7 +36,6 @@ SIDES = {
 }
 LOADER_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 FAILED_COLOR = "#c62828"
-KEPT: set[Any] = set()
 
 
 def said(e: LoadEvalError) -> str:
@@ -104,14 +103,7 @@ class ScriptSession:
         self.n_pairs = 0
         self.results: list[ScriptResult] = []
         self.created = time.monotonic()
-        header = getattr(shell, "parent_header", None) or {}
-        self.cell_id: Optional[str] = (header.get("metadata") or {}).get("cellId")
-        if self.cell_id:
-            for old in list(sessions):
-                if getattr(old, "cell_id", None) == self.cell_id:
-                    old.release()
-        sessions.add(self)  # type: ignore[arg-type]
-        KEPT.add(self)  # sessions holds them weakly; a cell run again lets go of its own
+        self.cell_id = claim_cell(self, shell, keep=True)
 
     @property
     def name(self) -> str:
@@ -277,8 +269,7 @@ class ScriptSession:
         if self.panel is not None:
             close_tree(self.panel.widget)
         self.view = self.panel = None
-        sessions.discard(self)  # type: ignore[arg-type]
-        KEPT.discard(self)
+        let_go(self)
 
 
 def as_pair(result: ScriptResult, settings: RunSettings, label: str) -> PairResult:

@@ -42,7 +42,34 @@ from ..integrations._shared import Target
 from ._busy import reads_busy
 from ._cell import run_cell_body
 
-sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every live session of the magics (``%%loadeval``, ``%loadeval_run``,
+``%loadeval_watch``): a cell run again releases its own, and unloading stops them all."""
+_kept: set[Any] = set()
+"""Sessions nothing else holds (a script's or a watch's): kept until released."""
+
+
+def claim_cell(session: Any, shell: Any, keep: bool = False) -> Optional[str]:
+    """Register ``session`` and return the id of the notebook cell it belongs to
+    (JupyterLab and Notebook 7 send it; None elsewhere). Running a cell again replaces its
+    session: the one an earlier run of the same cell left is released. ``keep``: hold the
+    session until it is released (``sessions`` holds it weakly)."""
+    header = getattr(shell, "parent_header", None) or {}
+    cell_id: Optional[str] = (header.get("metadata") or {}).get("cellId")
+    if cell_id:
+        for old in list(sessions):
+            if getattr(old, "cell_id", None) == cell_id:
+                old.release()
+    sessions.add(session)
+    if keep:
+        _kept.add(session)
+    return cell_id
+
+
+def let_go(session: Any) -> None:
+    """The other half of :func:`claim_cell`: ``session`` is no longer a live session."""
+    sessions.discard(session)
+    _kept.discard(session)
 
 
 class Session:
@@ -70,15 +97,7 @@ class Session:
         # the saved notebook's copy: the cell's own result, then each sweep run from the panel
         self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
         self.panel_cards: list[tuple[str, str]] = []
-        # the notebook cell this session belongs to (JupyterLab and Notebook 7 send its id):
-        # running the cell again replaces the session, and the old one is released
-        header = getattr(shell, "parent_header", None) or {}
-        self.cell_id: Optional[str] = (header.get("metadata") or {}).get("cellId")
-        if self.cell_id:
-            for old in list(sessions):
-                if old.cell_id == self.cell_id:
-                    old.release()
-        sessions.add(self)
+        self.cell_id = claim_cell(self, shell)
 
     # -- display ----------------------------------------------------------------------
     def show(self) -> None:
@@ -287,22 +306,17 @@ class Session:
     def release(self) -> None:
         """Stop the dashboard and close its widgets (their buttons hold this session, and
         the kernel keeps every open widget): what a replaced cell's session leaves."""
+        from ..widgets._shared import close_tree
+
         self.close()
         for w in (
             self.dashboard.widget if self.dashboard else None,
             self.panel.widget if self.panel else None,
         ):
             if w is not None:
-                _close_tree(w)
+                close_tree(w)
         self.dashboard = self.panel = None
-        sessions.discard(self)
-
-
-def _close_tree(widget: Any) -> None:
-    """Close a widget and every widget inside it."""
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
+        let_go(self)
 
 
 def _threads_now() -> int:

@@ -22,10 +22,9 @@ from IPython.display import display
 from ..core import LoadEvalError, PairResult, diagnose, gather_logs
 from ..core._shared import FolderFollower, interrupts_deferred
 from ._busy import reads_busy
-from ._session import sessions
+from ._session import claim_cell, let_go
 
 FAILED_COLOR = "#c62828"
-KEPT: set[Any] = set()
 
 
 class WatchSession:
@@ -35,14 +34,7 @@ class WatchSession:
     def __init__(self, shell: Any, view: Any) -> None:
         self.view = view
         self.created = time.monotonic()
-        header = getattr(shell, "parent_header", None) or {}
-        self.cell_id: Optional[str] = (header.get("metadata") or {}).get("cellId")
-        if self.cell_id:
-            for old in list(sessions):
-                if getattr(old, "cell_id", None) == self.cell_id:
-                    old.release()
-        sessions.add(self)  # type: ignore[arg-type]
-        KEPT.add(self)  # sessions holds them weakly; a cell run again lets go of its own
+        self.cell_id = claim_cell(self, shell, keep=True)
 
     def close(self) -> None:
         if self.view is not None:
@@ -55,8 +47,7 @@ class WatchSession:
         if self.view is not None:
             close_tree(self.view.box)
         self.view = None
-        sessions.discard(self)  # type: ignore[arg-type]
-        KEPT.discard(self)
+        let_go(self)
 
 
 def watch(shell: Any, folder: str, timeout_s: Optional[float]) -> Any:

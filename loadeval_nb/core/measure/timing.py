@@ -258,9 +258,7 @@ def timed_replay_iter(
     rec.expected = len(order)
     if wrap is not None:  # adaptive stop: it closes the guard itself when it stops
         return map(_NO_KEYS.get, _stamps(rec.starts, clock), wrap(iter(order)))
-    if rec.c_path:
-        return C_PATH.replay_iter(order, rec.starts)  # type: ignore[no-any-return]
-    return map(_NO_KEYS.get, _stamps(rec.starts, clock), order)
+    return block_replay_iter(order, rec, clock)
 
 
 @dataclass
