@@ -39,9 +39,13 @@ def atomic_open(path: Any) -> Iterator[IO[str]]:
         with open(tmp, "x", encoding="utf-8") as f:
             yield f
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError) and e.errno is not None:
+            # the temporary file is ours, not the user's: the error names the path asked
+            # for (a full disk's write error names no file at all)
+            raise OSError(e.errno, e.strerror or os.strerror(e.errno), p) from None
         raise
 
 

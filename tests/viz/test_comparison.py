@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import html
 import json
+import os
 import re
 
 import pytest
@@ -181,3 +183,43 @@ def test_one_line_per_rank_from_a_gathered_report():
     names = {m.name for m in layout.select({"type": ColumnDataSource})}
     assert {"steps_real r0", "steps_real r1", "steps_ideal r0", "steps_ideal r1"} <= names
     assert "2 ranks" in layout.children[0].text
+
+
+class _FullDisk:
+    """A text file whose disk fills halfway through the first write."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, text):
+        self._f.write(text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+@pytest.mark.parametrize("where", ["write", "replace"])
+def test_a_failed_report_write_names_the_path_asked_for(tmp_path, monkeypatch, where):
+    from loadeval_nb.core import _files
+
+    real, ideal = run_of([20] * 20), run_of([10] * 20, mode="replay")
+    target = tmp_path / "r.html"
+    target.write_text("the previous report")
+    if where == "write":
+        monkeypatch.setattr(_files, "open", lambda *a, **k: _FullDisk(open(*a, **k)), raising=False)
+    else:
+
+        def replace(src, dst):  # as os.replace says it: both names, the temporary one first
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, dst)
+
+        monkeypatch.setattr(_files.os, "replace", replace)
+    with pytest.raises(OSError) as info:
+        save_report(real, ideal, target)
+    assert info.value.filename == str(target) and str(target) in str(info.value)
+    assert ".tmp-" not in str(info.value) and info.value.filename2 is None
+    assert target.read_text() == "the previous report"
+    assert os.listdir(tmp_path) == ["r.html"]  # no temporary file left
