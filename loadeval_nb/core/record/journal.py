@@ -18,14 +18,27 @@ A journal line::
 
 from __future__ import annotations
 
+import errno
+import gc
+import hashlib
 import json
 import logging
 import os
+import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
+from .._errors import LoadEvalError
+from .._files import expand_path
 from .run import Run
+
+try:
+    import fcntl
+except ImportError:  # Windows: the check within this process only
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("loadeval_nb")
 
@@ -69,11 +82,126 @@ def _worse(a: Any, b: Any) -> Any:
     return a
 
 
+# -- one writer a run log -------------------------------------------------------------
+# Two writers of one path would interleave whole documents and journal lines counted from
+# different runs: a log that reads as one run made of two. A writer claims its path while it
+# writes: in this process a table of the live writers; across processes an flock'ed file
+# per path in the temporary folder (never beside the log: a killed writer leaves no litter
+# there, and the kernel drops its lock).
+
+_claims: dict[str, weakref.ref[MetricsWriter]] = {}
+_claims_lock = threading.RLock()  # a finalizer may run inside gc.collect() below
+
+
+def _key(path: str) -> str:
+    p = os.path.abspath(expand_path(path))
+    return os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
+
+
+def _lock_path(key: str) -> str:
+    digest = hashlib.sha256(os.fsencode(key)).hexdigest()[:32]
+    return os.path.join(tempfile.gettempdir(), "loadeval_nb-locks", f"{digest}.lock")
+
+
+def _busy(path: str, key: str, who: str) -> LoadEvalError:
+    return LoadEvalError(
+        f"metrics_file {path!r} is being written by another evaluator ({who}); give each "
+        "evaluator its own metrics_file, or close() the other one first."
+    )
+
+
+def _lock_file(key: str, path: str) -> Optional[int]:
+    """An open, flock'ed descriptor of ``key``'s lock file (None where there is no flock or
+    the temporary folder cannot hold it); LoadEvalError when another process holds it."""
+    if fcntl is None:
+        return None
+    lock = _lock_path(key)
+    try:
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+    except OSError:
+        return None
+    for _ in range(10):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return None
+            raise _busy(path, key, _holder(lock)) from None
+        try:  # the file a releasing writer removed is not the lock: take the new one
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except OSError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            return fd
+        os.close(fd)
+    return None
+
+
+def _holder(lock: str) -> str:
+    try:
+        with open(lock, encoding="ascii") as f:
+            pid = f.read().strip()
+    except (OSError, ValueError):
+        pid = ""
+    return f"process {pid}" if pid.isdigit() else "another process"
+
+
+def _unlock(key: str, fd: Optional[int]) -> None:
+    if fd is None:
+        return
+    try:
+        os.remove(_lock_path(key))  # while still held: nobody else has taken this file
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def check_free(path: str) -> None:
+    """LoadEvalError now if a live writer (here or in another process) holds ``path``."""
+    key = _key(path)
+    with _claims_lock:
+        ref = _claims.get(key)
+        if ref is not None and ref() is not None:
+            gc.collect()  # a writer of a dropped evaluator in a reference cycle
+            if ref() is not None:
+                raise _busy(path, key, "in this process")
+    _unlock(key, _lock_file(key, path))
+
+
+class _Claim:
+    """What a writer holds while it writes: released by :meth:`release`, or when the
+    writer is collected."""
+
+    def __init__(self, key: str, fd: Optional[int]) -> None:
+        self.key, self.fd = key, fd
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        with _claims_lock:
+            ref = _claims.get(self.key)
+            holder = ref() if ref is not None else None
+            # the table's entry is this claim's, unless a later writer has taken the path
+            if ref is not None and (holder is None or holder._claim in (None, self)):
+                del _claims[self.key]
+        _unlock(self.key, fd)
+
+
 class MetricsWriter:
     """Keeps ``path`` (and its journal) up to date with an evaluator's epochs.
 
     ``snapshot(first_epoch, first_tick)`` returns a :class:`Run` of the epochs from
     ``first_epoch`` on, with utilisation ticks from ``first_tick`` on.
+
+    A writer holds its path from its making to its last :meth:`write_all` (or until it
+    is collected); one made on a path another live writer holds, in this process or in
+    another, raises :class:`LoadEvalError`.
     """
 
     def __init__(self, path: str, timer: Callable[[], float] = time.perf_counter) -> None:
@@ -83,16 +211,56 @@ class MetricsWriter:
         self._written_at: Optional[float] = None
         self._full_cost = 0.0
         self._steps = self._epochs = self._ticks = self._loads = 0
+        self._append_failed = False
+        self._claim: Optional[_Claim] = None
+        self._finalizer: Optional[weakref.finalize] = None
+        self._take()
+
+    def _take(self) -> None:
+        if self._claim is not None:
+            return
+        key = _key(self.path)
+        with _claims_lock:
+            ref = _claims.get(key)
+            other = ref() if ref is not None else None
+            if other is not None and other is not self and other._claim is not None:
+                del other
+                gc.collect()  # a writer of a dropped evaluator in a reference cycle
+                other = ref() if ref is not None else None
+                if other is not None and other._claim is not None:
+                    raise _busy(self.path, key, "in this process")
+            claim = _Claim(key, _lock_file(key, self.path))
+            _claims[key] = weakref.ref(self)
+        self._claim = claim
+        self._finalizer = weakref.finalize(self, claim.release)
+
+    def release(self) -> None:
+        """Let go of the path: another writer may take it now."""
+        claim, self._claim = self._claim, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if claim is not None:
+            claim.release()
 
     def epoch_ended(self, snapshot: Callable[[int, int], Run]) -> None:
+        self._take()
         now = self._timer()
         if self._written_at is None or now - self._written_at >= self._full_cost / FULL_WRITE_SHARE:
-            self.write_all(snapshot(0, 0))
+            self._write_whole(snapshot(0, 0))
         else:
             self._append(snapshot(self._epochs, self._ticks))
 
     def write_all(self, run: Run) -> None:
-        """Write the whole document (atomically), then drop the journal it now includes."""
+        """Write the whole document (atomically), drop the journal it now includes, and
+        let go of the path (the run is over)."""
+        self._take()
+        try:
+            self._write_whole(run)
+        finally:
+            self.release()
+
+    def _write_whole(self, run: Run) -> None:
         t = self._timer()
         run.save(self.path)
         if os.path.exists(self.journal):
@@ -124,20 +292,46 @@ class MetricsWriter:
             "util": part.util,
             "worker_load_ns": loads[self._loads :] if loads is not None else None,
         }
-        text = json.dumps(line, separators=(",", ":"), allow_nan=False)
-        with open(self.journal, "a+b") as f:
-            # a line cut short (a full disk, a crash) is closed first, so this one is whole
-            end = f.seek(0, os.SEEK_END)
-            if end:
-                f.seek(end - 1)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-            f.write(text.encode("utf-8") + b"\n")
-            f.flush()
+        data = json.dumps(line, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
+        try:
+            self._append_line(data)
+        except OSError as e:
+            # a full disk: the journal holds the whole lines before this one, and the next
+            # epoch's line (or close()'s document) brings these epochs too
+            if not self._append_failed:
+                self._append_failed = True
+                log.warning(
+                    "loadeval_nb: could not append to %s (%s); the run log keeps the epochs "
+                    "written before, and the run goes on in memory (to_run(), save_metrics() "
+                    "elsewhere).",
+                    self.journal,
+                    e.strerror or e,
+                )
+            return
         self._steps += part.n_steps
         self._epochs += len(part.epochs)
         self._ticks += _util_ticks(part.util)
         self._loads = len(loads) if loads is not None else 0
+
+    def _append_line(self, data: bytes) -> None:
+        """Append one line to the journal, whole or not at all: a write cut short (a full
+        disk, Stop pressed) is taken back, so no reader meets half a line."""
+        with open(self.journal, "a+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            try:
+                if end:
+                    # a line cut short by a crash is closed first, so this one is whole
+                    f.seek(end - 1)
+                    if f.read(1) != b"\n":
+                        data = b"\n" + data
+                f.write(data)
+                f.flush()
+            except BaseException:
+                try:
+                    f.truncate(end)  # frees space: works on a full disk
+                except OSError:
+                    pass
+                raise
 
 
 def _count(x: Any) -> bool:

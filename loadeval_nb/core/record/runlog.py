@@ -44,7 +44,7 @@ from typing import Any
 
 from .._errors import LoadEvalError, RunLogError, a_kind
 from .._files import cannot_write_in, expand_path
-from .journal import read_journal
+from .journal import check_free, read_journal
 from .run import RUN_KIND, PathLike, Run, run_from_dict
 
 MAX_NAME_BYTES = 255 - len(".journal")
@@ -54,7 +54,8 @@ this runs on, and the journal beside it adds ``.journal``."""
 
 def check_metrics_file(path: Any) -> None:
     """One :class:`LoadEvalError` now for a run-log path that could not be written later:
-    not a path, a directory, or in a folder that cannot be made or written to."""
+    not a path, a directory, in a folder that cannot be made or written to, or a path
+    another live evaluator (here or in another process) is writing."""
     try:
         p = expand_path(path)
     except TypeError:
@@ -77,6 +78,7 @@ def check_metrics_file(path: Any) -> None:
         raise LoadEvalError(
             f"Cannot write metrics_file {p!r} ({reason}); pass a path in a folder you can write to."
         )
+    check_free(p)  # another evaluator writing there would mix its runs into this one's
 
 
 def load_run(path: PathLike) -> Run:
