@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional, Union
 
-SPELLINGS = ("keywords", "options")
-"""How a next step is spelled: as a script's keyword (``steps=400``), the default, or as
-``%%loadeval``'s option (``--steps 400``)."""
+SPELLINGS = ("keywords", "options", "cli")
+"""How a next step is spelled: as a script's keyword (``steps=400``), the default; as
+``%%loadeval``'s option (``--steps 400``); or as ``python -m loadeval_nb run``'s option
+(``--steps 400``, and where the command has no such option, the notebook's, said so)."""
 
 
 class Action(NamedTuple):
@@ -24,19 +25,42 @@ class Action(NamedTuple):
     run, each front end says it in its own words (:func:`spell`)."""
 
     setting: str
-    """``steps``, ``cache_on``, ``repeat``, ``ladder`` or ``sweep``."""
+    """``steps``, ``cache_on``, ``num_cached_batches``, ``interleave``, ``repeat``, ``only``,
+    ``ladder`` or ``sweep``."""
     value: Any = None
 
 
+_OPTION_NAMES = {"num_cached_batches": "--cache"}
+"""Settings whose option is not their name with dashes (the same in the magic and the
+command)."""
+CLI_OPTIONS = ("steps", "warmup", "num_cached_batches", "cache_on", "log_dir", "interleave")
+"""The settings ``python -m loadeval_nb run`` has an option for; the others are the
+notebook's (``%%loadeval --ladder``)."""
+
+
+def _option(action: Action) -> str:
+    """``action`` as ``%%loadeval``'s option."""
+    name, v = action.setting, action.value
+    if name == "ladder":
+        return "--ladder"
+    if name == "sweep":
+        return f'--sweep "{v}"'
+    if name == "interleave":
+        return "--sequential" if v is False else "the default (interleaved)"
+    return f"{option_name(name, 'options')} {v}"
+
+
 def spell(action: Action, spelling: str = "keywords") -> str:
-    """``action`` as a script writes it (``keywords``) or as the magic does (``options``)."""
+    """``action`` as a script writes it (``keywords``), as the magic does (``options``), or
+    as the command line does (``cli``; a step the command cannot take is the notebook's
+    option, said so)."""
     name, v = action.setting, action.value
     if spelling == "options":
-        if name == "ladder":
-            return "--ladder"
-        if name == "sweep":
-            return f'--sweep "{v}"'
-        return f"--{name.replace('_', '-')} {v}"
+        return _option(action)
+    if spelling == "cli":
+        if name in CLI_OPTIONS:
+            return _option(action)
+        return f"%%loadeval {_option(action)} in a notebook"
     if name == "ladder":
         return "run_ladder"
     if name == "sweep":
@@ -46,7 +70,9 @@ def spell(action: Action, spelling: str = "keywords") -> str:
 
 def option_name(setting: str, spelling: str = "keywords") -> str:
     """A setting's name as a front end spells it: ``log_dir`` or ``--log-dir``."""
-    return f"--{setting.replace('_', '-')}" if spelling == "options" else setting
+    if spelling in ("options", "cli"):
+        return _OPTION_NAMES.get(setting, f"--{setting.replace('_', '-')}")
+    return setting
 
 
 Piece = Union[str, Action]

@@ -153,3 +153,60 @@ def blocks_disagree(blocks: Sequence[Sequence[float]]) -> bool:
         return False
     se = (lo[1] + hi[1]) ** 0.5
     return se == 0 or (hi[0] - lo[0]) / se > DISAGREE_Z
+
+
+T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
+"""Student's t, 97.5th percentile, for 1 to 10 degrees of freedom."""
+
+
+def t975(df: int) -> float:
+    """Student's t, 97.5th percentile, for ``df`` degrees of freedom (2.0 beyond 10)."""
+    return T975[df - 1] if 1 <= df <= len(T975) else 2.0
+
+
+SEGMENT_STEPS = 8
+"""Fewest steps in a segment of a run cut in time (fewer and a segment's mean is mostly
+noise)."""
+MAX_SEGMENTS = 8
+"""Segments per run at most."""
+MIN_SEGMENTS = 3
+"""Fewest segments per run that show a trend."""
+
+
+def _segments(start_s: np.ndarray, step_s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` consecutive segments of a run: the mean start time and the log of the mean
+    step of each."""
+    parts = np.array_split(np.arange(step_s.size), k)
+    t = np.array([start_s[p].mean() for p in parts])
+    y = np.array([math.log(step_s[p].mean()) for p in parts])
+    return t, y
+
+
+def drift_slope(
+    runs: Sequence[tuple[Sequence[float], Sequence[float]]],
+) -> Optional[tuple[float, float, int]]:
+    """The drift shared by runs measured one after the other: each run (its steps' start
+    times and step times, seconds) is cut into segments in time, and the log of the
+    segments' mean step is fitted against their time, with an intercept per run and one
+    slope. Returns ``(slope, its standard error, degrees of freedom)``, the slope in log
+    units per second; None when a run has too few steps for ``MIN_SEGMENTS`` segments."""
+    arrays = [(np.asarray(t, dtype=float), np.asarray(x, dtype=float)) for t, x in runs]
+    k = min(MAX_SEGMENTS, min(x.size for _, x in arrays) // SEGMENT_STEPS)
+    if k < MIN_SEGMENTS or any(np.any(x <= 0) for _, x in arrays):
+        return None
+    ts, ys = [], []
+    for t, x in arrays:
+        st, sy = _segments(t, x, k)
+        ts.append(st - st.mean())
+        ys.append(sy - sy.mean())
+    tc, yc = np.concatenate(ts), np.concatenate(ys)
+    sxx = float((tc * tc).sum())
+    if sxx <= 0:
+        return None
+    slope = float((tc * yc).sum()) / sxx
+    df = tc.size - len(arrays) - 1
+    resid = yc - slope * tc
+    if df <= 0:
+        return None
+    s2 = float((resid * resid).sum()) / df
+    return slope, math.sqrt(s2 / sxx), df

@@ -16,7 +16,7 @@ from .._facts import Fact, Facts, Reported
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci
 from ..record.run import describe_steady
-from .diagnose import as_run, setup_differences
+from .diagnose import as_run, setup_changes, setup_differences
 from .diagnosis import MIN_STEADY_STEPS
 
 
@@ -52,7 +52,10 @@ class Comparison(Reported):
     before_steps: int
     after_steps: int
     notes: tuple[str, ...] = ()
-    """What makes the two runs unlike (a real run against an ideal one, other machines)."""
+    """What makes the two runs unlike (a real run against an ideal one)."""
+    machines: Optional[str] = None
+    """How the two runs' machines or setups differ (``host a → b``), said beside the
+    result; None when they agree or are not recorded."""
 
     @property
     def regression(self) -> bool:
@@ -94,8 +97,19 @@ class Comparison(Reported):
                 f"{fmt_seconds(self.before_step_s)} → {fmt_seconds(self.after_step_s)}"
                 + (f", {_signed(self.ratio - 1)}{ci}" if self.ratio is not None else ""),
             ),
-            Fact("steps", "steady steps", f"{self.before_steps} before, {self.after_steps} after"),
         ]
+        if self.machines:
+            facts.append(
+                Fact(
+                    "machines",
+                    "machines",
+                    f"different machines or setups ({self.machines}): a change may come "
+                    "from the machine, not the code",
+                )
+            )
+        facts.append(
+            Fact("steps", "steady steps", f"{self.before_steps} before, {self.after_steps} after")
+        )
         b, a = self.before_samples_per_s, self.after_samples_per_s
         if a and b:
             facts.append(
@@ -143,14 +157,9 @@ def compare_runs(before: Any, after: Any, *, max_slowdown: Any = 0.05) -> Compar
             "this compares the real loader with the ideal one, not a change of your code; "
             "compare two real runs"
         )
-    differ = setup_differences(b, a)
-    if differ:
-        notes.append(
-            f"the runs were recorded on different machines or setups ({', '.join(differ)} "
-            "differ): a change may come from the machine, not the code"
-        )
     return Comparison(
         notes=tuple(notes),
+        machines=setup_changes(b, a) if setup_differences(b, a) else None,
         before_step_s=db["mean_s"],
         after_step_s=da["mean_s"],
         ratio=ratio,

@@ -11,7 +11,8 @@ import os
 from typing import Any, Optional, Union
 
 from .._errors import LoadEvalError, a_kind
-from .._stats import bootstrap_ratio_ci
+from .._format import fmt_pct, fmt_seconds
+from .._stats import bootstrap_ratio_ci, drift_slope, t975
 from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
 from ..whatif.from_runs import predict_from_runs
@@ -40,13 +41,30 @@ def _as_long(slower: float) -> str:
     return f"{slower:.0%} longer than" if slower < 1 else f"{1 + slower:.1f}× as long as"
 
 
+SETUP_KEYS = ("host", "platform", "cpu_count", "devices", "torch_version")
+"""What of a run log's environment tells two machines or setups apart."""
+
+
 def setup_differences(a: Run, b: Run) -> list[str]:
-    """What of the two runs' machines and setups differs (platform, CPUs, GPUs, torch)."""
+    """What of the two runs' machines and setups differs (host, platform, CPUs, GPUs,
+    torch)."""
     return [
         k
-        for k in ("platform", "cpu_count", "devices", "torch_version")
+        for k in SETUP_KEYS
         if k in a.environment and k in b.environment and a.environment[k] != b.environment[k]
     ]
+
+
+def setup_changes(a: Run, b: Run) -> str:
+    """The differences of :func:`setup_differences` with their values: ``host gpu-a →
+    gpu-b, cpu_count 2 → 64``; empty when the setups agree (or are not recorded)."""
+
+    def said(v: Any) -> str:
+        return ", ".join(map(str, v)) or "none" if isinstance(v, list) else str(v)
+
+    return "; ".join(
+        f"{k} {said(a.environment[k])} → {said(b.environment[k])}" for k in setup_differences(a, b)
+    )
 
 
 def as_run(x: RunLike, name: str = "run") -> Run:
@@ -103,6 +121,18 @@ def _verdict(
         return PARTLY_INPUT_BOUND, "an ideal loader would make steps somewhat faster"
     if headroom >= PARTLY_HEADROOM:
         return NOT_INPUT_BOUND, "the difference is within noise"
+    hi = ci[1]
+    if hi is not None and hi < 1.0:  # the interval wholly below 1: never "as fast"
+        return NOT_INPUT_BOUND, (
+            "the real loader measured faster than an ideal one, which is noise or a "
+            "difference in the batches (the cached ones cost more than the average real "
+            "one), not a gain to be had from loading"
+        )
+    if significant:  # the interval wholly above 1, the gain under the 5 % that counts
+        return NOT_INPUT_BOUND, (
+            f"an ideal loader would make steps faster by less than {PARTLY_HEADROOM:.0%}, "
+            "too little to matter"
+        )
     return NOT_INPUT_BOUND, "steps are as fast with the real loader as with an ideal one"
 
 
@@ -129,10 +159,21 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         speedup = rd["mean_s"] / idd["mean_s"]
         headroom = 1.0 - idd["mean_s"] / rd["mean_s"]
         ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)
+    blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
+    unit = "block" if isinstance(blocks, dict) else "epoch"
+    ci_label = f"{CI_LEVEL:.0%} CI"
     repeats = between_repeats(r, i)
     if repeats is not None and ci[0] is not None and ci[1] is not None:
         ratios, (blo, bhi) = repeats
         ci = (min(ci[0], blo), max(ci[1], bhi))  # the spread between repeats counts too
+        if len(ratios) < MIN_T_BLOCKS:
+            ci_label = f"range of {len(ratios)} {unit}s"
+    drift = None
+    if repeats is None and ci[0] is not None and ci[1] is not None:
+        # one run after the other: a drift within the runs is a drift between them too
+        drift = sequential_drift(r, i)
+        if drift is not None:
+            ci = (min(ci[0], ci[0] * drift[1]), max(ci[1], ci[1] * drift[2]))
     verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
 
     copies = r.steady_h2d_s()
@@ -145,7 +186,13 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
         real_other = rd["mean_s"] - real_wait
     spe = r.steps_per_epoch()
     saved = real_epoch = None
-    if spe and rd["mean_s"] is not None:
+    endless = bool(
+        spe
+        and rd["mean_s"] is not None
+        and spe > ENDLESS_STEPS * max(r.n_steps, 1)
+        and spe * rd["mean_s"] > ENDLESS_EPOCH_S
+    )
+    if spe and rd["mean_s"] is not None and not endless:
         real_epoch = rd["mean_s"] * spe
         if idd["mean_s"] is not None:
             saved = (rd["mean_s"] - idd["mean_s"]) * spe
@@ -158,22 +205,34 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     if differ:
         notes.append(
             f"the runs were recorded on different machines or setups ({', '.join(differ)} "
-            "differ): the comparison mixes them"
+            f"differ: {setup_changes(r, i)}): the comparison mixes them"
         )
-    blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
+    few = (
+        f"{len(repeats[0])} {unit}s a side are too few for a {CI_LEVEL:.0%} interval between "
+        f"them, so the interval is the {unit}s' range widened by the steps' noise"
+        if repeats is not None and len(repeats[0]) < MIN_T_BLOCKS
+        else "the interval holds the spread between them"
+    )
     if isinstance(blocks, dict) and repeats is not None:
         notes.append(
             f"real and ideal steps interleaved in {len(repeats[0])} blocks each (A B B A, "
             f"{blocks.get('block')} steady steps a block), so a drift of the machine lands on "
-            f"both sides; speedup per block {min(repeats[0]):.2f}–{max(repeats[0]):.2f}×, "
-            "and the interval holds the spread between blocks"
+            f"both sides; speedup per block {min(repeats[0]):.2f}–{max(repeats[0]):.2f}×; " + few
         )
     elif repeats is not None:
         each = ", ".join(f"{x:.2f}×" for x in repeats[0])
         notes.append(
             f"each run holds {len(repeats[0])} epochs (a pair repeated in A B B A order, or a "
-            f"loop of several epochs): speedup per epoch {each}; the interval "
-            "holds the spread between them"
+            f"loop of several epochs): speedup per epoch {each}; " + few
+        )
+    if drift is not None:
+        notes.append(
+            "the sides ran one after the other and their steps drifted within each run "
+            f"({_signed_pct(drift[0] - 1)} between the runs' middles, beyond the noise of "
+            "each run's segments in time): the drift between the runs is in the difference, "
+            "so the interval also holds the speedup corrected for it (about "
+            f"{(speedup or 0.0) * drift[0]:.2f}×); interleaved, the default, a drift lands on "
+            "both sides"
         )
     disagree = blocks_disagree(r, i)
     if disagree is not None:
@@ -222,11 +281,28 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
                     "loader or more steps"
                 )
                 reason = f"{reason} (the {name} run did not converge)"
-    asked, got = (r.settings or {}).get("max_steps"), r.steps_per_epoch()
-    if isinstance(asked, int) and got and got < asked and r.status == "complete":
+    limited = loader_limited(r)
+    if limited is not None:
+        asked, got = limited
+        if isinstance(blocks, dict):
+            notes.append(
+                f"the loader has {got} batches an epoch, fewer than the {asked} steps asked "
+                f"a side need in one interleaved pass: the real side measured {len(rs)} "
+                f"steady steps in its blocks and the ideal side {len(is_)} (warm-up and "
+                "drained steps left out)"
+            )
+        else:
+            notes.append(
+                f"the loader has {got} batches an epoch, fewer than the {asked} steps asked: "
+                f"the real run measured {len(rs)} steady steps and the ideal run {len(is_)} "
+                "(warm-up left out)"
+            )
+    if endless and spe:
+        real_step = rd["mean_s"] or 0.0
         notes.append(
-            f"the loader has {got} batches an epoch, fewer than the {asked} steps asked: "
-            f"each run measured {got}"
+            f"the loader's length, {spe:,} batches, is no epoch that will be run (about "
+            f"{fmt_seconds(spe * real_step)} of steps: a sampler that hardly "
+            "ends): the time saved is said per 1000 steps"
         )
     cached, want = (
         (i.settings or {}).get("batches_cached"),
@@ -246,18 +322,34 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     for name, run in (("real", r), ("ideal", i)):
         if run.status != "complete":
             notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
-    if verdict != NOT_ENOUGH_DATA and real_other is not None and idd["mean_s"]:
+    cuda = r.environment.get("cuda_available")
+    if copies:  # copies timed with CUDA events: the process used CUDA
+        cuda = True
+    if (
+        verdict != NOT_ENOUGH_DATA
+        and real_other is not None
+        and real_wait is not None
+        and idd["mean_s"]
+        and rd["mean_s"]
+    ):
         slower = real_other / idd["mean_s"] - 1.0
-        if slower > CONTENTION:
+        longer = rd["mean_s"] - idd["mean_s"]
+        # waiting explains less than half the difference: the rest needs saying too
+        unexplained = verdict in (INPUT_BOUND, PARTLY_INPUT_BOUND) and real_wait < longer / 2
+        if slower > CONTENTION or (unexplained and slower > 0):
             workers = r.loader_settings.get("num_workers")
-            cause = (
-                "loading in the training process, host-to-device copies the cache avoided, "
-                "or CPU contention"
+            causes = [
+                "the loading, which runs inside the training process"
                 if workers == 0
-                else "CPU contention from workers, or host-to-device copies the cache avoided"
-            )
+                else "the loader's workers taking CPU from the step",
+                *(["host-to-device copies the cache avoided"] if cuda is not False else []),
+                "cached batches that cost less than real ones",
+            ]
             notes.append(
-                f"apart from waiting, real steps took {_as_long(slower)} ideal ones ({cause})"
+                f"real steps are {fmt_seconds(longer)} longer than ideal ones, but only "
+                f"{fmt_seconds(real_wait)} of that is waiting for data: apart from waiting "
+                f"they take {_as_long(slower)} ideal ones; the rest is "
+                + (", ".join(causes[:-1]) + ", or " + causes[-1])
             )
     prediction = None
     if verdict != NOT_ENOUGH_DATA:
@@ -270,8 +362,16 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
             log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
             notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
     workers = r.loader_settings.get("num_workers")
+    pin = r.loader_settings.get("pin_memory")
     return Diagnosis(
         num_workers=workers if isinstance(workers, int) and not isinstance(workers, bool) else None,
+        pin_memory=pin if isinstance(pin, bool) else None,
+        cuda=cuda if isinstance(cuda, bool) else None,
+        speedup_ci_label=ci_label,
+        loader_limited=(
+            None if limited is None else "interleaved" if isinstance(blocks, dict) else "sequential"
+        ),
+        epoch_endless=endless,
         prediction=prediction,
         verdict=verdict,
         reason=reason,
@@ -311,8 +411,20 @@ BUSY_SHARE = 0.2
 during a run make it disturbed."""
 
 
-T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
-"""Student's t, 97.5th percentile, for 1 to 10 degrees of freedom (2.0 beyond)."""
+MIN_T_BLOCKS = 3
+"""Fewest block (or epoch) speedups a t-interval is taken from: with two, Student's t of
+one degree of freedom (12.7) makes an interval of nothing (1.12× and 1.40× give
+0.31–5.15×), so two blocks give their own range instead."""
+
+ENDLESS_STEPS = 10
+"""A loader longer than this many times the steps measured ..."""
+ENDLESS_EPOCH_S = 86400.0
+"""... whose epoch would take longer than this (a day, at the real step) is no epoch
+that will be run (a sampler that hardly ends): time saved is said per 1000 steps."""
+
+DRIFT_MIN = 0.01
+"""A drift between two runs measured one after the other counts when it moves the
+speedup by this share at least (and is beyond the noise of the runs' segments)."""
 
 
 def epoch_means(run: Run) -> dict[int, float]:
@@ -321,18 +433,76 @@ def epoch_means(run: Run) -> dict[int, float]:
 
 
 def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
-    """For a pair repeated in ABBA order (one epoch per repeat on each side): the speedup
-    of each repeat and a 95 % t-interval of their geometric mean; None without repeats."""
+    """For a pair measured in blocks or repeats (one epoch of each side per block): the
+    speedup of each block and an interval of their geometric mean: a 95 % t-interval from
+    ``MIN_T_BLOCKS`` blocks on, the blocks' own range below; None with fewer than two."""
     a, b = epoch_means(r), epoch_means(i)
     ratios = [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
     if len(ratios) < 2:
         return None
+    if len(ratios) < MIN_T_BLOCKS:
+        return ratios, (min(ratios), max(ratios))
     logs = [math.log(x) for x in ratios]
     m = sum(logs) / len(logs)
     sd = math.sqrt(sum((v - m) ** 2 for v in logs) / (len(logs) - 1))
-    t = T975[len(logs) - 2] if len(logs) - 1 <= len(T975) else 2.0
-    half = t * sd / math.sqrt(len(logs))
+    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
     return ratios, (math.exp(m - half), math.exp(m + half))
+
+
+def sequential_drift(r: Run, i: Run) -> Optional[tuple[float, float, float]]:
+    """For a pair measured one run after the other: how a drift within the runs moves
+    their speedup, as factors ``(estimate, low, high)`` on it; None when the runs show no
+    drift beyond the noise of their segments, or one under ``DRIFT_MIN``.
+
+    Each run's steady steps are cut into segments in time and one slope is fitted to the
+    log of the segments' means (:func:`drift_slope`); the runs are taken to be back to back,
+    so the ideal run's middle comes the real run's second half and the ideal run's first
+    half after the real run's middle. A drift seen within the runs over that time is
+    between them too: the speedup corrected for it is ``exp(slope × gap)`` times the
+    measured one, give or take the slope's 95 % interval."""
+    sides = []
+    for run in (r, i):
+        idx = run.steady_indices()
+        if not idx:
+            return None
+        start = [run.start_ns[k] / 1e9 for k in idx]
+        step = [run.step_ns[k] / 1e9 for k in idx]
+        sides.append((start, step))
+    fit = drift_slope(sides)
+    if fit is None:
+        return None
+    slope, se, df = fit
+    (rstart, rstep), (istart, istep) = sides
+    r_mid = sum(t + x / 2 for t, x in zip(rstart, rstep)) / len(rstart)
+    i_mid = sum(t + x / 2 for t, x in zip(istart, istep)) / len(istart)
+    r_end = (r.start_ns[-1] + r.step_ns[-1]) / 1e9
+    gap = (r_end - r_mid) + (i_mid - i.start_ns[0] / 1e9)
+    t = t975(df)
+    if gap <= 0 or abs(slope) <= t * se or abs(math.expm1(slope * gap)) < DRIFT_MIN:
+        return None
+    half = t * se * gap
+    return math.exp(slope * gap), math.exp(slope * gap - half), math.exp(slope * gap + half)
+
+
+def loader_limited(r: Run) -> Optional[tuple[int, int]]:
+    """``(steps asked, the loader's batches)`` when the loader's epoch, not the steps asked,
+    limited what the real run measured; None otherwise."""
+    settings = r.settings or {}
+    asked, got = settings.get("max_steps"), r.steps_per_epoch()
+    if not isinstance(asked, int) or not got or r.status != "complete":
+        return None
+    plan = settings.get("interleaved")
+    if isinstance(plan, dict):
+        # one pass serves both sides: the cache fill, then each side's steady steps
+        cached = settings.get("num_cached_batches")
+        first = max(r.warmup, cached if isinstance(cached, int) else 0, 1)
+        need = first + 2 * max(asked - r.warmup, 0)
+        return (asked, got) if got < need else None
+    return (asked, got) if got < asked else None
+
+
+def _signed_pct(x: float) -> str:
+    return f"{'+' if x >= 0 else '-'}{fmt_pct(abs(x), 1)}"
 
 
 BLOCKS_DISAGREE_REL = 0.10

@@ -23,6 +23,9 @@ PARTLY_HEADROOM = 0.05
 CI_LEVEL = 0.95
 CONTENTION = 0.15
 """Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
+PER_STEPS = 1000
+"""Time saved is said per this many steps when the loader's epoch is no epoch that will
+be run (:attr:`Diagnosis.epoch_endless`)."""
 
 
 @dataclass
@@ -73,6 +76,22 @@ class Diagnosis(Reported):
     num_workers: Optional[int] = None
     """The real run's loader's ``num_workers`` (None: not a DataLoader), so that advice
     about workers fits the loader."""
+    pin_memory: Optional[bool] = None
+    """The real run's loader's ``pin_memory`` (None: unknown), so that advice never asks
+    for what is on already."""
+    cuda: Optional[bool] = None
+    """Whether the real run's process could use CUDA (its run log's environment; None:
+    unknown): without it, pinned memory and host-to-device copies are not advice."""
+    speedup_ci_label: str = "95% CI"
+    """What ``speedup_ci`` is: a 95 % interval, or with two blocks (or repeats) a side,
+    too few for one, their range widened by the steps' noise (``"range of 2 blocks"``)."""
+    loader_limited: Optional[str] = None
+    """``"interleaved"`` or ``"sequential"`` when the loader's epoch, not the steps asked,
+    limited what was measured (in one interleaved pass, or in each run): more steps cannot
+    come from one pass over it; None otherwise."""
+    epoch_endless: bool = False
+    """The loader's length is no epoch that will be run (a sampler that hardly ends: many
+    times the steps measured, and days of steps): time saved is said per 1000 steps."""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -105,7 +124,11 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
     facts = [_step_fact(d, "real"), _step_fact(d, "ideal")]
     if d.speedup is not None:
         lo, hi = d.speedup_ci
-        ci = f" (95% CI {lo:.2f}–{hi:.2f}×)" if lo is not None and hi is not None else ""
+        ci = (
+            f" ({d.speedup_ci_label} {lo:.2f}–{hi:.2f}×)"
+            if lo is not None and hi is not None
+            else ""
+        )
         facts.append(
             Fact(
                 "speedup",
@@ -133,7 +156,18 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
                 f"compute and the rest {fmt_seconds(rest)}",
             )
         )
-    if d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
+    lo = d.speedup_ci[0]
+    gain = lo is not None and lo > 1.0  # something to save: the interval clears 1
+    if gain and d.epoch_endless and d.real_step_s is not None and d.ideal_step_s is not None:
+        facts.append(
+            Fact(
+                "saved",
+                f"time saved per {PER_STEPS} steps",
+                f"{fmt_seconds((d.real_step_s - d.ideal_step_s) * PER_STEPS)} of "
+                f"{fmt_seconds(d.real_step_s * PER_STEPS)}",
+            )
+        )
+    if gain and d.time_saved_per_epoch_s is not None and d.steps_per_epoch:
         facts.append(
             Fact(
                 "saved",
@@ -179,22 +213,36 @@ def _gpu(x: Optional[float]) -> str:
 
 def advice(d: Diagnosis) -> list[Piece]:
     """The next step, from what was measured: the cause named, then what to try (text and
-    :class:`Action` pieces, which each front end spells its way)."""
+    :class:`Action` pieces, which each front end spells its way). On a busy machine, the
+    advice to rerun when it is quiet comes beside it, never instead of it."""
+    out = _advice(d)
     if d.disturbed:
         runs = " and ".join(d.disturbed) + (" runs" if len(d.disturbed) > 1 else " run")
-        return [
-            "Rerun when the machine is quiet: other processes were using it during the "
-            f"{runs}, so these numbers may be off."
+        out = [
+            *out,
+            " Rerun when the machine is quiet to confirm it: other processes were using it "
+            f"during the {runs}, so these numbers may be off.",
         ]
+    return out
+
+
+def _advice(d: Diagnosis) -> list[Piece]:
     if d.verdict == NOT_ENOUGH_DATA and (
-        "the epoch is the limit" in (d.reason or "")
-        or any("fewer than the" in n and "steps asked" in n for n in d.notes)
+        "the epoch is the limit" in (d.reason or "") or d.loader_limited
     ):
-        return [
+        out: list[Piece] = [
             "The loader's epoch is the limit, not the number of steps: more steps cannot "
-            "come from one pass over it. Loop over several epochs in the cell, or use a longer "
-            "loader, so that the difference can be told from noise."
+            "come from one pass over it. Use a longer loader, or loop over several epochs "
+            "of it, so that the difference can be told from noise"
         ]
+        if d.loader_limited == "interleaved":  # one pass held both sides: give each its own
+            return [
+                *out,
+                "; or measure the sides one after the other, a whole pass each (",
+                Action("interleave", False),
+                ").",
+            ]
+        return [*out, "."]
     if d.verdict == NOT_ENOUGH_DATA:
         return [
             "Run more steps (",
@@ -208,14 +256,20 @@ def advice(d: Diagnosis) -> list[Piece]:
             "The loader is not what holds training back: make the step itself faster (model, "
             "batch size, mixed precision); other loader settings will not buy much."
         ]
-    out: list[Piece] = []
+    out = []
     step = d.real_step_s or 0.0
     if d.real_h2d_s and step and d.real_h2d_s / step >= CONTENTION:
+        share = f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step (GPU time): "
         out += [
-            f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step (GPU "
-            "time): unless they already are, make them pin_memory=True with "
-            ".to(device, non_blocking=True) so they overlap compute, or keep the data on the "
-            "GPU (",
+            share
+            + (
+                "the loader pins memory already; unless they already are, make the copies "
+                ".to(device, non_blocking=True) so they overlap compute"
+                if d.pin_memory
+                else "unless they already are, make them pin_memory=True with "
+                ".to(device, non_blocking=True) so they overlap compute"
+            )
+            + ", or keep the data on the GPU (",
             Action("cache_on", "device"),
             " shows what that buys).",
         ]
@@ -245,9 +299,18 @@ def advice(d: Diagnosis) -> list[Piece]:
                 ").",
             ]
     if not out:
+        # pinned memory is advice only where there is a GPU to copy to and it is off
+        tries = [
+            *(["pin_memory"] if d.cuda and d.pin_memory is not True else []),
+            "a lighter collate_fn",
+            "larger batches with fewer steps",
+        ]
         return [
             "Collation and handing batches over cost time in the training process: try "
-            "pin_memory, a lighter collate_fn, or larger batches with fewer steps."
+            + ", ".join(tries[:-1])
+            + (", or " if len(tries) > 2 else " or ")
+            + tries[-1]
+            + "."
         ]
     # two causes are two sentences
     return [p for i, part in enumerate(_sentences(out)) for p in ([" "] if i else []) + part]
