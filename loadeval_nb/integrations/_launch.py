@@ -13,6 +13,7 @@ pipe of the fork context.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 import traceback
@@ -51,11 +52,16 @@ def _rank_main(
         WORLD_SIZE=str(world),
         LOCAL_WORLD_SIZE=str(world),
     )
+    # a kernel's own SIGINT handler, forked with it, must not swallow the Ctrl-C that
+    # stops a hung rank: it is a KeyboardInterrupt here, and the rank's finally blocks run
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     dist.init_process_group(backend, rank=rank, world_size=world)
     try:
         value = fn()
         if rank == 0:
             out.put(("ok", rank, value, 0.0))
+        else:  # what a timeout says: which ranks had finished
+            out.put(("done", rank, None, 0.0))
     except BaseException:
         # every rank says when it failed (CLOCK_MONOTONIC is one clock for the whole machine):
         # the first to fail is the cause, the others usually fail in a collective after it
@@ -63,6 +69,52 @@ def _rank_main(
         raise
     finally:
         dist.destroy_process_group()
+
+
+def _not_finished(got: list[tuple[str, int, Any, float]], nprocs: int, timeout_s: float) -> str:
+    """The sentence of a timeout: the ranks whose ``fn`` had not returned, by number."""
+    done = sorted({m[1] for m in got if m[0] in ("ok", "done")})
+    late = [r for r in range(nprocs) if r not in done]
+
+    def ranks(rs: list[int]) -> str:
+        return f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}"
+
+    if done:
+        kept = f"{ranks(done)} finished, and {'its' if len(done) == 1 else 'their'} logs are kept"
+    else:
+        kept = "they may wait on each other in a collective; what they logged is kept"
+    return (
+        f"{ranks(late)} did not finish in {timeout_s:g} s and {'was' if len(late) == 1 else 'were'}"
+        f" stopped ({kept}); raise timeout_s, or pass None to wait as long as they take."
+    )
+
+
+STOP_GRACE_S = 5.0
+"""How long a rank that is stopped has to finish its ``finally`` blocks (an evaluator's
+``with`` writing its run log) after a Ctrl-C, before it is terminated."""
+
+
+def _stop(processes: Any) -> None:
+    """Stop the ranks still running: Ctrl-C first, so that a rank's own code can close its
+    run logs as Stop in a notebook does; then SIGTERM, then SIGKILL for a rank that answers
+    neither (one stuck inside a collective)."""
+    alive = [p for p in processes if p.is_alive()]
+    for p in alive:
+        try:
+            os.kill(p.pid, signal.SIGINT)
+        except OSError:
+            pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in alive:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in alive:
+        if p.is_alive():
+            p.terminate()
+    for p in alive:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
 
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -79,8 +131,9 @@ def launch_ranks(
     """Run ``fn()`` on ``nprocs`` forked CPU ranks of a fresh process group and return rank
     0's result. A rank that raises stops them all; its traceback comes back as a
     ``RuntimeError`` naming the rank. ``nprocs`` is at most the machine's worker limit
-    (4 per CPU); after ``timeout_s`` seconds (None: no limit) the ranks are stopped and
-    a ``TimeoutError`` says so. Nothing of the launch is left behind: no process, no
+    (4 per CPU); after ``timeout_s`` seconds (None: no limit) the ranks still running are
+    stopped (a Ctrl-C first, so that their ``finally`` blocks write their run logs) and a
+    ``TimeoutError`` names them. Nothing of the launch is left behind: no process, no
     error file."""
     import torch
     import torch.multiprocessing as tmp
@@ -119,11 +172,8 @@ def launch_ranks(
         while not procs.join(timeout=0.05):
             drain()
             if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"the ranks did not finish in {timeout_s:g} s and were stopped (a rank may "
-                    "hang in a collective); raise timeout_s, or pass None to wait as long as "
-                    "they take."
-                )
+                assert timeout_s is not None
+                raise TimeoutError(_not_finished(got, nprocs, timeout_s))
     except tmp.ProcessRaisedException as e:
         drain()
         failed = sorted((m for m in got if m[0] == "error"), key=lambda m: m[3])
@@ -134,14 +184,7 @@ def launch_ranks(
         after = f" (then rank {', '.join(map(str, also))} failed too)" if also else ""
         raise RuntimeError(f"rank {rank} failed first{after}:\n{tb}") from None
     except BaseException:  # Ctrl-C, a timeout: no rank outlives the launch
-        for p in procs.processes:
-            if p.is_alive():
-                p.terminate()
-        for p in procs.processes:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        _stop(procs.processes)
         raise
     finally:
         _remove_error_files(procs)

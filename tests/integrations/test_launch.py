@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -10,7 +11,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from loadeval_nb import LoadEvalError, RunSettings, run_pair
+from loadeval_nb import LoaderEvaluator, LoadEvalError, RunSettings, load_run, run_pair
 from loadeval_nb.integrations import launch_ranks
 from loadeval_nb.ranks import gather_pair
 
@@ -62,3 +63,28 @@ def test_a_failing_rank_fails_the_launch_with_its_traceback():
 def test_bad_process_counts_are_refused():
     with pytest.raises(LoadEvalError, match="nprocs must be"):
         launch_ranks(lambda: None, 0)
+
+
+def _rank_1_hangs(folder):
+    rank = dist.get_rank()
+    path = os.path.join(folder, f"rank{rank}.json")
+    with LoaderEvaluator(list(range(50)), metrics_file=path, sample_interval_s=None) as ev:
+        for i, _ in enumerate(ev):
+            if rank == 1 and i == 10:
+                time.sleep(600)  # hangs mid-epoch
+    return rank
+
+
+def test_a_hung_rank_is_stopped_named_and_the_logs_are_kept(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(TimeoutError) as info:
+        launch_ranks(lambda: _rank_1_hangs(str(tmp_path)), 2, timeout_s=8)
+    assert time.monotonic() - started < 60
+    assert str(info.value) == (
+        "rank 1 did not finish in 8 s and was stopped (rank 0 finished, and its logs are "
+        "kept); raise timeout_s, or pass None to wait as long as they take."
+    )
+    assert load_run(str(tmp_path / "rank0.json")).status == "complete"
+    hung = load_run(str(tmp_path / "rank1.json"))  # stopped as Stop does: its 11 steps
+    assert hung.status == "stopped" and hung.n_steps == 11
+    assert sorted(os.listdir(tmp_path)) == ["rank0.json", "rank1.json"]  # no journal
