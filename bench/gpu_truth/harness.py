@@ -1,0 +1,163 @@
+"""Where the checks run (``Ctx``: the device, dry or quick) and the timing they take beside
+the tool: CUDA events read once at the end, stopwatches around ``next()`` and the step,
+the tool's own NVML series put on our clock."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from loadeval_nb import LoaderEvaluator
+
+from .report import Record
+
+now = time.perf_counter_ns  # the tool's default clock: its stamps and ours share one origin
+
+
+@dataclass
+class Ctx:
+    dev: torch.device
+    dry: bool
+    quick: bool
+    tmp: Path
+
+    @property
+    def cuda(self) -> bool:
+        return self.dev.type == "cuda"
+
+    def pick(self, full: Any, quick: Any, dry: Any) -> Any:
+        return dry if self.dry else quick if self.quick else full
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def cache_on(self) -> str:
+        return "device" if self.cuda else "host"  # no device cache without CUDA
+
+    def gpu_only(self, rec: Record, why: str) -> Record:
+        """On CPU the figure does not exist (the tool reads NVML and CUDA events): SKIP."""
+        if self.cuda:
+            return rec
+        return replace(
+            rec, ok=None, note="; ".join(x for x in (f"needs CUDA: {why}", rec.note) if x)
+        )
+
+
+class Spans:
+    """Durations of GPU work between marks on the current stream: CUDA events, read only
+    after one synchronise at the end (reading one per step would add a wait per step). On
+    CPU (a dry run) a stopwatch stands in."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.pairs: list[tuple[Any, Any]] = []
+        self._open: Any = None
+
+    def _mark(self) -> Any:
+        if not self.cuda:
+            return now()
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def begin(self) -> None:
+        self._open = self._mark()
+
+    def end(self) -> None:
+        self.pairs.append((self._open, self._mark()))
+
+    def seconds(self) -> list[float]:
+        if not self.cuda:
+            return [(b - a) / 1e9 for a, b in self.pairs]
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in self.pairs]
+
+
+def gpu_seconds(ctx: Ctx, fn: Callable[[], Any], reps: int = 10, warm: int = 3) -> float:
+    """Median GPU time of ``fn`` (after ``warm`` untimed calls)."""
+    for _ in range(warm):
+        fn()
+    spans = Spans(ctx.cuda)
+    for _ in range(reps):
+        spans.begin()
+        fn()
+        spans.end()
+    return statistics.median(spans.seconds())
+
+
+def to_device(batch: Any, dev: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dev)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(b, dev) for b in batch)
+    return batch
+
+
+def hand_steps(ctx: Ctx, source: Iterable[Any], body: Callable[[Any], Any], steps: int):
+    """A stopwatch per step as the tool defines one: from a next() call to the next; the wait
+    is the time inside next(). One synchronise at the end, charged to the last step, as the
+    tool does. Returns (step seconds, wait seconds)."""
+    it = iter(source)
+    starts: list[int] = []
+    waits: list[float] = []
+    for _ in range(steps):
+        t0 = now()
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        starts.append(t0)
+        waits.append((now() - t0) / 1e9)
+        body(batch)
+    ctx.sync()
+    bounds = starts + [now()]
+    del it  # a DataLoader's workers end here, outside the timed steps
+    return [(b - a) / 1e9 for a, b in zip(bounds, bounds[1:])], waits
+
+
+def hand_device_loop(ctx: Ctx, loader: Any, body: Callable[[Any], Any], steps: int, cache: int):
+    """The ideal by hand: ``cache`` batches moved to the device once, then served in turn."""
+    it = iter(loader)
+    cached = [to_device(next(it), ctx.dev) for _ in range(cache)]
+    del it
+    return hand_steps(ctx, (cached[i % cache] for i in range(steps)), body, steps)
+
+
+def tool_gpu_series(ev: LoaderEvaluator) -> Optional[tuple[list[int], list[Any]]]:
+    """The tool's NVML series of the GPU in use, on our clock (the run's ``util.t_ns`` are
+    relative to ``ev.started_ns``). None without readings."""
+    util = ev.to_run().util or {}
+    gpu = util.get("gpu") or {}
+    if not gpu.get("available") or not gpu.get("util_pct"):
+        return None
+    origin = ev.started_ns or 0
+    # one series per visible GPU in CUDA_VISIBLE_DEVICES order; torch's current device too
+    index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    series = gpu["util_pct"]
+    return [origin + t for t in util["t_ns"]], series[min(index, len(series) - 1)]
+
+
+def tool_gpu_reason(ev: LoaderEvaluator) -> Optional[str]:
+    """Why the tool has no NVML readings, in its own words."""
+    return ((ev.to_run().util or {}).get("gpu") or {}).get("reason")
+
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the tests, the demo, the package
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child (pytest, the demo, the notebook's kernel): this one, with
+    the checkout first on PYTHONPATH, so that a child imports the same loadeval_nb as this
+    process where the package is not installed (a bare GPU machine)."""
+    env = dict(os.environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *(p for p in paths if p != str(ROOT))])
+    return env
