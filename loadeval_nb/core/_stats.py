@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def describe(step_s: Sequence[float], samples: Optional[Sequence[Optional[int]]] = None) -> dict:
@@ -183,7 +184,7 @@ def _segments(start_s: np.ndarray, step_s: np.ndarray, k: int) -> tuple[np.ndarr
 
 
 def drift_slope(
-    runs: Sequence[tuple[Sequence[float], Sequence[float]]],
+    runs: Sequence[tuple[ArrayLike, ArrayLike]],
 ) -> Optional[tuple[float, float, int]]:
     """The drift shared by runs measured one after the other: each run (its steps' start
     times and step times, seconds) is cut into segments in time, and the log of the

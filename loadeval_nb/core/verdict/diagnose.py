@@ -10,6 +10,8 @@ import math
 import os
 from typing import Any, Optional, Union
 
+import numpy as np
+
 from .._errors import LoadEvalError, a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
@@ -205,7 +207,7 @@ def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
     if differ:
         notes.append(
             f"the runs were recorded on different machines or setups ({', '.join(differ)} "
-            f"differ: {setup_changes(r, i)}): the comparison mixes them"
+            f"differ): {setup_changes(r, i)}; the comparison mixes them"
         )
     few = (
         f"{len(repeats[0])} {unit}s a side are too few for a {CI_LEVEL:.0%} interval between "
@@ -465,16 +467,15 @@ def sequential_drift(r: Run, i: Run) -> Optional[tuple[float, float, float]]:
         idx = run.steady_indices()
         if not idx:
             return None
-        start = [run.start_ns[k] / 1e9 for k in idx]
-        step = [run.step_ns[k] / 1e9 for k in idx]
+        start = np.asarray(run.start_ns, dtype=float)[idx] / 1e9
+        step = np.asarray(run.step_ns, dtype=float)[idx] / 1e9
         sides.append((start, step))
     fit = drift_slope(sides)
     if fit is None:
         return None
     slope, se, df = fit
     (rstart, rstep), (istart, istep) = sides
-    r_mid = sum(t + x / 2 for t, x in zip(rstart, rstep)) / len(rstart)
-    i_mid = sum(t + x / 2 for t, x in zip(istart, istep)) / len(istart)
+    r_mid, i_mid = float((rstart + rstep / 2).mean()), float((istart + istep / 2).mean())
     r_end = (r.start_ns[-1] + r.step_ns[-1]) / 1e9
     gap = (r_end - r_mid) + (i_mid - i.start_ns[0] / 1e9)
     t = t975(df)
