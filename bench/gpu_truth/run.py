@@ -130,6 +130,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.dry_run:
         fake_nvml.install()  # the tool's NVML series exists, so the code that reads it runs
+        # tiny tensors: one thread, not threads that spin for cores a busy machine lacks
+        torch.set_num_threads(1)
     dev = torch.device("cpu" if args.dry_run else "cuda")
     torch.backends.cudnn.benchmark = True  # convolutions tuned once per shape, in warm-ups
     started = time.perf_counter()

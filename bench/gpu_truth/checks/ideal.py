@@ -21,7 +21,7 @@ from ..workloads import Repeat, Trainer, calibrated_cnn, images
 def check(ctx: Ctx) -> list[Record]:
     res = ctx.pick(160, 160, 32)
     train, batch, step_s = calibrated_cnn(ctx, res)
-    steps = max(40, int(ctx.pick(4.0, 2.0, 0.2) / step_s))
+    steps = max(ctx.pick(40, 40, 30), int(ctx.pick(4.0, 2.0, 0.05) / step_s))
     warmup, dev = 5, ctx.dev
 
     def run_once(loader: Iterable[torch.Tensor]) -> None:
@@ -33,6 +33,8 @@ def check(ctx: Ctx) -> list[Record]:
         Repeat(images(4 * batch, res), batch * (steps + 8)), batch_size=batch, pin_memory=ctx.cuda
     )
     common = dict(mode="replay", num_cached_batches=4, steps=steps, warmup=warmup)
+    if ctx.dry:  # steps of a few ms: read the stand-in NVML often enough to land in them
+        common["sample_interval_s"] = 0.01
     on_dev = LoaderEvaluator(pinned, cache_on=ctx.cache_on(), **common)
     on_host = LoaderEvaluator(pinned, cache_on="host", **common)
     for ev in (on_dev, on_host, on_host, on_dev):  # ABBA: drift lands on both
@@ -48,7 +50,7 @@ def check(ctx: Ctx) -> list[Record]:
             dev_run.epoch,
             dev_run.steady_indices(),
             on_dev.started_ns or 0,
-            int(0.5e9),
+            ctx.pick(int(0.5e9), int(0.5e9), 0),  # a dry run's NVML is flat
         )
         util, n = window_mean(tool[0], tool[1], wins)
         whole = fmt_value(dev_run.mean_gpu_util_pct(), "%")
@@ -94,7 +96,12 @@ def ladder_copy_cost(ctx: Ctx, train: Trainer, batch: int, res: int, step_s: flo
     same two loops timed by hand (host batches copied each step; batches already on the
     device). The isolated copy, by CUDA events, is in the note: the added step time can be
     a little less where the staging of a pageable copy overlaps the previous step."""
-    steps, warmup, cache, dev = max(30, int(ctx.pick(3.0, 1.5, 0.2) / step_s)), 5, 4, ctx.dev
+    steps, warmup, cache, dev = (
+        max(ctx.pick(30, 30, 12), int(ctx.pick(3.0, 1.5, 0.05) / step_s)),
+        5,
+        4,
+        ctx.dev,
+    )
     floats = DataLoader(
         Repeat(images(4 * batch, res, torch.float32), batch * (steps + 8)), batch_size=batch
     )
