@@ -28,6 +28,61 @@ def dist_rank() -> Optional[tuple[int, int]]:
     return None
 
 
+AGREE_TIMEOUT_S = 300.0
+"""How long a rank waits for the others to reach a point every rank must reach together
+(the plan of a pass, the gathering of the ranks' pairs) before it stops with a sentence
+naming the ranks that did not arrive."""
+
+_agreements: dict[str, int] = {}
+
+
+def agree(topic: str, mine: Any, timeout_s: Optional[float] = None) -> Optional[list[Any]]:
+    """Every rank's ``mine`` (JSON), in rank order, once every rank of the job has given
+    its own; None when ``torch.distributed`` is not initialised (one process).
+
+    It goes through the process group's key-value store, never through a collective of
+    the group: a rank that never arrives (another loader, another code path, a crash)
+    ends the wait after ``timeout_s`` (:data:`AGREE_TIMEOUT_S`) with a
+    :class:`~loadeval_nb.LoadEvalError` naming it, instead of a job stuck in a collective
+    for the rest of its allocation. Each rank must call it for the same ``topic`` the
+    same number of times (the n-th call of one rank meets the n-th of the others)."""
+    import json
+    import time
+    from datetime import timedelta
+
+    from ._errors import LoadEvalError
+
+    where = dist_rank()
+    if where is None:
+        return None
+    rank, world = where
+    n = _agreements[topic] = _agreements.get(topic, 0) + 1
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    key = f"loadeval_nb/{restart}/{topic}/{n}/"
+    dist = sys.modules["torch.distributed"]
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"{key}{rank}", json.dumps(mine))
+    limit = AGREE_TIMEOUT_S if timeout_s is None else timeout_s
+    keys = [f"{key}{r}" for r in range(world)]
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            store.wait(keys, timedelta(seconds=min(1.0, max(0.01, deadline - time.monotonic()))))
+            break
+        except Exception:  # the store's time-out (a DistStoreError): who is missing?
+            if time.monotonic() >= deadline:
+                missing = [r for r, k in enumerate(keys) if not store.check([k])]
+                if not missing:
+                    break
+                names = ", ".join(map(str, missing))
+                raise LoadEvalError(
+                    f"Rank{'s' if len(missing) > 1 else ''} {names} did not reach the "
+                    f"{topic} within {limit:g} s (rank {rank} waited): their loop or loader "
+                    "differs from this rank's, or they failed; their output says which."
+                ) from None
+    return [json.loads(store.get(k)) for k in keys]
+
+
 def cpu_count() -> int:
     """The CPUs this process may run on (its affinity; all of the machine's where that
     cannot be read): the one core count behind worker limits, the simulator and sweeps."""

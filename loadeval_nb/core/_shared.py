@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         refuse_one_shot,
     )
     from .explore.sweep_spec import config_label
-    from .measure.interleave import plan_blocks
+    from .measure.interleave import NotInterleavable, plan_blocks
     from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
     from .ranks import ranks_result
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
@@ -39,6 +39,7 @@ _LAZY_NAMES = {
     "Action": ("._facts", "Action"),
     "FolderFollower": (".record.follow", "FolderFollower"),
     "HistoryRow": (".record.history", "HistoryRow"),
+    "NotInterleavable": (".measure.interleave", "NotInterleavable"),
     "PAIR_NEEDS_TWO_PASSES": (".explore.runner", "PAIR_NEEDS_TWO_PASSES"),
     "RUNGS": (".explore.ladder", "RUNGS"),
     "RunFollower": (".record.follow", "RunFollower"),
@@ -76,6 +77,7 @@ __all__ = [
     "Action",
     "FolderFollower",
     "HistoryRow",
+    "NotInterleavable",
     "PAIR_NEEDS_TWO_PASSES",
     "RUNGS",
     "RunFollower",

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ._env import dist_rank
+from ._env import agree, dist_rank
 from ._errors import LoadEvalError
 from ._facts import Fact, Facts, Reported
 from ._files import expand_path
@@ -265,15 +265,18 @@ def delivery_s(r: RankResult) -> Optional[float]:
     return loads[len(loads) // 2] / 1e9 / nw
 
 
-def gather_pair(result: Any, group: Any = None) -> RanksResult:
+def gather_pair(result: Any, group: Any = None, timeout_s: Optional[float] = None) -> RanksResult:
     """Every rank's pair, gathered over ``torch.distributed`` (``all_gather_object`` on
     ``group``, default the world): call it on every rank after :func:`run_pair`. Every rank
     gets the same :class:`RanksResult`; rank 0 usually prints it.
 
     A rank whose pair failed re-raises its error here, before any collective, so the
     process exits and torchrun stops the other ranks, instead of leaving them waiting
-    (they may be blocked in the training step's all-reduce). Raises
-    :class:`~loadeval_nb.LoadEvalError` when ``torch.distributed`` is not initialised.
+    (they may be blocked in the training step's all-reduce). Every rank must arrive within
+    ``timeout_s`` (default 300 s) of the first: a rank that does not (its loop stuck in
+    another collective, a crash) is named in a :class:`~loadeval_nb.LoadEvalError` instead
+    of a job waiting for ever. Raises :class:`~loadeval_nb.LoadEvalError` when
+    ``torch.distributed`` is not initialised.
     """
     where = dist_rank()
     if where is None:
@@ -302,6 +305,9 @@ def gather_pair(result: Any, group: Any = None) -> RanksResult:
     gathered: list[Any] = (
         [None] * where[1] if group is None else [None] * dist.get_world_size(group)
     )
+    # every rank arrives first through the store, with a time limit and a sentence naming
+    # the ranks that did not: then the collective below cannot wait for ever
+    agree("gathering of the ranks' pairs", where[0], timeout_s)
     dist.all_gather_object(gathered, mine, group=group)
     return ranks_result([g for g in gathered if g is not None])
 

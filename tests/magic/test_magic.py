@@ -21,7 +21,7 @@ QUIET = "--steps 24 --warmup 2 --cache 3 --quiet"
 
 @pytest.fixture
 def shell():
-    loader = DataLoader(TensorDataset(torch.randn(256, 4), torch.arange(256)), batch_size=8)
+    loader = DataLoader(TensorDataset(torch.randn(512, 4), torch.arange(512)), batch_size=8)
     with ipython_shell(train_loader=loader) as ip:
         yield ip
 

@@ -18,7 +18,7 @@ from .._facts import Action, Facts, option_name, said
 from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
-from ..measure.interleave import InterleavedEvaluator, plan_blocks, queue_depth
+from ..measure.interleave import InterleavedEvaluator, NotInterleavable, plan_pass
 from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
@@ -167,15 +167,19 @@ def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
         steps = settings.steps if settings.steps is not None else (n // 2 if n else 0)
     if not steps:
         return "whole runs"
-    if (
-        plan_blocks(steps, settings.warmup, settings.num_cached_batches, queue_depth(loader), n)
-        is None
-    ):
+    try:  # the one rule (and, under a process group, every rank's same answer)
+        plan_pass(
+            loader,
+            steps=steps,
+            warmup=settings.warmup,
+            num_cached_batches=settings.num_cached_batches,
+            auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
+        )
+    except NotInterleavable as e:
         return (
-            f"the pair ran its real run, then its ideal run: {steps} steps per side"
-            + (f" in a loader of {n} batches" if n is not None else "")
-            + " are too few to interleave in blocks, so a drift of the machine between the "
-            "two runs is in the difference; pass more steps (or a longer loader)"
+            f"the pair ran its real run, then its ideal run, because {e.reason}: a drift of "
+            "the machine between the two runs is in the difference"
+            + ("" if e.epoch_limited else "; pass more steps to interleave")
         )
     return None
 

@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 
 from .._env import (
     SigintStamp,
+    agree,
     cuda_in_use,
     cuda_synchronize,
     environment,
@@ -44,7 +45,7 @@ from .._env import (
     loader_settings,
     safe_len,
 )
-from .._errors import LoadEvalError, a_kind, check_int
+from .._errors import LoadEvalError, a_kind, check_choice, check_int
 from ..record.journal import MetricsWriter
 from ..record.run import Run
 from .adaptive import AutoStop
@@ -139,8 +140,11 @@ def plan_blocks(
     blocks: Optional[int] = None,
 ) -> Optional[BlockPlan]:
     """The plan for ``steps`` steps per side (warm-up included, as for a real run), with
-    ``depth`` batches prefetched; fitted into ``loader_len`` batches when the loader has
-    a length. None when the steps (or the loader) are too few to interleave."""
+    ``depth`` batches prefetched. With ``loader_len`` (the loader's ``len()``), the whole
+    pass — both sides' blocks, the warm-up and the drained steps — fits in one epoch of the
+    loader: the loop is handed no more batches than it would be without the tool, so a
+    schedule sized from ``len(loader)`` runs as it would. None when the steps (or the
+    epoch) are too few to interleave."""
     first = max(warmup, num_cached_batches, 1)
     drain, settle = 2 * depth + 1, max(depth, 1)
     steady = steps - warmup
@@ -149,11 +153,108 @@ def plan_blocks(
         # ideal one): the pass takes no longer than a real run and an ideal run would
         drains = (n // 2) * drain
         block = (steady - drains) // n
-        if loader_len is not None:  # the pass must not run past the loader's end
-            block = min(block, (loader_len - first - drains) // n)
+        if loader_len is not None:  # the pass, every step of it, within the epoch
+            fixed = BlockPlan(first, 0, n, drain, settle).total_steps
+            block = min(block, (loader_len - fixed) // (2 * n))
         if block >= MIN_BLOCK:
             return BlockPlan(first, block, n, drain, settle)
     return None
+
+
+def fewest_steps(warmup: int, num_cached_batches: int, depth: int) -> int:
+    """The fewest loop steps (both sides) a pass of interleaved blocks takes."""
+    first = max(warmup, num_cached_batches, 1)
+    return BlockPlan(first, MIN_BLOCK, MIN_BLOCKS, 2 * depth + 1, max(depth, 1)).total_steps
+
+
+def too_short(
+    steps: Any, warmup: int, num_cached_batches: int, depth: int, loader_len: Optional[int]
+) -> str:
+    """Why a pass cannot be interleaved, in words a front end can put after "because"."""
+    need = fewest_steps(warmup, num_cached_batches, depth)
+    if loader_len is not None and loader_len < need:
+        return (
+            f"an epoch of the loader has {loader_len} batches and interleaved blocks need "
+            f"{need} (warm-up {max(warmup, num_cached_batches, 1)}, 2 blocks of {MIN_BLOCK} "
+            f"steps a side, {2 * depth + 1} drained step{'s' if depth else ''})"
+        )
+    return f"{steps} steps a side are too few for 2 blocks of {MIN_BLOCK} steps a side"
+
+
+def plan_pass(
+    loader: Any,
+    *,
+    steps: int,
+    warmup: int,
+    num_cached_batches: int,
+    blocks: Optional[int] = None,
+    auto_stop: Optional[AutoStop] = None,
+) -> tuple[BlockPlan, Optional[int], int]:
+    """The one rule for whether, and how, a pass over ``loader`` interleaves: its plan,
+    made before its first step from the settings, the loader's ``len()`` and queue depth,
+    and the process group — never from timing seen on the way. Under
+    ``torch.distributed`` the ranks agree first (the smallest epoch, the deepest queue),
+    so every rank holds the same plan and runs the same number of loop steps; settings
+    that differ between ranks are one sentence. Returns ``(plan, the epoch it fits in,
+    ranks that agreed)``; raises :class:`NotInterleavable` when the pass is too short."""
+    depth, n, ranks = queue_depth(loader), safe_len(loader), 1
+    agreed = agree(
+        "plan of the interleaved pass",
+        {
+            "depth": depth,
+            "len": n,
+            "steps": steps,
+            "warmup": warmup,
+            "cache": num_cached_batches,
+            "blocks": blocks,
+            "auto": auto_stop is not None,
+        },
+    )
+    if agreed is not None:
+        ranks = len(agreed)
+        _same_settings(agreed)
+        depth = max(a["depth"] for a in agreed)
+        lens = [a["len"] for a in agreed if a["len"] is not None]
+        n = min(lens) if lens else None
+    if auto_stop is not None:  # two A B B A cycles first; more as the stop rule asks
+        first_steps = max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup
+        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, blocks=2)
+    else:
+        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks)
+    if plan is None:
+        raise NotInterleavable(
+            too_short(steps, warmup, num_cached_batches, depth, n),
+            epoch_limited=n is not None and n < fewest_steps(warmup, num_cached_batches, depth),
+        )
+    return plan, n, ranks
+
+
+class NotInterleavable(LoadEvalError):
+    """A pass too short for interleaved blocks (``reason`` says why): the front ends run
+    the sides one after the other instead, and say so."""
+
+    def __init__(self, reason: str, epoch_limited: bool) -> None:
+        self.reason = reason
+        self.epoch_limited = epoch_limited
+        fix = (
+            "measure the real and the ideal run one after the other (interleave=False)"
+            if epoch_limited
+            else "pass more steps, or measure the sides one after the other (interleave=False)"
+        )
+        super().__init__(f"Cannot interleave: {reason}; {fix}.")
+
+
+def _same_settings(agreed: list[dict[str, Any]]) -> None:
+    """Every rank must measure with the same settings: one sentence naming the first that
+    does not."""
+    for key in ("steps", "warmup", "cache", "blocks", "auto"):
+        values = [a[key] for a in agreed]
+        if len(set(map(str, values))) > 1:
+            odd = next(r for r, v in enumerate(values) if v != values[0])
+            raise LoadEvalError(
+                f"Rank {odd} measures with {key}={values[odd]!r} where rank 0 has "
+                f"{values[0]!r}: give every rank the same settings."
+            )
 
 
 class _Side:
@@ -220,6 +321,12 @@ class InterleavedEvaluator:
             auto_stop = auto_stop or AutoStop()
         check_int("warmup", warmup, 0)
         check_int("num_cached_batches", num_cached_batches, 1)
+        check_choice("cache_on", cache_on, ("host", "device"))
+        check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
+        if blocks is not None and blocks % 2:
+            raise LoadEvalError(
+                f"blocks must be an even number (A B B A cycles of 2 blocks a side), not {blocks}."
+            )
         self.dataloader = dataloader
         self.auto_stop = auto_stop
         self.warmup = warmup
@@ -230,27 +337,18 @@ class InterleavedEvaluator:
         self.worker_timing = bool(worker_timing)
         self.first_batch = first_batch
         self.depth = queue_depth(dataloader)
-        n = safe_len(dataloader)
-        if auto_stop is not None:
-            per_side = auto_stop.max_steps
-            plan = plan_blocks(
-                max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup,
-                warmup,
-                num_cached_batches,
-                self.depth,
-                n,
-                blocks=2,
-            )
-        else:
+        """This loader's queue (the drain rule reads it); the plan's is the deepest rank's."""
+        if auto_stop is None:
             check_int("steps", steps, 1)
-            per_side = steps
-            plan = plan_blocks(steps, warmup, num_cached_batches, self.depth, n, blocks)
-        if plan is None:
-            raise LoadEvalError(
-                f"{per_side} steps per side are too few to interleave (the loader has "
-                f"{n if n is not None else 'no'} batches): pass more steps, or run the sides "
-                "one after the other (interleave=False)."
-            )
+        per_side = auto_stop.max_steps if auto_stop is not None else steps
+        plan, self.loader_len, self.ranks = plan_pass(
+            dataloader,
+            steps=per_side,
+            warmup=warmup,
+            num_cached_batches=num_cached_batches,
+            blocks=blocks,
+            auto_stop=auto_stop,
+        )
         self.plan = plan
         self.steps = per_side
         """Steps per side (warm-up included), as for one run."""
@@ -276,11 +374,14 @@ class InterleavedEvaluator:
         self._lock = threading.Lock()
         self._sigint = SigintStamp(self.clock)
         self._samples: Optional[int] = None
+        self.block_now: Optional[tuple[str, int]] = None
+        """The side and number (from 1) of the block being served, or last served."""
 
     # -- DataLoader look-alike -------------------------------------------------
     def __len__(self) -> int:
         if self.auto_stop is not None:  # at most: both sides' max_steps and the drains
-            return 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
+            most = 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
+            return most if self.loader_len is None else min(most, self.loader_len)
         return self.plan.total_steps
 
     def __getattr__(self, name: str) -> Any:
@@ -356,13 +457,16 @@ class InterleavedEvaluator:
                     if self._side_steps("real") >= self.steps:
                         reason = "max_steps"
                         break
-                    # one more A B B A cycle
-                    blocks += plan.block_steps(list(SIDES + SIDES[::-1]), blocks[-1][0])
+                    cycle_ = plan.block_steps(list(SIDES + SIDES[::-1]), blocks[-1][0])
+                    if self.loader_len is not None and sum(b[1] for b in blocks + cycle_) > (
+                        self.loader_len
+                    ):  # the epoch's end: the loop is never handed more than len(loader)
+                        exhausted = True
+                        break
+                    blocks += cycle_  # one more A B B A cycle
                 name, n_steps, skip = blocks[k]
-                if not first_pass and k == 0:  # a later pass: the cache is full already
-                    skip = max(self.warmup, plan.drain)
-                    n_steps = plan.block + skip
                 side = self._sides[name]
+                self.block_now = (name, len(side.epochs) + 1)
                 rec = EpochRecord(setup_ns=setup if k == 0 else 0, warmup=skip)
                 rec.prepare(clock)  # the C path's stamp arrays, where it is there
                 rec.expected = n_steps
@@ -554,9 +658,12 @@ class InterleavedEvaluator:
         one run), over two A B B A cycles at least."""
         assert self.auto_stop is not None
         runs = [self._run(s) for s in SIDES]
-        if min(len(r.epochs) for r in runs) < 2 * MIN_BLOCKS:
-            return False
-        return all(self.auto_stop.precise_enough(r.steady_step_s()) for r in runs)
+        mine = min(len(r.epochs) for r in runs) >= 2 * MIN_BLOCKS and all(
+            self.auto_stop.precise_enough(r.steady_step_s()) for r in runs
+        )
+        agreed = agree("adaptive stop of the interleaved pass", mine)
+        # under a process group every rank stops at the same cycle: when all are precise
+        return mine if agreed is None else all(agreed)
 
     def _journal(self, side: _Side) -> None:
         if side.writer is None:
@@ -614,6 +721,8 @@ class InterleavedEvaluator:
                     "drain": self.plan.drain,
                     "settle": self.plan.settle,
                     "pass_steps": self.plan.total_steps if self.auto_stop is None else None,
+                    "epoch": self.loader_len,
+                    "ranks": self.ranks,
                 },
             },
             environment=environment(step_path()),

@@ -215,7 +215,8 @@ def test_a_loader_too_short_to_interleave_runs_the_sides_in_turn_and_says_so(fak
     loader = DataLoader(SleepyItems(20, 0.001, fake_time), batch_size=1)
     settings = RunSettings(steps=200, warmup=5, num_cached_batches=5, sample_interval_s=None)
     d = run_pair(loader, lambda ev: [take(0.002, fake_time) for _ in ev], settings).diagnosis
-    assert any("too few to interleave" in n for n in d.notes), d.notes
+    assert any("an epoch of the loader has 20 batches" in n for n in d.notes), d.notes
+    assert not any("more steps" in n for n in d.notes), d.notes  # the epoch is the limit
     assert plan_blocks(200, 5, 5, 0, loader_len=20) is None
 
 
@@ -254,8 +255,16 @@ def test_a_loop_that_breaks_keeps_what_it_measured(fake_time):
 def test_bad_input_to_the_interleaved_wrapper_is_one_sentence():
     with pytest.raises(LoadEvalError, match="iterable of batches"):
         InterleavedEvaluator(42)
-    with pytest.raises(LoadEvalError, match="too few to interleave"):
+    with pytest.raises(LoadEvalError, match="an epoch of the loader has 10 batches"):
         InterleavedEvaluator(list(range(10)), steps=12, warmup=2)
+    with pytest.raises(LoadEvalError, match="12 steps a side are too few"):
+        InterleavedEvaluator(list(range(1000)), steps=12, warmup=2)
+    with pytest.raises(LoadEvalError, match="blocks must be an integer >= 2"):
+        InterleavedEvaluator(list(range(1000)), blocks=0)
+    with pytest.raises(LoadEvalError, match="blocks must be an even number"):
+        InterleavedEvaluator(list(range(1000)), blocks=3)
+    with pytest.raises(LoadEvalError, match="cache_on"):
+        InterleavedEvaluator(list(range(1000)), cache_on="banana")
     with pytest.raises(LoadEvalError, match="interleave must be True or False"):
         RunSettings(interleave="yes")
 
