@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import _signal
 import ast
 import asyncio
 import inspect
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
@@ -14,6 +17,60 @@ from IPython.core.error import UsageError
 from ..core._shared import close_match
 
 _ABSENT = object()
+
+
+class StopLatch:
+    """Stop (SIGINT) stops the cell's own code only. While the block runs, a Stop that
+    arrives outside :meth:`run_body` (making the wrappers, winding a run up after the
+    cell's loop stopped: its run log written, the loader's name put back, the result kept
+    in ``_loadeval``) is held, however often it comes: a held Stop stops the next body as
+    it starts, or is raised when the block ends. Inside ``run_body`` Stop is what it was
+    (the evaluator stamps it, the loop stops at once).
+
+    Only in the main thread, where SIGINT is delivered; elsewhere the block runs as is."""
+
+    def __init__(self) -> None:
+        self.held = 0
+        self._previous: Any = None
+
+    def __enter__(self) -> StopLatch:
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._previous = _signal.signal(signal.SIGINT, self._hold)
+            except ValueError:  # not the main interpreter
+                self._previous = None
+        return self
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self.held += 1
+
+    def run_body(self, body: Callable[[], Any]) -> Any:
+        """``body()`` with Stop live; a Stop held before it starts stops it at once."""
+        if self._previous is None:
+            return body()
+        _signal.signal(signal.SIGINT, self._previous)
+        try:
+            if self.held:
+                self.held = 0
+                raise KeyboardInterrupt
+            return body()
+        finally:
+            # the first call of the way out, a C function: a Stop that lands from here on,
+            # on the way out of the body included, is held
+            _signal.signal(signal.SIGINT, self._hold)
+
+    def forget(self) -> None:
+        """The Stops held so far are answered already (the run they stopped says so)."""
+        self.held = 0
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return
+        _signal.signal(signal.SIGINT, previous)
+        if self.held and exc_type is None:
+            self.held = 0
+            raise KeyboardInterrupt
 
 
 def run_cell_body(shell: Any, cell: str) -> None:

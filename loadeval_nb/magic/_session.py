@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -30,7 +32,6 @@ from ..core import (
 from ..core._shared import (
     RUNGS,
     config_label,
-    interrupts_deferred,
     is_dataloader,
     load_history,
     loader_knobs,
@@ -40,7 +41,7 @@ from ..core._shared import (
 )
 from ..integrations._shared import Target
 from ._busy import reads_busy
-from ._cell import run_cell_body
+from ._cell import StopLatch, run_cell_body
 
 sessions: weakref.WeakSet[Any] = weakref.WeakSet()
 """Every live session of the magics (``%%loadeval``, ``%loadeval_run``,
@@ -97,6 +98,7 @@ class Session:
         # the saved notebook's copy: the cell's own result, then each sweep run from the panel
         self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
         self.panel_cards: list[tuple[str, str]] = []
+        self.latch: Optional[StopLatch] = None
         self.cell_id = claim_cell(self, shell)
 
     # -- display ----------------------------------------------------------------------
@@ -123,7 +125,19 @@ class Session:
         self._write_static()
 
     def _run_once(self, ev: Any) -> None:
-        self.target.run_once(lambda ev: run_cell_body(self.shell, self.cell))(ev)
+        latch = self.latch
+        if latch is None:
+            self.target.run_once(lambda ev: run_cell_body(self.shell, self.cell))(ev)
+        else:  # Stop stops the cell; the wind-up around it is held (see StopLatch)
+            self.target.run_once(
+                lambda ev: latch.run_body(lambda: run_cell_body(self.shell, self.cell))
+            )(ev)
+
+    def _keep(self, result: Any) -> None:
+        """``result`` in ``_loadeval``; the Stops the run held are answered by its error."""
+        self.shell.user_ns["_loadeval"] = result
+        if self.latch is not None and result.error is not None:
+            self.latch.forget()
 
     def _write_static(self) -> None:
         """Write (or rewrite) the saved-notebook copy."""
@@ -145,20 +159,21 @@ class Session:
 
     def ladder(self) -> LadderResult:
         """``--ladder``: the cell against device, host, sample and real inputs."""
-        result = run_ladder(
-            self.original,
-            self._run_once,
-            self.settings,
-            hooks=self.dashboard,
-            loader_name=self.target.name,
-        )
-        self.shell.user_ns["_loadeval"] = result
-        if self.dashboard is not None:
-            from ..viz._shared import ladder_html
+        with self._latched():
+            result = run_ladder(
+                self.original,
+                self._run_once,
+                self.settings,
+                hooks=self.dashboard,
+                loader_name=self.target.name,
+            )
+            self._keep(result)
+            if self.dashboard is not None:
+                from ..viz._shared import ladder_html
 
-            self.dashboard.ladder_done(result)
-            self.main_card = (ladder_html(result), result.text("options"))
-            self._write_static()
+                self.dashboard.ladder_done(result)
+                self.main_card = (ladder_html(result), result.text("options"))
+                self._write_static()
         return result
 
     def sweep(self, plan: SweepPlan, settings: Optional[RunSettings] = None) -> SweepResult:
@@ -175,25 +190,26 @@ class Session:
                 sweep=True,
             )
             self.dashboard.add_view(dash.widget)
-        result = run_sweep(
-            self.original,
-            self._run_once,
-            plan,
-            settings or self.settings,
-            hooks=dash,
-            loader_name=self.target.name,
-        )
-        self.shell.user_ns["_loadeval"] = result
-        if dash is not None:
-            from ..viz._shared import sweep_html
+        with self._latched():
+            result = run_sweep(
+                self.original,
+                self._run_once,
+                plan,
+                settings or self.settings,
+                hooks=dash,
+                loader_name=self.target.name,
+            )
+            self._keep(result)
+            if dash is not None:
+                from ..viz._shared import sweep_html
 
-            dash.sweep_done(result)
-            card = (sweep_html(result), result.text("options"))
-            if from_panel:
-                self.panel_cards.append(card)
-            else:
-                self.main_card = card
-            self._write_static()
+                dash.sweep_done(result)
+                card = (sweep_html(result), result.text("options"))
+                if from_panel:
+                    self.panel_cards.append(card)
+                else:
+                    self.main_card = card
+                self._write_static()
         return result
 
     def run(self, loader: Any, settings: RunSettings, label: str) -> PairResult:
@@ -201,18 +217,32 @@ class Session:
         self.n_pairs += 1
         if self.dashboard is not None:
             self.dashboard.pair_starting(label)
-        result = run_pair(
-            loader,
-            self._run_once,
-            settings,
-            hooks=self.dashboard,
-            label=label,
-            loader_name=self.target.name,
-        )
-        with interrupts_deferred():  # _loadeval and the card are updated, however often Stop is hit
-            self.shell.user_ns["_loadeval"] = result
+        # Stop stops the cell's loop; the runs' wind-up, their logs, _loadeval and the card
+        # are done however often and wherever it is pressed
+        with self._latched():
+            result = run_pair(
+                loader,
+                self._run_once,
+                settings,
+                hooks=self.dashboard,
+                label=label,
+                loader_name=self.target.name,
+            )
+            self._keep(result)
             self._show_result(result)
         return result
+
+    @contextmanager
+    def _latched(self) -> Iterator[None]:
+        """A :class:`StopLatch` for the runs the block starts (put back in ``finally``:
+        a nested one, a panel's rerun during a run, keeps the outer)."""
+        outer = self.latch
+        with StopLatch() as latch:
+            self.latch = latch
+            try:
+                yield
+            finally:
+                self.latch = outer
 
     def _show_result(self, result: PairResult) -> None:
         if self.dashboard is None:
