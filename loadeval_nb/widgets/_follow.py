@@ -210,7 +210,19 @@ def _partner(name: str) -> str:
 
 
 def close_tree(widget: Any) -> None:
-    """Close a widget and every widget inside it."""
-    for child in getattr(widget, "children", ()):
-        close_tree(child)
-    widget.close()
+    """Close a widget and every widget it holds: its children, and the widgets in its
+    other traits (each widget's ``layout`` and ``style`` are widgets of their own, kept
+    open by the kernel until closed)."""
+    seen: set[int] = set()
+    todo = [widget]
+    while todo:
+        w = todo.pop()
+        if id(w) in seen:
+            continue
+        seen.add(id(w))
+        for name in getattr(w, "keys", ()):
+            value = getattr(w, name, None)
+            for v in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(v, W.Widget):
+                    todo.append(v)
+        w.close()

@@ -409,3 +409,15 @@ def test_the_browser_s_messages_to_plots_and_buttons_go_to_the_main_shell():
     panel.set_busy(False)
     assert not panel.button.disabled and panel.busy_note.value == ""
     assert "loadeval-busy" not in panel.widget._dom_classes
+
+
+def test_close_tree_closes_layouts_and_styles_too():
+    import ipywidgets as W
+
+    from loadeval_nb.widgets._shared import close_tree
+
+    inner = W.Button(description="b")
+    box = W.VBox([W.HTML("x"), W.HBox([inner])])
+    held = [box, inner, inner.layout, inner.style, box.layout, box.children[0].style]
+    close_tree(box)
+    assert all(w.comm is None for w in held)
