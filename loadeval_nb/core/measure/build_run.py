@@ -1,12 +1,89 @@
-"""An evaluator's epoch stamps into a :class:`~loadeval_nb.core.record.run.Run`."""
+"""An evaluator's epoch stamps into a :class:`~loadeval_nb.core.record.run.Run`: the run's
+settings (one dict for every mode and side), the run itself, and its file kept up to
+date as epochs end (:class:`LogWriter`, one per run log)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from ..record.journal import MetricsWriter
 from ..record.run import Run
+from .adaptive import AutoStop
+from .cache import ReplayCache
 from .timing import EpochRecord, epoch_steps
+
+log = logging.getLogger("loadeval_nb")
+
+
+def run_settings(
+    *,
+    num_cached_batches: int,
+    steps: Optional[int],
+    auto_stop: Optional[AutoStop],
+    cache_budget_bytes: Optional[int],
+    cache: Optional[ReplayCache],
+    cache_on: str,
+    batches_cached: int,
+    **more: Any,
+) -> dict[str, Any]:
+    """A run log's ``settings``: the same keys for a real run, an ideal run and each side
+    of an interleaved pair; ``cache`` is the replay cache this run served (None: a real
+    run's), ``more`` what a mode adds (a pair's ``interleaved`` plan)."""
+    return {
+        "num_cached_batches": num_cached_batches,
+        "batches_cached": batches_cached,
+        "max_steps": steps,  # the run log's key (schema 2)
+        "auto_stop": auto_stop.to_dict() if auto_stop is not None else None,
+        "cache_on": cache_on if cache is not None else None,
+        "cache_bytes": cache.nbytes if cache is not None else None,
+        "cache_budget_bytes": cache_budget_bytes,
+        "cached_shapes_differ": cache.shapes_differ if cache is not None else None,
+        **more,
+    }
+
+
+class LogWriter:
+    """One run log kept up to date: its journal appended at every epoch's end (epochs that
+    end on two threads write one after the other), the whole document at the end. A
+    failure to write is said once (a warning) and never loses the run: it stays in memory."""
+
+    def __init__(self, path: str, eager: bool = False) -> None:
+        self.path = path
+        self.writer: Optional[MetricsWriter] = MetricsWriter(path) if eager else None
+        """Made at the first write (``eager``: now, so that a path another live writer
+        holds is refused at construction)."""
+        self._lock = threading.Lock()
+        self._errors: set[str] = set()
+
+    def epoch_ended(self, build: Callable[[int, int], Run]) -> None:
+        """Append the epochs ended since the last write (``build(first_epoch, first_tick)``
+        makes the run of those)."""
+        self._write(lambda w: w.epoch_ended(build))
+
+    def write_all(self, run: Run) -> None:
+        """The journal folded into one document (when a writer was made)."""
+        if self.writer is not None:
+            self._write(lambda w: w.write_all(run))
+
+    def _write(self, do: Callable[[MetricsWriter], Any]) -> None:
+        with self._lock:
+            try:
+                if self.writer is None:
+                    self.writer = MetricsWriter(self.path)
+                do(self.writer)
+            except Exception as e:  # never lose the run over a bad path; say so, once
+                said = f"{type(e).__name__}: {e}"
+                if said not in self._errors:
+                    self._errors.add(said)
+                    log.warning(
+                        "loadeval_nb: could not write %s (%s); the run goes on and is kept in "
+                        "memory (to_run(), save_metrics() elsewhere).",
+                        self.path,
+                        e,
+                    )
 
 
 def build_run(

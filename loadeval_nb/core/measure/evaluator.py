@@ -2,17 +2,22 @@
 
 API-compatible superset of NVIDIA DALI's ``LoaderEvaluator`` (PyTorch plugin; its
 methods are in :mod:`._dali`). This module keeps the argument checks, iteration and
-the epoch life cycle; what differs between modes is in :mod:`._modes`, the replay
-cache in :mod:`._cache`, turning stamps into a :class:`Run` in :mod:`._run`.
+the epoch life cycle; what differs between modes is in :mod:`.modes`, the replay
+cache in :mod:`.cache`, turning stamps into a :class:`Run` and its file in
+:mod:`.build_run`.
+
+:class:`Evaluator` is what every wrapper shares, this one and the interleaved pair
+(:mod:`.interleave`): the DataLoader look-alike, the utilisation sampler (its "workers"
+the wrapper's own), the Ctrl-C stamp, the clock origin, one call to ``build_run``, and
+the live reading a dashboard does, for every side the wrapper measures (``sides``,
+``steps_since(side, cursor)``, ``side_at``, ``to_run(side)``, ``to_runs()``).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 from .._env import (
@@ -31,16 +36,153 @@ from ..record.journal import MetricsWriter
 from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
-from .build_run import build_run
+from .build_run import LogWriter, build_run, run_settings
 from .config import EvaluatorConfig
 from .modes import MODES, LogMode, ReplayMode
 from .sampler import UtilSampler
 from .timing import DEFAULT_CLOCK, Clock, EpochGuard, EpochRecord, epoch_steps, step_path
 
-log = logging.getLogger("loadeval_nb")
+
+class Evaluator:
+    """What every wrapper shares (see the module's notes). A subclass sets ``mode`` and
+    ``sides``, calls :meth:`_start` in its constructor and :meth:`_begin_pass` when a pass
+    begins, and answers ``to_run(side)``, ``worker_pids()`` and ``_side_epochs(side)``."""
+
+    mode: str
+    sides: tuple[str, ...]
+    """The runs this wrapper measures: ``("real",)``, ``("ideal",)``, ``("real", "ideal")``."""
+    warmup: int
+    auto_stop: Optional[AutoStop]
+
+    def _start(
+        self,
+        dataloader: Any,
+        clock: Optional[Clock],
+        sample_interval_s: Optional[float],
+        label: Optional[str],
+    ) -> None:
+        self.dataloader = dataloader
+        self.label = label
+        self.clock: Clock = clock or DEFAULT_CLOCK
+        self._t0: Optional[int] = None
+        self._sampler: Optional[UtilSampler] = (
+            UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
+        )
+        if self._sampler is not None:  # "workers" CPU: this loader's workers only
+            me = weakref.ref(self)
+            self._sampler.worker_pids = lambda: _worker_pids(me)
+        self._loader_info = loader_settings(dataloader)
+        self._closed = False
+        self._sigint = SigintStamp(self.clock)
+
+    def _begin_pass(self) -> None:
+        """A pass (an epoch, or an interleaved pass) begins: the samplers run, a Ctrl-C in
+        ``next()`` is a stop (not a broken loader), the clock's origin is set once."""
+        if self._sampler is not None:
+            self._sampler.start()
+        self._sigint.install()
+        if self._t0 is None:
+            self._t0 = self.clock()
+
+    def _build(
+        self,
+        epochs: Sequence[EpochRecord],
+        first_epoch: int,
+        *,
+        mode: str,
+        measure_wait: bool,
+        label: str,
+        settings: dict[str, Any],
+        samples_per_batch: Optional[int],
+        short_last_batch: bool,
+        util: Optional[dict[str, Any]],
+        worker_load_ns: Optional[list[int]],
+    ) -> Run:
+        """The one call to ``build_run``: what differs between modes and sides is passed."""
+        return build_run(
+            epochs[first_epoch:],
+            first_epoch=first_epoch,
+            mode=mode,
+            measure_wait=measure_wait,
+            t0_ns=self._t0 or 0,
+            now_ns=self.clock(),
+            warmup=self.warmup,
+            label=label,
+            loader=self._loader_info,
+            settings=settings,
+            environment=environment(step_path()),
+            samples_per_batch=samples_per_batch,
+            short_last_batch=short_last_batch,
+            auto_stop=self.auto_stop is not None,
+            util=util,
+            worker_load_ns=worker_load_ns,
+        )
+
+    # -- DataLoader look-alike -------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes the wrapper lacks: batch_size, dataset, sampler, set_epoch, ...
+        if name.startswith("__") or "dataloader" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["dataloader"], name)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def worker_pids(self) -> set[int]:
+        """The pids of the DataLoader worker processes of the pass running now."""
+        raise NotImplementedError
+
+    # -- live reading (for dashboards; never stops or changes anything) ------------
+    def to_run(self, side: Optional[str] = None) -> Run:
+        raise NotImplementedError
+
+    def to_runs(self) -> dict[str, Run]:
+        """Each side's run: ``{"real": Run}``, ``{"ideal": Run}`` or both."""
+        return {s: self.to_run(s) for s in self.sides}
+
+    def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
+        """``side``'s epochs (blocks) and whether its steps record their wait."""
+        raise NotImplementedError
+
+    def _read_steps(self, side: str, cursor: tuple[int, int]) -> tuple[list[int], tuple[int, int]]:
+        e, i = cursor
+        out: list[int] = []
+        epochs, measure_wait = self._side_epochs(side)
+        while e < len(epochs):
+            rec = epochs[e]
+            if rec.open:
+                starts = rec.starts
+                n = len(starts) - 1  # a step's end is the next step's start
+                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
+                return out, (e, max(i, n))
+            out.extend(epoch_steps(rec, measure_wait=measure_wait).step_ns[i:])
+            e, i = e + 1, 0
+        return out, (e, i)
+
+    def side_at(self, t_ns: int) -> Optional[str]:
+        """Which side ran at clock time ``t_ns`` (None: before the first pass)."""
+        t0 = self._t0
+        return self.sides[0] if t0 is not None and t_ns >= t0 else None
+
+    @property
+    def util_sampler(self) -> Optional[UtilSampler]:
+        """The utilisation sampler (None when sampling is off). (``ev.sampler`` is the
+        wrapped DataLoader's sampler, passed through.)"""
+        return self._sampler
+
+    @property
+    def started_ns(self) -> Optional[int]:
+        """Clock value when the first pass began (None before)."""
+        return self._t0
 
 
-class LoaderEvaluator:
+class LoaderEvaluator(Evaluator):
     """Wrap a DataLoader (or any iterable of batches) to measure what loading costs.
 
     * ``mode="log"``: iterate the real loader and time every step: the wait inside
@@ -143,7 +285,7 @@ class LoaderEvaluator:
                 "dataloader is already a LoaderEvaluator; wrap the original loader instead."
             )
 
-        self.dataloader = dataloader
+        self._start(dataloader, clock, sample_interval_s, label)
         self.mode = mode
         self.num_cached_batches = num_cached_batches
         self.metrics_file = expand_path(metrics_file) if metrics_file is not None else None
@@ -154,26 +296,12 @@ class LoaderEvaluator:
         self.cache_on = cache_on
         self.cache_budget_bytes = cache_budget_bytes
         self.device = device
-        self.label = label
-        self.clock: Clock = clock or DEFAULT_CLOCK
         self._epochs: list[EpochRecord] = []
         # The open epoch's guard is held weakly: the training loop's iterator owns it,
         # so dropping the iterator (break, exception) finalises the guard and closes the epoch.
         self._open: Optional[tuple[EpochRecord, weakref.ref[EpochGuard]]] = None
-        self._t0: Optional[int] = None
-        self._sampler: Optional[UtilSampler] = (
-            UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
-        )
-        if self._sampler is not None:  # "workers" CPU: this loader's workers only
-            me = weakref.ref(self)
-            self._sampler.worker_pids = lambda: _worker_pids(me)
-        self._loader_info = loader_settings(dataloader)
         self._final_run: Optional[Run] = None  # to_run() once closed: nothing changes then
-        self._closed = False
-        self._writer: Optional[MetricsWriter] = None
-        self._write_lock = threading.Lock()
-        self._sigint = SigintStamp(self.clock)
-        self._write_errors: set[str] = set()  # each failure to write said once, not per epoch
+        self._log: Optional[LogWriter] = None
         # replay fills its cache here: a budget or an empty loader is refused at once
         self.config = EvaluatorConfig(
             dataloader=dataloader,
@@ -189,6 +317,7 @@ class LoaderEvaluator:
         )
         """What the modes read (copied once; the modes never read the evaluator back)."""
         self._mode: LogMode | ReplayMode = MODES[mode](self.config)
+        self.sides = (self._mode.side,)
 
     @property
     def max_steps(self) -> Optional[int]:
@@ -226,12 +355,6 @@ class LoaderEvaluator:
             )
         return n
 
-    def __getattr__(self, name: str) -> Any:
-        # Only called for attributes the wrapper lacks: batch_size, dataset, sampler, set_epoch, ...
-        if name.startswith("__") or "dataloader" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["dataloader"], name)
-
     def __repr__(self) -> str:
         return (
             f"LoaderEvaluator({type(self.dataloader).__name__}, mode={self.mode!r}, "
@@ -241,9 +364,6 @@ class LoaderEvaluator:
     def __enter__(self) -> LoaderEvaluator:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     # -- iteration --------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         self._close_open("stopped")
@@ -252,11 +372,7 @@ class LoaderEvaluator:
         rec.prepare(self.clock)  # its stamp containers are made now, before anything holds them
         source: list[Any] = [None]  # the closure reads it when the epoch ends
         guard = EpochGuard(lambda status: self._finish(rec, status, source[0]))
-        if self._sampler is not None:
-            self._sampler.start()
-        self._sigint.install()  # a Ctrl-C in next() is a stop, not a broken loader
-        if self._t0 is None:
-            self._t0 = self.clock()
+        self._begin_pass()
         try:
             it, source[0] = self._mode.open_epoch(rec, guard)
         except BaseException:
@@ -298,31 +414,25 @@ class LoaderEvaluator:
 
     def _write_metrics(self, final: bool) -> None:
         """Bring ``metrics_file`` up to date: the new epochs only while the loop runs
-        (see :mod:`._journal`), the whole document at ``close()``."""
+        (see :mod:`..record.journal`), the whole document at ``close()``."""
         if not self.metrics_file:
             return
-        with self._write_lock:  # epochs ended on two threads write one after the other
-            self._write_metrics_now(final)
+        if self._log is None or self._log.path != self.metrics_file:
+            self._log = LogWriter(self.metrics_file)
+        if final:
+            self._log.write_all(self.to_run())
+        else:
+            self._log.epoch_ended(self._build_run)
 
-    def _write_metrics_now(self, final: bool) -> None:
-        assert self.metrics_file
-        if self._writer is None or self._writer.path != self.metrics_file:
-            self._writer = MetricsWriter(self.metrics_file)
-        try:
-            if final:
-                self._writer.write_all(self.to_run())
-            else:
-                self._writer.epoch_ended(self._build_run)
-        except Exception as e:  # never lose the run over a bad path; say so, once
-            said = f"{type(e).__name__}: {e}"
-            if said not in self._write_errors:
-                self._write_errors.add(said)
-                log.warning(
-                    "loadeval_nb: could not write %s (%s); the run goes on and is kept in "
-                    "memory (to_run(), save_metrics() elsewhere).",
-                    self.metrics_file,
-                    e,
-                )
+    @property
+    def _writer(self) -> Optional[MetricsWriter]:
+        """The run log's writer (None before the first write)."""
+        return self._log.writer if self._log is not None else None
+
+    @_writer.setter
+    def _writer(self, writer: Optional[MetricsWriter]) -> None:
+        if self._log is not None:
+            self._log.writer = writer
 
     def _close_open(self, status: str) -> None:
         if self._open is not None:
@@ -445,33 +555,23 @@ class LoaderEvaluator:
         print("\n".join(lines), file=file)
 
     # -- live reading (for dashboards; never stops or changes anything) ------------
-    def steps_since(self, cursor: tuple[int, int] = (0, 0)) -> tuple[list[int], tuple[int, int]]:
+    def steps_since(
+        self, side: Any = (0, 0), cursor: Optional[tuple[int, int]] = None
+    ) -> tuple[list[int], tuple[int, int]]:
         """Step times (ns) of the steps completed since ``cursor`` (epoch, step), and the
-        new cursor. Safe to call from another thread while the loop runs."""
-        e, i = cursor
-        out: list[int] = []
-        epochs = self._epochs
-        while e < len(epochs):
-            rec = epochs[e]
-            if rec.open:
-                starts = rec.starts
-                n = len(starts) - 1  # a step's end is the next step's start
-                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
-                return out, (e, max(i, n))
-            out.extend(epoch_steps(rec, measure_wait=self._mode.measure_wait).step_ns[i:])
-            e, i = e + 1, 0
-        return out, (e, i)
+        new cursor: ``steps_since(side, cursor)`` as for every wrapper, or
+        ``steps_since(cursor)`` (this wrapper's one side). Safe to call from another
+        thread while the loop runs."""
+        if not isinstance(side, str):
+            side, cursor = self.sides[0], side
+        return self._read_steps(side, cursor or (0, 0))
 
-    @property
-    def util_sampler(self) -> Optional[UtilSampler]:
-        """The utilisation sampler (None when sampling is off). (``ev.sampler`` is the
-        wrapped DataLoader's sampler, passed through.)"""
-        return self._sampler
-
-    @property
-    def started_ns(self) -> Optional[int]:
-        """Clock value when the first epoch began (None before)."""
-        return self._t0
+    def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
+        if side not in self.sides:
+            raise LoadEvalError(
+                f"This {self.mode} run measures the {self.sides[0]} side, not {side!r}."
+            )
+        return self._epochs, self._mode.measure_wait
 
     # -- results ------------------------------------------------------------------
     @property
@@ -479,56 +579,54 @@ class LoaderEvaluator:
         wait = self._mode.measure_wait
         return sum(len(epoch_steps(r, measure_wait=wait).step_ns) for r in self._epochs)
 
-    def to_run(self) -> Run:
-        """A :class:`Run` with everything measured so far.
+    def to_run(self, side: Optional[str] = None) -> Run:
+        """A :class:`Run` with everything measured so far (``side``: this wrapper's one).
 
         Safe to call inside the training loop: an epoch still running is read as a
         snapshot (its step in progress flagged incomplete) and keeps running. The Run is
         frozen at :meth:`close`: the same object is handed out until the next ``iter()``.
         """
+        if side is not None:
+            self._side_epochs(side)
         final = self._final_run
         return final if final is not None else self._build_run()
 
     def _build_run(self, first_epoch: int = 0, first_tick: int = 0) -> Run:
         """The run so far; from epoch ``first_epoch`` and sampler tick ``first_tick`` on
         for a part of it (what the metrics journal appends)."""
-        t0 = self._t0 or 0
         mode = self._mode
-        replay = isinstance(mode, ReplayMode)
-        return build_run(
-            self._epochs[first_epoch:],
-            first_epoch=first_epoch,
+        return self._build(
+            self._epochs,
+            first_epoch,
             mode=mode.name,
             measure_wait=mode.measure_wait,
-            t0_ns=t0,
-            now_ns=self.clock(),
-            warmup=self.warmup,
             label=self.label or mode.side,
-            loader=self._loader_info,
-            settings={
-                "num_cached_batches": self.num_cached_batches,
-                "batches_cached": len(self.cached_batches),
-                "max_steps": self.steps,  # the run log's key (schema 2)
-                "auto_stop": self.auto_stop.to_dict() if self.auto_stop is not None else None,
-                "cache_on": self.cache_on if replay else None,
-                "cache_bytes": self.cache_bytes,
-                "cache_budget_bytes": self.cache_budget_bytes,
-                "cached_shapes_differ": (
-                    self._mode.cache.shapes_differ if isinstance(self._mode, ReplayMode) else None
-                ),
-            },
-            environment=environment(step_path()),
+            settings=run_settings(
+                num_cached_batches=self.num_cached_batches,
+                steps=self.steps,
+                auto_stop=self.auto_stop,
+                cache_budget_bytes=self.cache_budget_bytes,
+                cache=mode.cache if isinstance(mode, ReplayMode) else None,
+                cache_on=self.cache_on,
+                batches_cached=len(self.cached_batches),
+            ),
             samples_per_batch=mode.samples_per_batch(),
             short_last_batch=mode.short_last_batch,
-            auto_stop=self.auto_stop is not None,
-            util=self._sampler.series(t0, since=first_tick) if self._sampler is not None else None,
+            util=(
+                self._sampler.series(self._t0 or 0, since=first_tick)
+                if self._sampler is not None
+                else None
+            ),
             worker_load_ns=self.worker_load_ns(),
         )
 
+    def worker_pids(self) -> set[int]:
+        return self._mode.worker_pids()
 
-def _worker_pids(ref: weakref.ref[LoaderEvaluator]) -> Optional[set[int]]:
+
+def _worker_pids(ref: weakref.ref[Evaluator]) -> Optional[set[int]]:
     ev = ref()
-    return ev._mode.worker_pids() if ev is not None else None
+    return ev.worker_pids() if ev is not None else None
 
 
 def _renamed_argument(old: str, new: str, what: str = "argument") -> None:

@@ -28,233 +28,58 @@ come in (4 batches each with 2 workers and ``prefetch_factor=2``).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
 from itertools import cycle, islice
 from typing import Any, Callable, Optional
 
-from .._env import (
-    SigintStamp,
-    agree,
-    cuda_in_use,
-    cuda_synchronize,
-    environment,
-    interrupts_deferred,
-    loader_settings,
-    safe_len,
-)
+from .._env import agree, cuda_in_use, cuda_synchronize, interrupts_deferred
 from .._errors import LoadEvalError, a_kind, check_choice, check_int
-from ..record.journal import MetricsWriter
 from ..record.run import Run
 from .adaptive import AutoStop
-from .batches import leading_dim
-from .build_run import build_run
+from .blocks import (
+    MAX_BLOCKS,
+    MIN_BLOCK,
+    MIN_BLOCKS,
+    SIDES,
+    WAITED_NS,
+    BlockPlan,
+    NotInterleavable,
+    fewest_steps,
+    plan_blocks,
+    plan_pass,
+    queue_depth,
+    too_short,
+)
+from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
+from .config import EvaluatorConfig
 from .copies import CopyTimer
-from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
-from .sampler import UtilSampler
+from .evaluator import Evaluator
+from .modes import LoaderStart
+from .sampler import ticks_within
 from .timing import (
-    DEFAULT_CLOCK,
     Clock,
     EpochRecord,
     block_log_iter,
     block_replay_iter,
-    epoch_steps,
-    step_path,
 )
-from .worker_timing import WorkerFetchTimer
 
-SIDES = ("real", "ideal")
-
-MIN_BLOCK = 8
-"""Fewest steady steps in a block: fewer and a block's mean is mostly noise."""
-MAX_BLOCKS = 8
-"""Blocks per side when the steps allow (8 ratios: a t-interval with 7 degrees of freedom)."""
-MIN_BLOCKS = 2
-"""Fewest blocks per side (one A B B A cycle)."""
-WAITED_NS = 500_000
-"""A real step whose batch took longer than this (or 5 % of an ideal step) to come
-waited for the loader: the queue filled during the ideal block is used up."""
-
-
-@dataclass(frozen=True)
-class BlockPlan:
-    """How one pass interleaves: ``warmup`` real steps first (the cache filled from them),
-    then ``blocks`` blocks of ``block`` steady steps per side in A B B A order, ``drain``
-    steps left out at the start of each block that follows the other side's."""
-
-    warmup: int
-    block: int
-    blocks: int
-    drain: int
-    settle: int = 0
-    """Ideal steps left out at the start of an ideal block that follows a real one (the
-    workers finishing the batches they had in hand); 0: ``drain``."""
-
-    def order(self) -> list[str]:
-        """The side of each block: real, ideal, ideal, real, real, ideal, ..."""
-        out = []
-        for b in range(self.blocks):
-            out += list(SIDES if b % 2 == 0 else SIDES[::-1])
-        return out
-
-    def block_steps(
-        self, sides: Optional[list[str]] = None, before: Optional[str] = None
-    ) -> list[tuple[str, int, int]]:
-        """(side, steps served, steps left out at its start) for each block of the pass, or
-        of ``sides`` after a block of side ``before`` (the adaptive stop's next cycle)."""
-        out = []
-        first = sides is None
-        for k, side in enumerate(self.order() if sides is None else sides):
-            change = self.drain if side == "real" else (self.settle or self.drain)
-            skip = self.warmup if first and k == 0 else (change if side != before else 0)
-            out.append((side, self.block + skip, skip))
-            before = side
-        return out
-
-    @property
-    def total_steps(self) -> int:
-        """Every step the pass serves, both sides, warm-up and drains included."""
-        return sum(n for _, n, _ in self.block_steps())
-
-
-def queue_depth(loader: Any) -> int:
-    """Batches a DataLoader has asked its workers for ahead of the loop
-    (``prefetch_factor × num_workers``); 0 for a loader without workers."""
-    info = loader_settings(loader)
-    workers = info.get("num_workers")
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 0:
-        return 0
-    factor = info.get("prefetch_factor")
-    return workers * (factor if isinstance(factor, int) and factor > 0 else 2)
-
-
-def plan_blocks(
-    steps: int,
-    warmup: int,
-    num_cached_batches: int,
-    depth: int,
-    loader_len: Optional[int] = None,
-    blocks: Optional[int] = None,
-) -> Optional[BlockPlan]:
-    """The plan for ``steps`` steps per side (warm-up included, as for a real run), with
-    ``depth`` batches prefetched. With ``loader_len`` (the loader's ``len()``), the whole
-    pass — both sides' blocks, the warm-up and the drained steps — fits in one epoch of the
-    loader: the loop is handed no more batches than it would be without the tool, so a
-    schedule sized from ``len(loader)`` runs as it would. None when the steps (or the
-    epoch) are too few to interleave."""
-    first = max(warmup, num_cached_batches, 1)
-    drain, settle = 2 * depth + 1, max(depth, 1)
-    steady = steps - warmup
-    for n in [blocks] if blocks else range(MAX_BLOCKS, MIN_BLOCKS - 1, -2):
-        # a side's steps hold its drained ones too (every other real block follows an
-        # ideal one): the pass takes no longer than a real run and an ideal run would
-        drains = (n // 2) * drain
-        block = (steady - drains) // n
-        if loader_len is not None:  # the pass, every step of it, within the epoch
-            fixed = BlockPlan(first, 0, n, drain, settle).total_steps
-            block = min(block, (loader_len - fixed) // (2 * n))
-        if block >= MIN_BLOCK:
-            return BlockPlan(first, block, n, drain, settle)
-    return None
-
-
-def fewest_steps(warmup: int, num_cached_batches: int, depth: int) -> int:
-    """The fewest loop steps (both sides) a pass of interleaved blocks takes."""
-    first = max(warmup, num_cached_batches, 1)
-    return BlockPlan(first, MIN_BLOCK, MIN_BLOCKS, 2 * depth + 1, max(depth, 1)).total_steps
-
-
-def too_short(
-    steps: Any, warmup: int, num_cached_batches: int, depth: int, loader_len: Optional[int]
-) -> str:
-    """Why a pass cannot be interleaved, in words a front end can put after "because"."""
-    need = fewest_steps(warmup, num_cached_batches, depth)
-    if loader_len is not None and loader_len < need:
-        return (
-            f"an epoch of the loader has {loader_len} batches and interleaved blocks need "
-            f"{need} (warm-up {max(warmup, num_cached_batches, 1)}, 2 blocks of {MIN_BLOCK} "
-            f"steps a side, {2 * depth + 1} drained step{'s' if depth else ''})"
-        )
-    return f"{steps} steps a side are too few for 2 blocks of {MIN_BLOCK} steps a side"
-
-
-def plan_pass(
-    loader: Any,
-    *,
-    steps: int,
-    warmup: int,
-    num_cached_batches: int,
-    blocks: Optional[int] = None,
-    auto_stop: Optional[AutoStop] = None,
-) -> tuple[BlockPlan, Optional[int], int]:
-    """The one rule for whether, and how, a pass over ``loader`` interleaves: its plan,
-    made before its first step from the settings, the loader's ``len()`` and queue depth,
-    and the process group — never from timing seen on the way. Under
-    ``torch.distributed`` the ranks agree first (the smallest epoch, the deepest queue),
-    so every rank holds the same plan and runs the same number of loop steps; settings
-    that differ between ranks are one sentence. Returns ``(plan, the epoch it fits in,
-    ranks that agreed)``; raises :class:`NotInterleavable` when the pass is too short."""
-    depth, n, ranks = queue_depth(loader), safe_len(loader), 1
-    agreed = agree(
-        "plan of the interleaved pass",
-        {
-            "depth": depth,
-            "len": n,
-            "steps": steps,
-            "warmup": warmup,
-            "cache": num_cached_batches,
-            "blocks": blocks,
-            "auto": auto_stop is not None,
-        },
-    )
-    if agreed is not None:
-        ranks = len(agreed)
-        _same_settings(agreed)
-        depth = max(a["depth"] for a in agreed)
-        lens = [a["len"] for a in agreed if a["len"] is not None]
-        n = min(lens) if lens else None
-    if auto_stop is not None:  # two A B B A cycles first; more as the stop rule asks
-        first_steps = max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup
-        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, blocks=2)
-    else:
-        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks)
-    if plan is None:
-        raise NotInterleavable(
-            too_short(steps, warmup, num_cached_batches, depth, n),
-            epoch_limited=n is not None and n < fewest_steps(warmup, num_cached_batches, depth),
-        )
-    return plan, n, ranks
-
-
-class NotInterleavable(LoadEvalError):
-    """A pass too short for interleaved blocks (``reason`` says why): the front ends run
-    the sides one after the other instead, and say so."""
-
-    def __init__(self, reason: str, epoch_limited: bool) -> None:
-        self.reason = reason
-        self.epoch_limited = epoch_limited
-        fix = (
-            "measure the real and the ideal run one after the other (interleave=False)"
-            if epoch_limited
-            else "pass more steps, or measure the sides one after the other (interleave=False)"
-        )
-        super().__init__(f"Cannot interleave: {reason}; {fix}.")
-
-
-def _same_settings(agreed: list[dict[str, Any]]) -> None:
-    """Every rank must measure with the same settings: one sentence naming the first that
-    does not."""
-    for key in ("steps", "warmup", "cache", "blocks", "auto"):
-        values = [a[key] for a in agreed]
-        if len(set(map(str, values))) > 1:
-            odd = next(r for r, v in enumerate(values) if v != values[0])
-            raise LoadEvalError(
-                f"Rank {odd} measures with {key}={values[odd]!r} where rank 0 has "
-                f"{values[0]!r}: give every rank the same settings."
-            )
+__all__ = [
+    "MAX_BLOCKS",
+    "MIN_BLOCK",
+    "MIN_BLOCKS",
+    "SIDES",
+    "WAITED_NS",
+    "BlockPlan",
+    "InterleavedEvaluator",
+    "NotInterleavable",
+    "fewest_steps",
+    "plan_blocks",
+    "plan_pass",
+    "queue_depth",
+    "too_short",
+]
+# (the plan's names stay importable from here, where the package's faces find them)
 
 
 class _Side:
@@ -265,13 +90,13 @@ class _Side:
         self.label = label
         self.epochs: list[EpochRecord] = []
         self.metrics_file = metrics_file
-        self.writer: Optional[MetricsWriter] = MetricsWriter(metrics_file) if metrics_file else None
+        self.log = LogWriter(metrics_file, eager=True) if metrics_file else None
         self.final: Optional[Run] = None
         self.spans: list[tuple[int, Optional[int]]] = []
         """(start, end) clock of each block, for the utilisation ticks of this side."""
 
 
-class InterleavedEvaluator:
+class InterleavedEvaluator(Evaluator):
     """Wrap a DataLoader so that one loop over it measures a real and an ideal run
     interleaved in blocks (see the module's notes). Iterate it like the loader; each
     ``iter()`` is a pass of ``len()`` steps.
@@ -292,6 +117,7 @@ class InterleavedEvaluator:
     """
 
     mode = "interleave"
+    sides = SIDES
 
     def __init__(
         self,
@@ -327,15 +153,12 @@ class InterleavedEvaluator:
             raise LoadEvalError(
                 f"blocks must be an even number (A B B A cycles of 2 blocks a side), not {blocks}."
             )
-        self.dataloader = dataloader
+        self._start(dataloader, clock, sample_interval_s, label)
         self.auto_stop = auto_stop
         self.warmup = warmup
         self.num_cached_batches = num_cached_batches
         self.cache_on = cache_on
-        self.label = label
-        self.clock: Clock = clock or DEFAULT_CLOCK
         self.worker_timing = bool(worker_timing)
-        self.first_batch = first_batch
         self.depth = queue_depth(dataloader)
         """This loader's queue (the drain rule reads it); the plan's is the deepest rank's."""
         if auto_stop is None:
@@ -358,22 +181,23 @@ class InterleavedEvaluator:
         self.cache_budget_bytes = cache_budget_bytes
         files = metrics_files or {}
         self._sides = {s: _Side(s, (label or s) if s == "real" else s, files.get(s)) for s in SIDES}
-        self._t0: Optional[int] = None
-        self._sampler: Optional[UtilSampler] = (
-            UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
+        # the real side's loader, started as a real run starts it (LogMode's LoaderStart)
+        self._loader = LoaderStart(
+            EvaluatorConfig(
+                dataloader=dataloader,
+                clock=self.clock,
+                steps=self.steps,
+                warmup=warmup,
+                auto_stop=auto_stop,
+                worker_timing=self.worker_timing,
+                num_cached_batches=num_cached_batches,
+                cache_on=cache_on,
+                cache_budget_bytes=cache_budget_bytes,
+                device=device,
+                first_batch=first_batch,
+            )
         )
-        me = weakref.ref(self)
-        if self._sampler is not None:
-            self._sampler.worker_pids = lambda: _worker_pids(me)
-        self._loader_info = loader_settings(dataloader)
-        self._timer: Optional[WorkerFetchTimer] = None
-        self._src: Any = None
-        self._started_persistent: Optional[bool] = None
         self._open: Optional[Generator[Any, None, None]] = None
-        self._closed = False
-        self._lock = threading.Lock()
-        self._sigint = SigintStamp(self.clock)
-        self._samples: Optional[int] = None
         self.block_now: Optional[tuple[str, int]] = None
         """The side and number (from 1) of the block being served, or last served."""
 
@@ -383,11 +207,6 @@ class InterleavedEvaluator:
             most = 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
             return most if self.loader_len is None else min(most, self.loader_len)
         return self.plan.total_steps
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or "dataloader" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["dataloader"], name)
 
     def __repr__(self) -> str:
         p = self.plan
@@ -404,32 +223,15 @@ class InterleavedEvaluator:
         return gen
 
     # -- the pass --------------------------------------------------------------
-    def _source(self) -> Any:
-        if self._started_persistent is None:
-            self._started_persistent = bool(
-                getattr(self.dataloader, "persistent_workers", False)
-                and getattr(self.dataloader, "_iterator", False) is None
-            )
-        if self.worker_timing:
-            if self._timer is None:
-                self._timer = WorkerFetchTimer(self.dataloader)
-            return self._timer.iter()
-        return iter(self.dataloader)
-
     def _pass(self) -> Generator[Any, None, None]:
         clock = self.clock
-        if self._sampler is not None:
-            self._sampler.start()
-        self._sigint.install()
-        if self._t0 is None:
-            self._t0 = clock()
+        self._begin_pass()
         first_pass = not self.cache.ready
         filling = first = first_pass  # (locals: the per-step path reads no attribute)
         if first_pass:
             self.cache.start(self.dataloader)
         t = clock()
-        src = self._source()
-        self._src = src
+        src = self._loader.open()
         setup = clock() - t
         everything: list[int] = []  # every step's start, for the copy timer
         copies: Optional[CopyTimer] = None
@@ -506,7 +308,7 @@ class InterleavedEvaluator:
                         if filling:  # the first pass's first batches: copied into the cache
                             if first:
                                 first = False
-                                self._first(batch)
+                                self._loader.first(batch)
                             self.cache.add(batch)
                             if self.cache.full:
                                 self.cache.seal()
@@ -550,15 +352,6 @@ class InterleavedEvaluator:
                             r.auto_reason = r.auto_reason or why
                 self._end_pass(side, rec, status, exhausted, src, copies, everything, first_index)
 
-    def _first(self, batch: Any) -> None:
-        try:
-            self._samples = leading_dim(batch)
-        except Exception:
-            self._samples = None
-        if self.first_batch is not None:
-            check, self.first_batch = self.first_batch, None
-            check(batch)
-
     def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
         """A block is over: its closing stamp is the next step's start (taken now)."""
         if side.name == "real":
@@ -593,18 +386,11 @@ class InterleavedEvaluator:
             if cuda_in_use():
                 cuda_synchronize()
             if side is not None and rec is not None and not rec.finished:
-                if exhausted:
-                    rec.status = "complete"
-                    rec.end_ns = now
-                    side.spans[-1] = (side.spans[-1][0], now)
-                    rec.finished = True
-                    self._journal(side)
-                else:
-                    rec.end_ns = now
-                    rec.status = status
-                    side.spans[-1] = (side.spans[-1][0], now)
-                    rec.finished = True
-                    self._journal(side)
+                rec.end_ns = now
+                rec.status = "complete" if exhausted else status
+                side.spans[-1] = (side.spans[-1][0], now)
+                rec.finished = True
+                self._journal(side)
             if copies is not None:
                 copies.uninstall()
                 per = copies.per_step(len(everything))
@@ -615,15 +401,13 @@ class InterleavedEvaluator:
                             r.copies = per[i : i + len(r.starts)]
             if self._sampler is not None:
                 self._sampler.pause()
-            if not getattr(self.dataloader, "persistent_workers", False):
-                shutdown_source(src)
-            end_prepared_epoch(self.dataloader)
+            self._loader.end_pass(src, left_early=True)
             if not self.cache.ready:
                 self.cache.seal()
             else:
                 self.cache.check_mutation()
         finally:
-            self._src = None
+            self._loader.src = None
             self._open = None
             self._sigint.uninstall()
 
@@ -666,28 +450,19 @@ class InterleavedEvaluator:
         return mine if agreed is None else all(agreed)
 
     def _journal(self, side: _Side) -> None:
-        if side.writer is None:
-            return
-        with self._lock:
-            try:
-                side.writer.epoch_ended(
-                    lambda e, t: self._run(side.name, first_epoch=e, first_tick=t)
-                )
-            except Exception:  # never lose the run over a bad path
-                side.writer = None
+        if side.log is not None:
+            side.log.epoch_ended(lambda e, t: self._run(side.name, first_epoch=e, first_tick=t))
 
     # -- results ----------------------------------------------------------------
     @property
     def total_steps(self) -> int:
         return sum(self._side_steps(s) for s in SIDES)
 
-    def to_runs(self) -> dict[str, Run]:
-        """``{"real": Run, "ideal": Run}``: each side's blocks as its epochs."""
-        return {s: self.to_run(s) for s in SIDES}
-
-    def to_run(self, side: str = "real") -> Run:
-        s = self._sides[side]
-        return s.final if s.final is not None else self._run(side)
+    def to_run(self, side: Optional[str] = None) -> Run:
+        """``side``'s run (default: the real side's), its blocks as its epochs;
+        :meth:`to_runs` gives both."""
+        s = self._sides[side or "real"]
+        return s.final if s.final is not None else self._run(s.name)
 
     def _run(self, name: str, first_epoch: int = 0, first_tick: int = 0) -> Run:
         s = self._sides[name]
@@ -695,44 +470,36 @@ class InterleavedEvaluator:
         real = name == "real"
         util = None
         if self._sampler is not None:
-            util = _ticks_within(self._sampler.series(t0), s.spans, t0, first_tick)
-        return build_run(
-            s.epochs[first_epoch:],
-            first_epoch=first_epoch,
+            util = ticks_within(self._sampler.series(t0), s.spans, t0, first_tick)
+        plan = self.plan
+        return self._build(
+            s.epochs,
+            first_epoch,
             mode="log" if real else "replay",
             measure_wait=real,
-            t0_ns=t0,
-            now_ns=self.clock(),
-            warmup=self.warmup,
             label=s.label,
-            loader=self._loader_info,
-            settings={
-                "num_cached_batches": self.num_cached_batches,
-                "batches_cached": len(self.cache.batches) if self.cache.ready else 0,
-                "max_steps": self.steps,
-                "auto_stop": self.auto_stop.to_dict() if self.auto_stop is not None else None,
-                "cache_on": None if real else self.cache_on,
-                "cache_bytes": None if real else self.cache.nbytes,
-                "cache_budget_bytes": self.cache_budget_bytes,
-                "cached_shapes_differ": None if real else self.cache.shapes_differ,
-                "interleaved": {
-                    "block": self.plan.block,
-                    "blocks": self.plan.blocks,
-                    "drain": self.plan.drain,
-                    "settle": self.plan.settle,
-                    "pass_steps": self.plan.total_steps if self.auto_stop is None else None,
+            settings=run_settings(
+                num_cached_batches=self.num_cached_batches,
+                steps=self.steps,
+                auto_stop=self.auto_stop,
+                cache_budget_bytes=self.cache_budget_bytes,
+                cache=None if real else self.cache,
+                cache_on=self.cache_on,
+                batches_cached=len(self.cache.batches) if self.cache.ready else 0,
+                interleaved={
+                    "block": plan.block,
+                    "blocks": plan.blocks,
+                    "drain": plan.drain,
+                    "settle": plan.settle,
+                    "pass_steps": plan.total_steps if self.auto_stop is None else None,
                     "epoch": self.loader_len,
                     "ranks": self.ranks,
                 },
-            },
-            environment=environment(step_path()),
-            samples_per_batch=self._samples if real else self.cache.samples_per_batch,
-            short_last_batch=False,
-            auto_stop=self.auto_stop is not None,
-            util=util,
-            worker_load_ns=(
-                self._timer.load_ns() if real and self._timer and self._timer.available else None
             ),
+            samples_per_batch=self._loader.samples if real else self.cache.samples_per_batch,
+            short_last_batch=False,
+            util=util,
+            worker_load_ns=self._loader.worker_load_ns() if real else None,
         )
 
     # -- life cycle ------------------------------------------------------------------
@@ -743,20 +510,13 @@ class InterleavedEvaluator:
             self._open.close()
         if self._sampler is not None:
             self._sampler.stop()
-        if self._timer is not None:
-            self._timer.close()
-        if self._started_persistent:
-            shutdown_persistent_workers(self.dataloader)
-            self._started_persistent = None
+        self._loader.close()
         if not self._closed:
             self._closed = True
             for s in self._sides.values():
                 s.final = self._run(s.name)
-                if s.writer is not None:
-                    try:
-                        s.writer.write_all(s.final)
-                    except Exception:
-                        pass
+                if s.log is not None:
+                    s.log.write_all(s.final)
 
     def release(self) -> None:
         """:meth:`close`, then let go of the replay cache."""
@@ -766,18 +526,7 @@ class InterleavedEvaluator:
     def __enter__(self) -> InterleavedEvaluator:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     # -- live reading ---------------------------------------------------------------
-    @property
-    def util_sampler(self) -> Optional[UtilSampler]:
-        return self._sampler
-
-    @property
-    def started_ns(self) -> Optional[int]:
-        return self._t0
-
     def side_at(self, t_ns: int) -> Optional[str]:
         """Which side ran at clock time ``t_ns`` (None: between blocks or outside the pass)."""
         for name, s in self._sides.items():
@@ -787,56 +536,14 @@ class InterleavedEvaluator:
         return None
 
     def worker_pids(self) -> set[int]:
-        workers = getattr(self._src, "_workers", None) or ()
-        return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+        return self._loader.worker_pids()
 
     def steps_since(
         self, side: str, cursor: tuple[int, int] = (0, 0)
     ) -> tuple[list[int], tuple[int, int]]:
         """``side``'s step times (ns) completed since ``cursor`` (block, step), and the
         new cursor. Safe to call from another thread while the loop runs."""
-        e, i = cursor
-        out: list[int] = []
-        epochs = self._sides[side].epochs
-        real = side == "real"
-        while e < len(epochs):
-            rec = epochs[e]
-            if not rec.finished:
-                starts = rec.starts
-                n = len(starts) - 1
-                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
-                return out, (e, max(i, n))
-            out.extend(epoch_steps(rec, measure_wait=real).step_ns[i:])
-            e, i = e + 1, 0
-        return out, (e, i)
+        return self._read_steps(side, cursor)
 
-
-def _ticks_within(
-    series: dict[str, Any], spans: list[tuple[int, Optional[int]]], t0: int, first: int = 0
-) -> dict[str, Any]:
-    """``series`` (times relative to ``t0``) cut to the ticks inside ``spans``, from the
-    ``first`` of those on."""
-    t = series.get("t_ns") or []
-    inside = [any(a - t0 <= x and (b is None or x <= b - t0) for a, b in spans) for x in t]
-    keep, seen = [], 0
-    for k in inside:
-        keep.append(k and seen >= first)
-        seen += k
-
-    def cut(v: Any) -> Any:
-        if isinstance(v, list) and len(v) == len(t):
-            return [x for x, k in zip(v, keep) if k]
-        if isinstance(v, list) and v and all(isinstance(x, list) and len(x) == len(t) for x in v):
-            return [[x for x, k in zip(d, keep) if k] for d in v]
-        return v
-
-    out = {k: cut(v) for k, v in series.items()}
-    for part in ("gpu", "cpu"):
-        if isinstance(series.get(part), dict):
-            out[part] = {k: cut(v) for k, v in series[part].items()}
-    return out
-
-
-def _worker_pids(ref: weakref.ref[InterleavedEvaluator]) -> Optional[set[int]]:
-    ev = ref()
-    return ev.worker_pids() if ev is not None else None
+    def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
+        return self._sides[side].epochs, side == "real"

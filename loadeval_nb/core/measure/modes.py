@@ -51,6 +51,87 @@ class _Mode:
         self.ev = config
 
 
+class LoaderStart:
+    """Starting the user's loader, for every mode that iterates it (a real run, and the
+    real side of an interleaved pair): the persistent workers this tool started (stopped
+    at :meth:`close`, so the loader is left as it was), the per-batch timer inside the
+    workers, the pids of the workers running now, and the first batch (its leading
+    dimension, and the caller's check)."""
+
+    def __init__(self, ev: EvaluatorConfig) -> None:
+        self.ev = ev
+        self.timer: Optional[WorkerFetchTimer] = None
+        self.samples: Optional[int] = None
+        """The first batch's leading dimension (None: not seen, or none)."""
+        self.seen_first = False
+        # whether the loader's persistent workers are ours to stop at close(): they were
+        # not running before our first epoch, so the user's loader is left as it was
+        self._started_persistent: Optional[bool] = None
+        self.src: Any = None
+        """The source iterator of the pass running now (its workers are "workers" to the
+        utilisation sampler)."""
+
+    def open(self) -> Any:
+        """A new iterator of the loader (through the worker timer when it is on)."""
+        ev = self.ev
+        if self._started_persistent is None:
+            self._started_persistent = bool(
+                getattr(ev.dataloader, "persistent_workers", False)
+                and getattr(ev.dataloader, "_iterator", False) is None
+            )
+        # (the timer itself passes a loader without worker processes straight through)
+        if ev.worker_timing:
+            if self.timer is None:
+                self.timer = WorkerFetchTimer(ev.dataloader)
+            self.src = self.timer.iter()
+        else:
+            self.src = iter(ev.dataloader)
+        return self.src
+
+    def first(self, batch: Any) -> None:
+        """The first batch: its leading dimension, then the caller's check (once)."""
+        self.seen_first = True
+        try:
+            self.samples = leading_dim(batch)
+        except Exception:
+            self.samples = None
+        check, self.ev.first_batch = self.ev.first_batch, None
+        if check is not None:
+            check(batch)
+
+    def end_pass(self, src: Any, left_early: bool) -> None:
+        """A pass is over: stop the workers of a pass left early (an exhausted DataLoader
+        iterator has stopped its own; persistent ones stay for the next pass)."""
+        if (
+            src is not None
+            and left_early
+            and not getattr(self.ev.dataloader, "persistent_workers", False)
+        ):
+            shutdown_source(src)
+        if left_early:
+            end_prepared_epoch(self.ev.dataloader)
+
+    def worker_pids(self) -> set[int]:
+        """The pids of the DataLoader worker processes of the pass running now."""
+        workers = getattr(self.src, "_workers", None) or ()
+        return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        t = self.timer
+        if t is None or not t.available:
+            return None
+        return t.load_ns()
+
+    def close(self) -> None:
+        """Stop the worker timer and the persistent workers this tool started."""
+        self.src = None
+        if self.timer is not None:
+            self.timer.close()
+        if self._started_persistent:
+            shutdown_persistent_workers(self.ev.dataloader)
+            self._started_persistent = None
+
+
 class LogMode(_Mode):
     """Iterate the real loader and time every step: the wait inside ``next()`` and the step."""
 
@@ -65,37 +146,24 @@ class LogMode(_Mode):
 
     def __init__(self, ev: EvaluatorConfig) -> None:
         super().__init__(ev)
-        self.timer: Optional[WorkerFetchTimer] = None
-        self._samples: Optional[int] = None
-        # whether the loader's persistent workers are ours to stop at close(): they were
-        # not running before our first epoch, so the user's loader is left as it was
-        self._started_persistent: Optional[bool] = None
-        self._src: Any = None
+        self.start = LoaderStart(ev)
         self._copies: Optional[CopyTimer] = None
 
+    @property
+    def timer(self) -> Optional[WorkerFetchTimer]:
+        return self.start.timer
+
     def samples_per_batch(self) -> Optional[int]:
-        return self._samples
+        return self.start.samples
 
     def open_epoch(self, rec: EpochRecord, guard: EpochGuard) -> tuple[Iterator[Any], Any]:
         """The timed iterator of one pass, and the source iterator it drives."""
         ev = self.ev
-        if self._started_persistent is None:
-            self._started_persistent = bool(
-                getattr(ev.dataloader, "persistent_workers", False)
-                and getattr(ev.dataloader, "_iterator", False) is None
-            )
         clock = ev.clock
         t = clock()
-        # (the timer itself passes a loader without worker processes straight through)
-        if ev.worker_timing:
-            if self.timer is None:
-                self.timer = WorkerFetchTimer(ev.dataloader)
-            src = self.timer.iter()
-        else:
-            src = iter(ev.dataloader)
+        src = self.start.open()
         rec.setup_ns = clock() - t
         rec.expected = ev.expected_steps()
-        self._src = src  # its worker processes are "workers" to the sampler
         copies = ev.copies_on if ev.copies_on is not None else ("cuda", None)
         if copies[0] != "cuda" or cuda_in_use():
             self._copies = CopyTimer(rec.starts, copies[0], copies[1])
@@ -105,19 +173,14 @@ class LogMode(_Mode):
             source = _auto_chunks(ev, rec, source, None)
         elif ev.steps is not None:
             source = islice(src, ev.steps)
-        hook = self._first_batch_hook() if self._samples is None else None
+        hook = None if self.start.seen_first else self._first_batch_hook()
         return timed_log_iter(source, rec, guard, clock, hook), src
 
     def _first_batch_hook(self) -> Callable[[Any], Any]:
-        check = self.ev.first_batch
+        first = self.start.first
 
         def hook(batch: Any) -> Any:
-            try:
-                self._samples = leading_dim(batch)
-            except Exception:
-                pass
-            if check is not None:
-                check(batch)
+            first(batch)
             return batch
 
         return hook
@@ -137,22 +200,10 @@ class LogMode(_Mode):
         # len()) still has workers: stop them. An exhausted DataLoader iterator has
         # already stopped its own.
         self.close_copies(rec)
-        ev = self.ev
-        left_early = not exhausted or ev.steps is not None
-        if (
-            src is not None
-            and left_early
-            and not getattr(ev.dataloader, "persistent_workers", False)
-        ):
-            shutdown_source(src)
-        if left_early:
-            end_prepared_epoch(ev.dataloader)
+        self.start.end_pass(src, left_early=not exhausted or self.ev.steps is not None)
 
     def worker_load_ns(self) -> Optional[list[int]]:
-        t = self.timer
-        if t is None or not t.available:
-            return None
-        return t.load_ns()
+        return self.start.worker_load_ns()
 
     def close_copies(self, rec: EpochRecord) -> None:
         """Put ``Tensor.to`` back and give each step its copy time (after the epoch's
@@ -164,22 +215,16 @@ class LogMode(_Mode):
 
     def worker_pids(self) -> set[int]:
         """The pids of the DataLoader worker processes of the epoch running now."""
-        workers = getattr(self._src, "_workers", None) or ()
-        return {w.pid for w in workers if getattr(w, "pid", None) is not None}
+        return self.start.worker_pids()
 
     def release(self) -> None:
         pass  # nothing held past close()
 
     def close(self) -> None:
-        self._src = None
         if self._copies is not None:
             self._copies.uninstall()
             self._copies = None
-        if self.timer is not None:
-            self.timer.close()
-        if self._started_persistent:
-            shutdown_persistent_workers(self.ev.dataloader)
-            self._started_persistent = None
+        self.start.close()
 
 
 class ReplayMode(_Mode):

@@ -312,3 +312,30 @@ class UtilSampler:
                     "other_pct": cut(self.other_cpu_pct),
                 },
             }
+
+
+def ticks_within(
+    series: dict[str, Any], spans: list[tuple[int, Optional[int]]], t0: int, first: int = 0
+) -> dict[str, Any]:
+    """``series`` (times relative to ``t0``) cut to the ticks inside ``spans`` (clock
+    times; an end of None: still open), from the ``first`` of those on: one side's
+    utilisation in an interleaved pass."""
+    t = series.get("t_ns") or []
+    inside = [any(a - t0 <= x and (b is None or x <= b - t0) for a, b in spans) for x in t]
+    keep, seen = [], 0
+    for k in inside:
+        keep.append(k and seen >= first)
+        seen += k
+
+    def cut(v: Any) -> Any:
+        if isinstance(v, list) and len(v) == len(t):
+            return [x for x, k in zip(v, keep) if k]
+        if isinstance(v, list) and v and all(isinstance(x, list) and len(x) == len(t) for x in v):
+            return [[x for x, k in zip(d, keep) if k] for d in v]
+        return v
+
+    out = {k: cut(v) for k, v in series.items()}
+    for part in ("gpu", "cpu"):
+        if isinstance(series.get(part), dict):
+            out[part] = {k: cut(v) for k, v in series[part].items()}
+    return out
