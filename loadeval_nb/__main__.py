@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -237,6 +239,7 @@ def run_parser(prog: str = "python -m loadeval_nb") -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace, target: list[str]) -> int:
     from .integrations import ScriptHooks, run_script
+    from .integrations._shared import Signalled, stop_on_signals
 
     settings, ranks = script_settings(args)
 
@@ -249,22 +252,60 @@ def _run(args: argparse.Namespace, target: list[str]) -> int:
             }[which]
             print(f"loadeval_nb: {what} ...", file=sys.stderr, flush=True)
 
+    with stop_on_signals() as stop:
+        started = time.time()
+        try:
+            result = run_script(
+                target,
+                settings,
+                ranks=ranks,
+                loader=args.loader,
+                timeout_s=args.timeout,
+                hooks=Say(),
+            )
+        except OptionError as e:
+            raise LoadEvalError(e.renamed(RUN_FLAGS.get(e.option, e.option))) from None
+        except Signalled:
+            result = None  # every process of the script was stopped; ``stop`` says by what
+        except KeyboardInterrupt:  # where no handler could be installed
+            result, stop.signum = None, signal.SIGINT
+        code = 0
+        if stop.signum is None and result is not None:
+            code = _say_result(args, target, result)
+        if stop.signum is not None:  # also one that came while the result was written
+            print(f"loadeval_nb: {_stopped(stop.name, args.log_dir, started)}", file=sys.stderr)
+            return stop.exit_code
+    return code
+
+
+def _stopped(by: str, log_dir: Optional[str], started: float) -> str:
+    """The sentence for a run a signal stopped: by what, and where the logs written so far
+    are (without --log-dir they were in a temporary folder, removed with the unfinished
+    pair they held)."""
+    said = f"stopped ({by}); the script's processes were stopped"
+    if not log_dir:
+        return (
+            f"{said} and no run log was kept (pass --log-dir DIR to keep the logs a stopped "
+            "run has written)."
+        )
     try:
-        result = run_script(
-            target,
-            settings,
-            ranks=ranks,
-            loader=args.loader,
-            timeout_s=args.timeout,
-            hooks=Say(),
-        )
-    except OptionError as e:
-        raise LoadEvalError(e.renamed(RUN_FLAGS.get(e.option, e.option))) from None
-    except KeyboardInterrupt:
-        print(
-            "loadeval_nb: stopped (Ctrl-C); the script's processes were stopped.", file=sys.stderr
-        )
-        return 130
+        written = [
+            n
+            for n in os.listdir(log_dir)
+            if n.startswith("loadeval-")
+            and n.endswith(".json")
+            and os.path.getmtime(os.path.join(log_dir, n)) >= started - 1
+        ]
+    except OSError:
+        written = []
+    if not written:
+        return f"{said}; no run log had been written to {log_dir} yet."
+    if len(written) == 1:
+        return f"{said}; the run log written so far is in {log_dir}."
+    return f"{said}; the {len(written)} run logs written so far are in {log_dir}."
+
+
+def _say_result(args: argparse.Namespace, target: list[str], result: Any) -> int:
     if not result.ok:
         print(f"loadeval_nb: {result.error}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ import time
 import traceback
 from typing import Optional
 
+from .guard import guard
 from .pick import Picker, Refused, patched_dataloader
 from .sides import side_for
 from .spec import ChildSpec, ChildStatus
@@ -53,6 +54,7 @@ def _print_script_traceback(e: BaseException) -> None:
 
 
 def main(target: list[str]) -> int:
+    guard(target)  # ends the child with its processes if the parent goes, or at --timeout
     spec = ChildSpec.from_env()
     if spec is None or not target:
         print(

@@ -1,8 +1,9 @@
 """Starting a side's processes and making sure none outlives it: the child (or torch's
 own launcher, ``torch.distributed.run``, with one child per rank), a time limit, a grace
-period once the steps are measured, and every descendant stopped on a timeout or a
-Ctrl-C (torchrun starts its ranks in sessions of their own, so a process group is not
-enough: the descendants are followed while they run)."""
+period once the steps are measured, and every descendant stopped on a timeout, a Ctrl-C
+or a stop signal (torchrun starts its ranks in sessions of their own, so a process group
+is not enough: the descendants are followed while they run). The child guards itself
+too (``guard.py``): it ends when the parent is gone and at the time limit."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -27,6 +29,75 @@ DEFAULT_PORT = 29400
 """torchrun's rendezvous port when the endpoint names none."""
 STOP_S = 5.0
 """How long a process has to exit after SIGTERM before SIGKILL."""
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""The signals that stop a run (Ctrl-C, a scheduler's kill, a closed terminal)."""
+
+
+class Signalled(BaseException):
+    """A stop signal reached the parent: :func:`run_side` stopped every process of its
+    side, then raised this (a :class:`BaseException`, as ``KeyboardInterrupt`` is, so
+    that nothing on the way takes it for the script's error)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StopRequest:
+    """The first stop signal received while :func:`stop_on_signals` is in force."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+
+    @property
+    def exit_code(self) -> int:
+        """``128 + n``, as a shell reports a process that signal ``n`` ended."""
+        return 128 + int(self.signum or 0)
+
+    @property
+    def name(self) -> str:
+        """``Ctrl-C`` for SIGINT, else the signal's name (``SIGTERM``)."""
+        if self.signum == signal.SIGINT:
+            return "Ctrl-C"
+        return signal.Signals(self.signum).name if self.signum else ""
+
+
+_REQUEST: Optional[StopRequest] = None
+"""The request :func:`run_side` answers, while :func:`stop_on_signals` is in force."""
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[StopRequest]:
+    """While in force, SIGINT, SIGTERM and SIGHUP only record a request to stop (the
+    first one; the others are let go): :func:`run_side` answers it within its poll,
+    stopping every process of its side and raising :class:`Signalled`, so that the
+    run's ``finally`` blocks (the temporary folders) run whole instead of being cut by
+    an exception raised anywhere. The handlers are put back on the way out. Outside
+    the main thread, where Python runs no handlers, nothing is installed."""
+    global _REQUEST
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+
+    def record(signum: int, frame: object) -> None:
+        if request.signum is None:
+            request.signum = signum
+
+    before = {s: signal.signal(s, record) for s in STOP_SIGNALS}
+    outer, _REQUEST = _REQUEST, request
+    try:
+        yield request
+    finally:
+        _REQUEST = outer
+        for s, handler in before.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+def _requested() -> Optional[int]:
+    return _REQUEST.signum if _REQUEST is not None else None
 
 
 @dataclass(frozen=True)
@@ -113,6 +184,7 @@ class Tree:
         """SIGTERM to every process of the tree (the root's group too), SIGKILL to those
         left after :data:`STOP_S`."""
         self.follow()
+        sockets = listening_sockets(self.alive())
         with contextlib.suppress(OSError):
             os.killpg(self.root, signal.SIGTERM)
         procs = self.alive()
@@ -125,6 +197,33 @@ class Tree:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         psutil.wait_procs(self.alive(), timeout=STOP_S)
+        remove_sockets(sockets)
+
+
+def listening_sockets(procs: Sequence[psutil.Process]) -> list[str]:
+    """The Unix sockets ``procs`` listen on in folders of multiprocessing's (``pymp-*``:
+    a DataLoader worker hands its batches' file descriptors over through one). Python
+    removes them when the process exits cleanly; a process that is stopped leaves them in
+    the temporary folder, so whoever stops it removes them (:func:`remove_sockets`)."""
+    out = []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            for conn in p.net_connections(kind="unix"):
+                path = conn.laddr
+                if isinstance(path, str) and os.path.basename(os.path.dirname(path)).startswith(
+                    "pymp-"
+                ):
+                    out.append(path)
+    return out
+
+
+def remove_sockets(paths: Sequence[str]) -> None:
+    """Remove the sockets of stopped processes, and each one's folder once it is empty."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(path))  # only an empty one: nothing else is touched
 
 
 @dataclass
@@ -133,7 +232,8 @@ class Ended:
 
     returncode: Optional[int]
     timed_out: bool = False
-    """Stopped at the time limit, before every rank's steps were measured."""
+    """Stopped at the time limit, before every rank's steps were measured (by the
+    parent, or by the child's own guard when the parent could not act in time)."""
     lingered: bool = False
     """Stopped :data:`GRACE_S` after every rank's steps were measured (the script kept
     a thread or a process of its own running)."""
@@ -152,8 +252,15 @@ def run_side(
 ) -> Ended:
     """Run ``cmd`` in a session of its own and wait for it: stopped (with everything it
     started) after ``timeout_s``, or ``grace_s`` after ``measured()`` turns true; on
-    Ctrl-C (or any exception here) everything is stopped and the exception re-raised.
-    Processes left behind once it exits (orphans of the script's) are stopped too."""
+    Ctrl-C (or any exception here) everything is stopped and the exception re-raised;
+    on a signal :func:`stop_on_signals` recorded, everything is stopped and
+    :class:`Signalled` raised. A side that ended by itself past ``timeout_s`` without
+    ``measured()`` (its child's own time limit, while this process could not act) is
+    timed out too. Processes left behind once it exits (orphans of the script's) are
+    stopped too."""
+    signum = _requested()
+    if signum is not None:  # between two sides: the next one is not started
+        raise Signalled(signum)
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     tree = Tree(proc.pid)
     start = time.monotonic()
@@ -164,6 +271,9 @@ def run_side(
             rc = exited(poll_s)
             if rc is not None:
                 break
+            signum = _requested()
+            if signum is not None:
+                raise Signalled(signum)  # everything is stopped below
             tree.follow()
             now = time.monotonic()
             if measured_at is None and measured():
@@ -180,12 +290,18 @@ def run_side(
         raise
     finally:
         exited(None)
+    late = (
+        measured_at is None
+        and timeout_s is not None
+        and time.monotonic() - start > timeout_s
+        and not measured()
+    )
     tree.follow()
     # workers still on their way out are given a moment; the rest are the script's leftovers
     _, left = psutil.wait_procs([p for p in tree.alive() if p.pid != proc.pid], timeout=2.0)
     if left:
         tree.stop()
-    return Ended(rc, leftovers=len(left))
+    return Ended(rc, timed_out=late, leftovers=len(left))
 
 
 def _exit_waiter(proc: subprocess.Popen[bytes]) -> Callable[[Optional[float]], Optional[int]]:

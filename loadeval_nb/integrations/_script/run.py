@@ -248,6 +248,7 @@ def _run_sides(
             expect=expect,
             sample_interval_s=settings.sample_interval_s,
             loader_changes=changes,
+            timeout_s=timeout_s,
         )
         status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
         try:

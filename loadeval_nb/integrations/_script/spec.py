@@ -55,6 +55,14 @@ class ChildSpec:
     (``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``: a rerun
     from the notebook's panel), as ``rebuild_loader`` applies them."""
 
+    timeout_s: Optional[float] = None
+    """The run's time limit (``--timeout``): a child that has not measured its steps this
+    long after it started ends itself, with every process it started (its guard), should
+    the parent not be there to stop it. None: no limit."""
+    parent_pid: int = field(default_factory=os.getpid)
+    """The process that runs the side (made where the spec is made): a child whose
+    ``parent_pid`` is gone ends itself, with every process it started."""
+
     def settings(self) -> RunSettings:
         return RunSettings(
             steps=self.steps,
