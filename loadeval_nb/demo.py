@@ -171,7 +171,7 @@ class _Echo(RunHooks):
             self.echo(
                 f"  real and ideal interleaved: {runs['real'].n_steps} real and "
                 f"{runs['ideal'].n_steps} ideal steps ({plan.blocks} blocks of {plan.block} "
-                f"each, replaying {len(ev.cache.batches)} cached batches) in {took:.1f} s"
+                f"each, replaying {len(ev.cached_batches)} cached batches) in {took:.1f} s"
             )
             return
         cached = f" (replaying {len(ev.cached_batches)} cached batches)" if which == "ideal" else ""

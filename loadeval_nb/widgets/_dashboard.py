@@ -56,7 +56,7 @@ from ..viz._shared import (
 )
 from ._bokeh import DisplayOnlyBokehModel
 from ._panel import advised_sweep
-from ._pusher import Pusher
+from ._pusher import Pusher, series_of
 from ._saved import static_bundle
 
 _ids = itertools.count(1)
@@ -219,9 +219,9 @@ class Dashboard(SweepHooks):
             label = f"{self._pair_label}: {label[0].lower()}{label[1:]}"
         self.set_status(f"{label}: starting")
         # a new pair starts: clear this run's series from the previous pair
-        for side in ("real", "ideal") if which == "pair" else (which,):
-            self.step_src[side].data = {k: [] for k in self.step_src[side].data}
-            self.util_src[side].data = {k: [] for k in self.util_src[side].data}
+        for name in series_of(which, ev).values():
+            self.step_src[name].data = {k: [] for k in self.step_src[name].data}
+            self.util_src[name].data = {k: [] for k in self.util_src[name].data}
         if self.live:
             self._pusher = Pusher(self, which, ev, label)
             self._pusher.start()
@@ -232,13 +232,14 @@ class Dashboard(SweepHooks):
             self._pusher = None
         # closed: the same Run the result and the cards use; the whole run, decimated,
         # replaces the rolled-over live series
-        sides = ("real", "ideal") if which == "pair" else (which,)
-        for side in sides:
-            run = ev.to_run(side) if which == "pair" else ev.to_run()
+        series = series_of(which, ev)
+        for side, name in series.items():
+            # (one side: the no-argument form, which a followed log answers too)
+            run = ev.to_run() if len(series) == 1 else ev.to_run(side)
             data = steps_data(run, max_points=LIVE_ROLLOVER)
-            self.step_src[side].data = {"step": data["step"], "step_ms": data["step_ms"]}
+            self.step_src[name].data = {"step": data["step"], "step_ms": data["step_ms"]}
             # live, a first step is read before its set-up is added: the final value now
-            self.startup_src[side].data = startup_data(run, side)
+            self.startup_src[name].data = startup_data(run, name)
         self._resync()
         if error is not None:
             what = (

@@ -42,6 +42,14 @@ def next_push_wait(cpu_per_push_s: float, min_interval_s: float, budget: float) 
     return max(min_interval_s, min(MAX_PUSH_INTERVAL_S, want))
 
 
+def series_of(which: str, ev: Any) -> dict[str, str]:
+    """The plot series each side of a live run feeds, by side: a wrapper of one side feeds
+    the run ``which`` (a rung, a rerun's run), a wrapper of both sides (the interleaved
+    pair) each side's own series. A live run without ``sides`` (a followed log) is one."""
+    sides = tuple(getattr(ev, "sides", None) or (which,))
+    return {s: s for s in sides} if len(sides) > 1 else {sides[0]: which}
+
+
 def startup_positions(before: tuple[int, int], after: tuple[int, int], n: int) -> list[int]:
     """Which of ``n`` steps, read from cursor ``before`` to cursor ``after`` (epoch, step:
     ``LoaderEvaluator.steps_since``'s), open an epoch, and so carry its start-up (worker
@@ -80,7 +88,10 @@ class Pusher(threading.Thread):
         self.dash, self.which, self.ev, self.label = dash, which, ev, label
         self.clock, self.cpu_clock, self.stamp = clock, cpu_clock, stamp
         self.stop_event = threading.Event()
-        self.cursor: tuple[int, int] = (0, 0)
+        self.series = series_of(which, ev)
+        """The plot series of each side this run measures."""
+        self.cursors: dict[str, tuple[int, int]] = {side: (0, 0) for side in self.series}
+        self.counts: dict[str, int] = {side: 0 for side in self.series}
         self.n_steps = 0
         self.k_util = 0
         self.t_start = clock()
@@ -157,60 +168,40 @@ class Pusher(threading.Thread):
                 src.stream(rows, rollover=LIVE_ROLLOVER)
 
     def _push(self) -> None:
-        if self.which == "pair":
-            self._push_pair()
-            return
-        before = self.cursor
-        steps, self.cursor = self.ev.steps_since(self.cursor)
-        if steps:
-            n0 = self.n_steps
-            self.n_steps += len(steps)
-            self._stream_steps(
-                self.which, n0, steps, startup_positions(before, self.cursor, len(steps))
-            )
-        sampler, t0 = self.ev.util_sampler, self.ev.started_ns
-        if sampler is not None and t0 is not None:
-            data, self.k_util = sampler.since(self.k_util)
-            if data["t_ns"]:
-                src = self.dash.util_src[self.which]
-                row = {"t_s": [(t - t0) / 1e9 for t in data.pop("t_ns")]}
-                row.update({k: v for k, v in data.items() if k in src.data})
-                src.stream(row, rollover=LIVE_ROLLOVER)
-        steps_per_run = self.dash.steps_per_run
-        of = " (adaptive stop)" if steps_per_run == "auto" else f" of {steps_per_run or '?'}"
-        self.dash.set_status(
-            f"{self.label}: step {self.n_steps}{of}, {self.clock() - self.t_start:.1f} s elapsed"
-        )
-
-    def _push_pair(self) -> None:
-        """An interleaved pair: both sides' new steps, each to its own series, and each
-        utilisation tick to the side whose block ran then."""
-        ev = self.ev
-        counts = self.__dict__.setdefault("_pair_counts", {"real": 0, "ideal": 0})
-        cursors = self.__dict__.setdefault("_pair_cursors", {"real": (0, 0), "ideal": (0, 0)})
-        for side in ("real", "ideal"):
-            steps, cursors[side] = ev.steps_since(side, cursors[side])
+        """Each side's new steps to its series, and each utilisation tick to the series of
+        the side that ran then (in an interleaved pass, the block it fell in)."""
+        ev, one = self.ev, len(self.series) == 1
+        for side, name in self.series.items():
+            before = self.cursors[side]
+            # (one side: the cursor-only form, which a followed log answers too)
+            steps, after = ev.steps_since(before) if one else ev.steps_since(side, before)
+            self.cursors[side] = after
             if steps:
-                n0 = counts[side]
-                counts[side] += len(steps)
-                # the pass starts the loader once: the real side's first step is its start-up
-                up = [0] if n0 == 0 and side == "real" else []
-                self._stream_steps(side, n0, steps, up)
-        self.n_steps = counts["real"] + counts["ideal"]
+                n0 = self.counts[side]
+                self.counts[side] += len(steps)
+                # an epoch's first step is its start-up; a pass starts the loader once, so
+                # only its first real step is
+                if one:
+                    up = startup_positions(before, after, len(steps))
+                else:
+                    up = [0] if n0 == 0 and side == "real" else []
+                self._stream_steps(name, n0, steps, up)
+        self.n_steps = sum(self.counts.values())
         sampler, t0 = ev.util_sampler, ev.started_ns
         if sampler is not None and t0 is not None:
             data, self.k_util = sampler.since(self.k_util)
             times = data.pop("t_ns")
-            for side in ("real", "ideal"):
-                keep = [k for k, t in enumerate(times) if ev.side_at(t) == side]
+            for side, name in self.series.items():
+                keep = [k for k, t in enumerate(times) if one or ev.side_at(t) == side]
                 if keep:
-                    src = self.dash.util_src[side]
+                    src = self.dash.util_src[name]
                     row = {"t_s": [(times[k] - t0) / 1e9 for k in keep]}
                     row.update({c: [v[k] for k in keep] for c, v in data.items() if c in src.data})
                     src.stream(row, rollover=LIVE_ROLLOVER)
-        per_side = self.dash.steps_per_run
-        of = " (adaptive stop)" if per_side == "auto" else f" of {per_side or '?'}"
-        self.dash.set_status(
-            f"{self.label}: real step {counts['real']}, ideal step {counts['ideal']}{of} each, "
-            f"{self.clock() - self.t_start:.1f} s elapsed"
-        )
+        per_run = self.dash.steps_per_run
+        of = " (adaptive stop)" if per_run == "auto" else f" of {per_run or '?'}"
+        if one:
+            done = f"step {self.n_steps}{of}"
+        else:
+            done = ", ".join(f"{s} step {n}" for s, n in self.counts.items()) + f"{of} each"
+        self.dash.set_status(f"{self.label}: {done}, {self.clock() - self.t_start:.1f} s elapsed")

@@ -293,7 +293,7 @@ class Runner:
         if ev is None:
             return {}
         ev.release()
-        runs = ev.to_runs()  # type: ignore[attr-defined]
+        runs = ev.to_runs()
         return {k: r for k, r in runs.items() if r.n_steps or r.epochs}
 
     def take(self, key: str) -> Optional[Run]:

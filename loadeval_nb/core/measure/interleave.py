@@ -208,11 +208,17 @@ class InterleavedEvaluator(Evaluator):
             return most if self.loader_len is None else min(most, self.loader_len)
         return self.plan.total_steps
 
+    @property
+    def cached_batches(self) -> list[Any]:
+        """The batches the ideal side replays (empty before the warm-up filled them), as
+        :attr:`LoaderEvaluator.cached_batches`."""
+        return self.cache.batches
+
     def __repr__(self) -> str:
         p = self.plan
         return (
             f"InterleavedEvaluator({type(self.dataloader).__name__}, {p.blocks} blocks of "
-            f"{p.block} steps per side, cached={len(self.cache.batches)})"
+            f"{p.block} steps per side, cached={len(self.cached_batches)})"
         )
 
     def __iter__(self) -> Iterator[Any]:
