@@ -323,3 +323,74 @@ def test_a_loop_that_stops_asking_at_len_is_a_complete_pass(clock):
     del it
     ev.close()
     assert "stopped" in (ev.to_runs()["real"].status, ev.to_runs()["ideal"].status)
+
+
+def test_a_full_disk_under_the_pair_is_said_once_and_both_sides_are_kept(
+    clock, tmp_path, caplog, monkeypatch
+):
+    # the pair writes its logs through the evaluator's writer: a failure is a warning,
+    # once, not dropped silently (it was), and each side's run stays in memory
+    import logging
+
+    import loadeval_nb.core.record.run as run_module
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    files = {s: str(tmp_path / f"{s}.json") for s in ("real", "ideal")}
+    ev = InterleavedEvaluator(
+        list(range(400)),
+        steps=100,
+        warmup=4,
+        num_cached_batches=4,
+        sample_interval_s=None,
+        metrics_files=files,
+        clock=clock,
+    )
+    monkeypatch.setattr(run_module, "save_run", full)
+    monkeypatch.setattr(run_module.Run, "save", lambda self, p: full())
+    with caplog.at_level(logging.WARNING, logger="loadeval_nb"):
+        for _ in ev:
+            clock.advance(1_000)
+        ev.close()
+    said = [r.getMessage() for r in caplog.records if "could not write" in r.getMessage()]
+    assert len(said) == 2, said  # one for each side's file
+    assert {f for f in files.values() if any(f in m for m in said)} == set(files.values())
+    runs = ev.to_runs()
+    assert runs["real"].n_steps > 0 and runs["ideal"].n_steps > 0
+
+
+def test_every_wrapper_is_read_live_the_same_way(clock):
+    # one reading for a dashboard: sides, steps_since(side, cursor), side_at, to_run(side)
+    from loadeval_nb.measure import LoaderEvaluator
+
+    one = LoaderEvaluator(list(range(30)), sample_interval_s=None, clock=clock)
+    pair = InterleavedEvaluator(
+        list(range(400)),
+        steps=100,
+        warmup=4,
+        num_cached_batches=4,
+        sample_interval_s=None,
+        clock=clock,
+    )
+    assert one.sides == ("real",) and pair.sides == ("real", "ideal")
+    assert one.side_at(0) is None and pair.side_at(0) is None  # nothing ran yet
+    for ev in (one, pair):
+        for _ in ev:
+            clock.advance(2_000)
+        ev.close()
+    assert one.steps_since("real", (0, 0)) == one.steps_since((0, 0))
+    assert one.to_runs() == {"real": one.to_run("real")}
+    with pytest.raises(LoadEvalError, match="real side, not 'ideal'"):
+        one.steps_since("ideal", (0, 0))
+    for ev in (one, pair):
+        for side in ev.sides:
+            steps, cursor = ev.steps_since(side, (0, 0))
+            run = ev.to_run(side)
+            assert steps == run.step_ns and cursor[0] == len(run.epochs), side
+            assert ev.steps_since(side, cursor) == ([], cursor)  # nothing new: nothing read
+    # the clock time of each side's block says which side ran then
+    for side in pair.sides:
+        first = pair.to_run(side).start_ns[-1] + pair.started_ns
+        assert pair.side_at(first) == side
+    assert len(pair.cached_batches) == 4
