@@ -371,8 +371,17 @@ def gather_logs(
                 else "No run logs given; pass the per-rank logs to gather."
             )
 
+    def mtime(path: str) -> float:
+        try:
+            return os.path.getmtime(path)
+        except OSError as e:  # a broken link, a loop of links: read, never written here
+            raise LoadEvalError(
+                f"Cannot read the run log {path!r} ({e.strerror or e}); remove it or pass the "
+                "logs to gather one by one."
+            ) from None
+
     def written(job: str) -> float:
-        return max(os.path.getmtime(p) for r in jobs[job].values() for p in r.values())
+        return max(mtime(p) for r in jobs[job].values() for p in r.values())
 
     newest = sorted(jobs, key=lambda j: (written(j), j))
     job = newest[-1]

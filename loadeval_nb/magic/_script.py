@@ -189,7 +189,7 @@ class ScriptSession:
         if result.diagnosis is not None:
             pair = as_pair(result, settings, label)
             dash.pair_done(pair)
-            self.main_card = (pair_html(pair, dash.rows), result.diagnosis.text("options"))
+            self.main_card = (pair_html(pair, dash.rows), result.diagnosis.text("cli"))
             if self.panel is None:
                 self._add_panel(result)
         elif result.ranks is not None:
@@ -197,7 +197,7 @@ class ScriptSession:
             dash.verdict.remove_class("loadeval-stale")
             dash.verdict.value = report_html(facts)
             dash.set_status(f"Done: {facts.headline}")
-            self.main_card = (report_html(facts), result.ranks.text("options"))
+            self.main_card = (report_html(facts), result.ranks.text("cli"))
         else:
             dash.set_status(f"{label}: {result.error}", FAILED_COLOR)
             dash.widget.add_class("loadeval-failed")

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from loadeval_nb import LoadEvalError, Run
-from loadeval_nb.core import RankResult, gather_pair
+from loadeval_nb.core import RankResult, gather_logs, gather_pair
 from loadeval_nb.core._shared import ranks_result
 from loadeval_nb.core.ranks import _payload
 
@@ -173,3 +173,11 @@ def test_gather_logs_from_paths_and_a_missing_side(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(LoadEvalError, match="No per-rank run logs"):
         gather_logs(tmp_path / "empty")
+
+
+def test_gather_logs_says_it_cannot_read_a_loop_of_links(tmp_path):
+    """Before: "cannot write ... (Too many levels of symbolic links)" for a log it only reads."""
+    loop = tmp_path / "job-real-rank0.json"
+    loop.symlink_to(loop)
+    with pytest.raises(LoadEvalError, match=r"^Cannot read the run log .*symbolic links"):
+        gather_logs(tmp_path)

@@ -3,7 +3,8 @@
     torchrun --standalone --nproc-per-node 2 ddp_script.py OUT_DIR
 
 Environment: SLOW_RANK makes that rank's loader slow (4 ms an item, in the main process);
-FAIL_RANK makes that rank's training loop raise in its real run.
+FAIL_RANK makes that rank's training loop raise in its real run; WORKERS=1,2 gives each
+rank its own ``num_workers`` (loaders that differ between ranks).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ def main(out_dir: str) -> None:
     slow = rank == int(os.environ.get("SLOW_RANK", "-1"))
     fail = rank == int(os.environ.get("FAIL_RANK", "-1"))
     ds = SleepyItems(2000, 0.004 if slow else 0.0)
-    loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))
+    workers = [int(w) for w in os.environ.get("WORKERS", "0").split(",")]
+    loader = DataLoader(
+        ds, batch_size=8, sampler=DistributedSampler(ds), num_workers=workers[rank % len(workers)]
+    )
     model = DistributedDataParallel(torch.nn.Linear(3, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 

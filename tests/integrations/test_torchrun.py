@@ -67,6 +67,20 @@ def test_no_straggler_when_ranks_load_alike(tmp_path):
     assert report["straggler"] is None, report
 
 
+@pytest.mark.parametrize("workers", ["1,2", "2,0"])
+def test_ranks_whose_loaders_differ_hold_one_plan(tmp_path, workers):
+    """Before, each rank planned its blocks from its own queue depth, ran another number of
+    steps, and rank 0 waited in gather_pair while rank 1 was in DDP's all-reduce, for
+    ever (the subprocess timeout is the hang check)."""
+    p = _standalone(tmp_path, WORKERS=workers)
+    assert p.returncode == 0, p.stderr[-3000:]
+    plans = [
+        json.loads(Path(path).read_text())["settings"]["interleaved"]
+        for path in sorted(glob.glob(str(tmp_path / "*-real-rank[01].json")))
+    ]
+    assert len(plans) == 2 and plans[0] == plans[1] and plans[0]["ranks"] == 2, plans
+
+
 def test_a_failing_rank_stops_every_rank(tmp_path):
     p = _standalone(tmp_path, FAIL_RANK="1")  # the timeout is the hang check
     assert p.returncode != 0

@@ -57,8 +57,8 @@ def test_the_rank_that_failed_first_is_named(tmp_path):
     p = loadeval("run", *QUICK, "--nproc-per-node", "2", DDP, "--fail-rank", "1")
     assert p.returncode == 1
     assert p.stderr.splitlines()[-1] == (
-        "loadeval_nb: ddp_train.py (rank 1) failed before the steps of the real run were "
-        "measured (RuntimeError: rank 1 failed on purpose); its traceback is above."
+        "loadeval_nb: ddp_train.py (rank 1) failed after step 4 of the pass being measured "
+        "(the real run) (RuntimeError: rank 1 failed on purpose); its traceback is above."
     )  # not rank 0, whose all-reduce failed after rank 1 had gone
     assert leftovers() == []
 

@@ -112,8 +112,8 @@ def test_a_script_that_fails_gets_its_traceback_and_one_sentence(tmp_path):
     assert tb.splitlines()[1].startswith(f'  File "{PLAIN}"')  # the script's frames, not ours
     assert "ValueError: step 3 failed on purpose" in tb and "runpy" not in tb
     assert p.stderr.splitlines()[-1] == (
-        "loadeval_nb: plain_loop.py failed before the steps of the real run were measured "
-        "(ValueError: step 3 failed on purpose); its traceback is above."
+        "loadeval_nb: plain_loop.py failed after step 4 of the pass being measured (the real "
+        "run) (ValueError: step 3 failed on purpose); its traceback is above."
     )
     assert leftovers() == []
 

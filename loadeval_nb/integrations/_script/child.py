@@ -17,10 +17,10 @@ import runpy
 import sys
 import time
 import traceback
-from typing import Optional
+from typing import Any, Optional
 
 from .guard import guard
-from .pick import Picker, Refused, patched_dataloader
+from .pick import Measured, Picker, Refused, patched_dataloader
 from .sides import side_for
 from .spec import ChildSpec, ChildStatus
 
@@ -34,7 +34,9 @@ def run_target(target: list[str]) -> None:
     else:
         path = target[0]
         sys.argv = list(target)
-        sys.path[0] = os.path.dirname(os.path.abspath(path))  # python SCRIPT puts its folder
+        # python SCRIPT puts its folder first; python FOLDER (with a __main__.py) the folder
+        here = os.path.abspath(path)
+        sys.path[0] = here if os.path.isdir(here) else os.path.dirname(here)
         runpy.run_path(path, run_name="__main__")
 
 
@@ -51,6 +53,18 @@ def _print_script_traceback(e: BaseException) -> None:
         print(f"{type(e).__name__}: {e}", file=sys.stderr)
         return
     traceback.print_exception(type(e), e, tb)
+
+
+def _failed(picker: Picker, outcome: str, rank: str, **kw: Any) -> ChildStatus:
+    """The status of a script that failed or exited on its own: where in the measured pass
+    it was (if it was in one), and the partial logs kept."""
+    status = ChildStatus(outcome, rank=rank, **kw)
+    if picker.left_at is not None:
+        status.failed_step, status.failed_block = picker.left_at
+    if picker.status is not None:  # its pass was measured (partly): those logs are kept
+        status.log_paths = dict(picker.status.log_paths)
+        status.steps = picker.status.steps
+    return status
 
 
 def main(target: list[str]) -> int:
@@ -77,6 +91,7 @@ def main(target: list[str]) -> int:
         expect=spec.expect.get(rank),
         changes=spec.loader_changes,
         on_measured=lambda status: status.save(spec.status_dir),  # the parent's grace starts
+        on_progress=lambda status: status.save(spec.status_dir),  # a DataLoader was iterated
     )
     status: ChildStatus
     code = 0
@@ -86,38 +101,37 @@ def main(target: list[str]) -> int:
                 run_target(target)
             finally:
                 picker.close()
-        except Refused as e:
-            status = ChildStatus("refused", rank=rank, message=e.message)
+        except Refused as e:  # a setting that does not fit, or a pass too short for blocks
+            status = ChildStatus(e.outcome, rank=rank, message=e.message)
             code = 3
-        except SystemExit as e:  # Measured, or the script's own sys.exit
-            if picker.status is not None:
+        except SystemExit as e:  # our stop (Measured), or the script's own sys.exit
+            c = e.code
+            exit_code = c if isinstance(c, int) else (0 if c is None else 1)
+            if picker.status is not None and (isinstance(e, Measured) or exit_code == 0):
                 status = picker.status
             else:
-                c = e.code
-                exit_code = c if isinstance(c, int) else (0 if c is None else 1)
                 if c is not None and not isinstance(c, int):
                     print(c, file=sys.stderr)  # sys.exit("message") prints it, as Python does
-                status = ChildStatus("script-exited", rank=rank, exit_code=exit_code)
+                status = _failed(picker, "script-exited", rank, exit_code=exit_code)
                 code = exit_code or 1
-        except BaseException as e:  # the script's error (KeyboardInterrupt included)
-            if picker.status is not None:  # after its steps: not ours to report
-                status = picker.status
-            else:
-                failed_at = time.monotonic()
-                _print_script_traceback(e)
-                status = ChildStatus(
-                    "script-failed",
-                    rank=rank,
-                    error=f"{type(e).__name__}: {e}".strip(),
-                    failed_at=failed_at,
-                )
-                code = 1
+        except BaseException as e:  # the script's error (KeyboardInterrupt included): a
+            # failure, wherever it raised, even after its measured pass
+            failed_at = time.monotonic()
+            _print_script_traceback(e)
+            status = _failed(
+                picker,
+                "script-failed",
+                rank,
+                error=f"{type(e).__name__}: {e}".strip(),
+                failed_at=failed_at,
+            )
+            code = 1
             del e
         else:
             status = picker.status or ChildStatus("script-exited", rank=rank, exit_code=0)
             code = 0 if picker.status is not None else 1
     if status.outcome != "measured":
-        status.passes = picker.passes
+        status.passes = picker.all_passes()
     status.save(spec.status_dir)
     return code
 

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
 from ...core import LoadEvalError, rebuild_loader
-from ...core._shared import shutdown_persistent_workers
+from ...core._shared import NotInterleavable, shutdown_persistent_workers
 from .spec import ChildStatus
 
 
@@ -50,11 +50,20 @@ class Measured(SystemExit):
 
 class Refused(SystemExit):
     """Raised into the script when a setting does not fit its loader (the cache would
-    not fit, too few steps to interleave): the script stops, the sentence is reported."""
+    not fit): the script stops, the sentence is reported."""
+
+    outcome = "refused"
 
     def __init__(self, message: str) -> None:
         super().__init__(3)
         self.message = message
+
+
+class NotInterleaved(Refused):
+    """Raised into the script once its training pass proves too short for interleaved
+    blocks: the parent measures the sides one after the other instead (``message``: why)."""
+
+    outcome = "not-interleavable"
 
 
 def describe(loader: Any) -> dict[str, Any]:
@@ -127,6 +136,7 @@ class Picker:
         expect: Optional[dict[str, Any]] = None,
         on_measured: Callable[[ChildStatus], None] = lambda status: None,
         changes: Optional[dict[str, Any]] = None,
+        on_progress: Callable[[ChildStatus], None] = lambda status: None,
     ) -> None:
         self.side = side
         self.warmup = warmup
@@ -146,6 +156,26 @@ class Picker:
         self._active: Optional[Any] = None  # the wrapper of the pass being measured
         self._active_loader: Any = None
         self._active_pass: Callable[[], Any] = lambda: None  # a weak reference to its pass
+        self._last_handed = False  # the measured pass has handed out its last batch
+        self._stop_hook: Any = None  # torch's optimizer-step hook that stops the script then
+        self._ours = False  # the pass is being closed by our stop, not by the script
+        self.left_at: Optional[tuple[int, str]] = None
+        """(step, where) when the measured pass ended by the script leaving it or raising
+        inside it: the step it had reached (from 1) and, in words, its side and block."""
+        self.too_short: Optional[NotInterleavable] = None
+        """Why a pass could not be interleaved (the first such pass)."""
+        self.on_progress = on_progress
+        self._first_seen = True
+        self._skipped: dict[int, dict[str, Any]] = {}  # loaders passed over for ``want``
+
+    def all_passes(self) -> list[str]:
+        """The passes not measured, in words: those the rule let go of, and the loaders
+        passed over because another was asked for, with their passes counted."""
+        out = list(self.passes)
+        for k, info in self._skipped.items():
+            n = self._pass_count.get(k, 0)
+            out.append(f"{in_words(k, info)} {n} time{'s' if n != 1 else ''}")
+        return out
 
     @property
     def done(self) -> bool:
@@ -162,8 +192,8 @@ class Picker:
         """``iter(loader)``, as the patched ``DataLoader.__iter__`` answers it."""
         if id(loader) in self._inside:  # our wrapper starting the loader it measures
             return original(loader)
-        if self.done:  # the script went on past its measured pass: stop it here
-            raise Measured()
+        if self.done or self._last_handed:  # past its measured pass: stop the script here
+            self.stop_now()
         k = self._number(loader)
         p = self._pass_count[k] = self._pass_count.get(k, 0) + 1
         if self._active is not None and self._active_pass() is None:
@@ -171,9 +201,20 @@ class Picker:
             self._let_go(self._active, self._active_loader)
         if self._active is not None:  # one pass is measured at a time
             return original(loader)
+        if self._first_seen:
+            self._first_seen = False
+            self.on_progress(
+                ChildStatus(
+                    "running",
+                    rank=os.environ.get("RANK", ""),
+                    passes=[f"{in_words(k, describe(loader))}, pass {p} started"],
+                )
+            )
         if self.want is not None:
             wk, wp = self.want
             if k != wk or (wp is not None and p != wp):
+                if k not in self._skipped:
+                    self._skipped[k] = describe(loader)
                 return original(loader)
             chosen = wp is not None  # the exact pass the real run measured
         elif not grad_enabled():
@@ -203,6 +244,11 @@ class Picker:
                 self._inside.add(id(measured))
             wrapper = self.side.make(measured, self.side.paths())
             it = iter(wrapper)
+        except NotInterleavable as e:
+            # a glance at a short loader is not the training pass: this pass goes on
+            # unmeasured, and only if it proves to be the training pass does it decide
+            self._release(loader)
+            return self._unmeasured(loader, k, p, chosen, e)
         except LoadEvalError as e:
             self._release(loader)
             raise Refused(str(e)) from None
@@ -238,20 +284,79 @@ class Picker:
     ) -> Iterator[Any]:
         n = 0
         try:
+            last = len(wrapper)
+        except Exception:  # an endless pass: only the script or our steps end it
+            last = -1
+        try:
             for batch in it:
                 n += 1
                 if n > self.warmup:
                     chosen = True
+                if n == last and chosen:  # the pass's last step: stop once it is done
+                    self._arm_stop()
                 yield batch
-        except GeneratorExit:  # the script let go of the pass (break, its own max_steps)
-            self._end(wrapper, loader, k, p, n, chosen, info, by_script=True)
+        except GeneratorExit:  # our stop, or the script let go of the pass (break, its own
+            # max_steps, an exception of its own in the step: the child tells which)
+            if not self._ours:
+                self.left_at = (n, _where(wrapper))
+            self._end(wrapper, loader, k, p, n, chosen, info, by_script=not self._ours)
             raise
-        except BaseException:  # the loader raised (the script's error): measured nothing
-            self._let_go(wrapper, loader)
+        except BaseException:  # the loader raised: the partial logs are kept when measured
+            self.left_at = (n + 1, _where(wrapper))
+            if chosen:
+                self._end(wrapper, loader, k, p, n, chosen, info, by_script=True)
+            else:
+                self._let_go(wrapper, loader)
             raise
         self._end(wrapper, loader, k, p, n, chosen, info, by_script=False)
         if chosen:
-            raise Measured()
+            self.stop_now()
+
+    def _unmeasured(
+        self, loader: Any, k: int, p: int, chosen: bool, why: NotInterleavable
+    ) -> Iterator[Any]:
+        """A pass too short to interleave, served as it is: if it proves to be the training
+        pass (past the warm-up), the script stops and the sides are measured in turn."""
+        if self.too_short is None:
+            self.too_short = why
+        n = 0
+        for batch in original_iter(loader):
+            n += 1
+            if n > self.warmup or chosen:
+                raise NotInterleaved(why.reason)
+            yield batch
+        self.passes.append(f"{in_words(k, describe(loader))}, pass {p} ended after {n} batches")
+
+    def _arm_stop(self) -> None:
+        """The measured pass has handed out its last batch: the script stops as soon as the
+        step that uses it is done — at its optimizer's step (torch's global hook), at its
+        next ``next()`` on the pass, or at its next DataLoader pass, whichever comes
+        first. A framework that stops asking at ``len()`` (Lightning) goes no further:
+        no validation, no next epoch."""
+        self._last_handed = True
+        try:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+        except ImportError:  # an old torch: the next next() or pass stops it
+            return
+
+        def after_step(*_: Any) -> None:
+            self.stop_now()
+
+        self._stop_hook = register_optimizer_step_post_hook(after_step)
+
+    def stop_now(self) -> None:
+        """End the measured pass (its logs written) and stop the script: :class:`Measured`."""
+        hook, self._stop_hook = self._stop_hook, None
+        if hook is not None:
+            hook.remove()
+        gen = self._active_pass()
+        if gen is not None and self.status is None:
+            self._ours = True
+            try:
+                gen.close()
+            finally:
+                self._ours = False
+        raise Measured()
 
     def _end(
         self,
@@ -324,12 +429,30 @@ class Picker:
         self._rebuilt.clear()
 
 
+def _where(wrapper: Any) -> str:
+    """Where a measuring wrapper's pass is, in words: ``the real side, block 2`` for an
+    interleaved pair, ``the real run`` for one side."""
+    now = getattr(wrapper, "block_now", None)
+    if now is not None:
+        return f"the {now[0]} side, block {now[1]}"
+    mode = getattr(wrapper, "mode", None)
+    return "the ideal run" if mode == "replay" else "the real run"
+
+
+_ORIGINAL: dict[str, Any] = {}
+
+
+def original_iter(loader: Any) -> Iterator[Any]:
+    """``DataLoader.__iter__`` as torch defines it, whatever is patched."""
+    return _ORIGINAL["__iter__"](loader)  # type: ignore[no-any-return]
+
+
 @contextmanager
 def patched_dataloader(picker: Picker) -> Iterator[None]:
     """``DataLoader.__iter__`` answered by ``picker`` within the block; restored after."""
     from torch.utils.data import DataLoader
 
-    original = DataLoader.__dict__["__iter__"]
+    original = _ORIGINAL["__iter__"] = DataLoader.__dict__["__iter__"]
 
     def __iter__(self: Any) -> Iterator[Any]:
         return picker.start_pass(self, original)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Sequence
@@ -96,7 +97,8 @@ def describe_target(target: Sequence[str]) -> str:
 
 def label_of(target: Sequence[str]) -> str:
     """The script's name in its log names (``train`` for ``train.py``)."""
-    name = target[1] if target[0] == "-m" else os.path.splitext(os.path.basename(target[0]))[0]
+    path = os.path.normpath(target[0]) if target[0] != "-m" else ""
+    name = target[1] if target[0] == "-m" else os.path.splitext(os.path.basename(path))[0]
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "script"
 
 
@@ -107,10 +109,33 @@ def check_target(target: Sequence[str]) -> None:
             "Name the script to run: python -m loadeval_nb run [options] SCRIPT [ARGS...], or "
             "-m MODULE [ARGS...]."
         )
-    if target[0] != "-m" and not os.path.isfile(target[0]):
+    if target[0] == "-m":
+        return
+    if os.path.isdir(target[0]):
+        if not os.path.isfile(os.path.join(target[0], "__main__.py")):
+            raise LoadEvalError(
+                f"{target[0]!r} is a folder without a __main__.py; pass a Python script, a "
+                "folder with a __main__.py, or -m MODULE for a module."
+            )
+    elif not os.path.isfile(target[0]):
         raise LoadEvalError(
             f"No script at {target[0]!r}; pass the path of a Python script, or -m MODULE for a "
             "module."
+        )
+
+
+def check_cache_on(settings: RunSettings) -> None:
+    """``--cache-on device`` without CUDA: one sentence before the script starts (torch is
+    imported here only for that option)."""
+    if settings.cache_on != "device":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise OptionError(
+            "cache_on",
+            " device needs a CUDA device, and this machine has none; leave it out (the cache is "
+            "then in host memory).",
         )
 
 
@@ -170,7 +195,10 @@ def run_script(
         interleave = settings.interleave
     if interleave and not interleave_available():
         raise LoadEvalError(INTERLEAVE_MISSING)
-    too_short = interleave and not settings.auto and not _interleavable(settings)
+    check_cache_on(settings)
+    # steps too few for blocks with any loader: one after the other from the start (the
+    # child decides with the loader itself otherwise: its length and queue depth)
+    too_short = interleave and not settings.auto and _too_few_steps(settings)
     if timeout_s is not None and not timeout_s > 0:
         raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
     keep = bool(settings.log_dir)
@@ -187,14 +215,10 @@ def run_script(
     result = ScriptResult(target=target, label=label, log_dir=log_dir)
     if too_short:
         interleave = False
-        result.notes.append(
-            f"{settings.steps} steps a side are too few to interleave in blocks, so a child "
-            "per side measured the real run, then the ideal run, and a drift of the machine "
-            "between them is in the difference; pass more steps"
-        )
+        result.notes.append(_in_turn(f"{settings.steps} steps a side are too few for blocks"))
     hooks = hooks or ScriptHooks()
     try:
-        _run_sides(
+        why = _run_sides(
             result,
             settings,
             log_dir,
@@ -207,11 +231,34 @@ def run_script(
             env,
             changes,
         )
+        if why is not None:  # the training pass was too short for blocks: in turn, said
+            result.notes.append(_in_turn(why))
+            _run_sides(
+                result,
+                settings,
+                log_dir,
+                stamp,
+                ranks,
+                loader,
+                False,
+                timeout_s,
+                hooks,
+                env,
+                changes,
+            )
     finally:
-        if not keep:
+        kept = result.error is not None and bool(result.log_paths)
+        if not keep and not kept:  # a failure's partial logs stay where its sentence says
             shutil.rmtree(log_dir, ignore_errors=True)
             result.log_paths = {}
     return result
+
+
+def _in_turn(why: str) -> str:
+    return (
+        f"{why}, so a child per side measured the real run, then the ideal run (each within "
+        "one epoch of the loader), and a drift of the machine between them is in the difference"
+    )
 
 
 def _run_sides(
@@ -226,7 +273,9 @@ def _run_sides(
     hooks: ScriptHooks,
     env: Optional[dict[str, str]],
     changes: dict[str, Any],
-) -> None:
+) -> Optional[str]:
+    """Measure the sides; the reason, when the child found the training pass too short to
+    interleave (the caller then measures the sides in turn), else None."""
     name = describe_target(result.target)
     local = ranks.nproc_per_node if ranks is not None else 1
     picks: dict[str, list[int]] = {}
@@ -270,10 +319,19 @@ def _run_sides(
         finally:
             shutil.rmtree(status_dir, ignore_errors=True)
         hooks.side_ended(which, statuses)
-        error = _side_error(name, which, ended, statuses, local, settings, timeout_s)
+        short = [s for s in statuses.values() if s.outcome == "not-interleavable"]
+        if short and which == "interleave":
+            return short[0].message
+        error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader)
         if error is not None:
             result.error, result.failed = error, which
-            return
+            result.log_paths = {
+                f"{side}-rank{rank}" if rank else side: path
+                for rank, st in statuses.items()
+                for side, path in st.log_paths.items()
+                if os.path.isfile(path)
+            }
+            return None
         result.notes += _side_notes(name, which, ended, statuses)
         for rank, st in statuses.items():
             if st.loader is not None:
@@ -287,6 +345,7 @@ def _run_sides(
         result.diagnosis = diagnose(result.real, result.ideal)
     else:
         result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
+    return None
 
 
 def _job_logs(
@@ -313,25 +372,55 @@ def _side_error(
     local: int,
     settings: RunSettings,
     timeout_s: Optional[float],
+    loader: Optional[int] = None,
 ) -> Optional[str]:
     """The one sentence for a side that did not measure its steps on every rank, or None."""
     side = "the interleaved runs" if which == "interleave" else f"the {which} run"
+    bad = {r: s for r, s in statuses.items() if s.outcome not in ("measured", "running")}
     if ended.timed_out:
+        if not any(s.passes for s in statuses.values()):
+            return (
+                f"{name} did not iterate a DataLoader within {timeout_s:g} s and was stopped: "
+                "loadeval_nb measures the torch DataLoader a script trains on; if it takes "
+                "longer to reach its training loop, pass --timeout with more seconds."
+            )
         return (
             f"{name} did not get through the steps of {side} within {timeout_s:g} s and was "
-            "stopped; pass --timeout with more seconds if it needs longer to start."
+            "stopped; pass --timeout with more seconds if it needs longer."
         )
-    bad = {r: s for r, s in statuses.items() if s.outcome != "measured"}
     if bad:
         rank, st = _first_bad(bad)
-        return _sentence(f"{name} (rank {rank})" if rank else name, side, st, settings)
-    if len(statuses) < local:
-        return (
-            f"{name}'s processes for {side} ended (exit code {ended.returncode}) before "
-            f"{'every rank' if local > 1 else 'the script'} reported its steps: one was killed "
-            "(out of memory?) or the launcher failed; its output is above."
-        )
+        return _sentence(f"{name} (rank {rank})" if rank else name, side, st, settings, loader)
+    if len(statuses) < local or any(s.outcome == "running" for s in statuses.values()):
+        return _ended_silently(name, side, ended, local)
     return None
+
+
+def _ended_silently(name: str, side: str, ended: Ended, local: int) -> str:
+    """A process that ended without a word: its exit code says how."""
+    who = "a rank's process" if local > 1 else "its process"
+    code = ended.returncode
+    if code is not None and code < 0:
+        sig = -code
+        try:
+            signame = signal.Signals(sig).name
+        except ValueError:
+            signame = f"signal {sig}"
+        why = " (out of memory?)" if sig == signal.SIGKILL else ""
+        return (
+            f"{name}'s {who} for {side} was killed by {signame}{why} before it reported its "
+            "steps; its output is above."
+        )
+    if local > 1:
+        return (
+            f"{name}'s processes for {side} ended (exit code {code}) before every rank "
+            "reported its steps: a rank ended its process itself (os._exit) or was killed, or "
+            "the launcher failed; its output is above."
+        )
+    return (
+        f"{name} ended its process itself with exit code {code} (os._exit, or a crash of "
+        f"the interpreter) during {side}, before its steps were reported; its output is above."
+    )
 
 
 PEER_GONE = re.compile(
@@ -358,16 +447,32 @@ def _first_bad(bad: dict[str, ChildStatus]) -> tuple[str, ChildStatus]:
     return rank, bad[rank]
 
 
-def _sentence(name: str, side: str, st: ChildStatus, settings: RunSettings) -> str:
+def _sentence(
+    name: str, side: str, st: ChildStatus, settings: RunSettings, loader: Optional[int] = None
+) -> str:
     if st.outcome == "refused":
         return st.message
+    where = (
+        f" after step {st.failed_step} of the pass being measured ({st.failed_block})"
+        if st.failed_step is not None
+        else f" before the steps of {side} were measured"
+    )
+    logs = (
+        f"; the partial run logs: {', '.join(st.log_paths.values())}"
+        if st.log_paths and all(os.path.isfile(p) for p in st.log_paths.values())
+        else ""
+    )
     if st.outcome == "script-failed":
-        return (
-            f"{name} failed before the steps of {side} were measured ({st.error}); its "
-            "traceback is above."
-        )
+        return f"{name} failed{where} ({st.error}); its traceback is above{logs}."
     if st.exit_code:
-        return f"{name} exited with code {st.exit_code} before the steps of {side} were measured."
+        return f"{name} exited with code {st.exit_code}{where}{logs}."
+    if loader is not None:
+        seen = "; ".join(st.passes) if st.passes else "no DataLoader at all"
+        return (
+            f"{name} never drew more than the {settings.warmup} warm-up batches from "
+            f"DataLoader #{loader} (--loader {loader}); it iterated {seen}. Pick one of those "
+            "with --loader K."
+        )
     if not st.passes:
         return (
             f"{name} ended without iterating a DataLoader, so there was nothing to measure: "
@@ -401,14 +506,7 @@ def _side_notes(name: str, which: str, ended: Ended, statuses: dict[str, ChildSt
     return notes
 
 
-TYPICAL_DEPTH = 4
-"""Batches a training loader typically has prefetched (2 workers, prefetch_factor 2): the
-parent, which never sees the loader, plans the blocks for it."""
-
-
-def _interleavable(settings: RunSettings) -> bool:
-    """Whether the steps allow interleaved blocks for a typical loader."""
+def _too_few_steps(settings: RunSettings) -> bool:
+    """Whether the steps are too few for blocks whatever the loader (no queue, no end)."""
     steps = settings.steps if isinstance(settings.steps, int) else 0
-    return (
-        plan_blocks(steps, settings.warmup, settings.num_cached_batches, TYPICAL_DEPTH) is not None
-    )
+    return plan_blocks(steps, settings.warmup, settings.num_cached_batches, 0) is None

@@ -54,7 +54,6 @@ class ChildSpec:
     """DataLoader settings to change on the measured loader before it is measured
     (``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``: a rerun
     from the notebook's panel), as ``rebuild_loader`` applies them."""
-
     timeout_s: Optional[float] = None
     """The run's time limit (``--timeout``): a child that has not measured its steps this
     long after it started ends itself, with every process it started (its guard), should
@@ -87,6 +86,8 @@ OUTCOMES = (
     "script-failed",  # the script raised before its steps were measured
     "script-exited",  # the script ended (or called sys.exit) before its steps were measured
     "refused",  # a setting did not fit the script's loader (one sentence in ``message``)
+    "not-interleavable",  # the training pass is too short for blocks (``message``: why)
+    "running",  # written at the first DataLoader pass: the script got that far
 )
 
 
@@ -114,6 +115,11 @@ class ChildStatus:
     """The script ended the measured pass itself, before ``steps``."""
     passes: list[str] = field(default_factory=list)
     """The DataLoader passes the script made that were not measured, in words."""
+    failed_step: Optional[int] = None
+    """The step of the measured pass (from 1) the script raised in, when it raised inside
+    it (its batch handed over, the next not yet asked for)."""
+    failed_block: str = ""
+    """Where in the pass that step was, in words (``the real side, block 2``)."""
     failed_at: Optional[float] = None
     """When the script's exception reached us (``time.monotonic()``, one clock for the
     whole machine): among ranks, the first to fail is the cause, the others usually fail

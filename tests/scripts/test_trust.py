@@ -1,0 +1,138 @@
+"""What the script sees and what the command reports (issue 26): the script's epoch stays
+its own, a failure is a failure on any rank, Lightning stops after the measured pass, a
+short loader just works, and ranks whose loaders differ hold one plan and never hang."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from .cli import fixture, fresh, leftovers, loadeval
+
+DDP = fixture("ddp_train.py")
+PLAIN = fixture("plain_loop.py")
+
+
+def test_the_script_is_handed_no_more_batches_than_its_epoch_holds(tmp_path):
+    """94 batches, the default 200 steps a side, interleaved: before, the pass handed the
+    loop 156 batches and a OneCycleLR sized from len(loader) raised at its 95th step."""
+    tmp_path = fresh(tmp_path)
+    seen = tmp_path / "seen"
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(tmp_path / "logs"),
+        PLAIN, "--batches", "94", "--workers", "2", "--item-ms", "1", "--step-ms", "2",
+        "--onecycle", "--seen", str(seen),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    n, of = map(int, re.fullmatch(r"(\d+) of (\d+)\n", seen.read_text()).groups())
+    assert of == 94 and n <= 94
+    assert "Traceback" not in p.stderr
+    logs = sorted((tmp_path / "logs").glob("*-real.json"))
+    plan = json.loads(logs[0].read_text())["settings"]["interleaved"]
+    assert plan["pass_steps"] <= 94 and plan["epoch"] == 94
+
+
+def test_a_script_that_raises_inside_the_measured_pass_is_a_failure(tmp_path):
+    """It raised at its step 20 (past the warm-up): before, exit 0 and a verdict."""
+    tmp_path = fresh(tmp_path)
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(tmp_path),
+        PLAIN, "--batches", "94", "--fail-at", "20",
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "ValueError: step 20 failed on purpose" in p.stderr
+    assert "Traceback" in p.stderr and p.stdout == ""  # no verdict
+    last = p.stderr.splitlines()[-1]
+    assert re.match(
+        r"loadeval_nb: plain_loop\.py failed after step 21 of the pass being measured \(the "
+        r"(real|ideal) side, block \d\) ",
+        last,
+    ), last
+    assert "(ValueError: step 20 failed on purpose); its traceback is above; the partial run " in (
+        last
+    )
+    for path in re.findall(r"(/\S+?\.json)", last):  # the partial logs it names are there
+        assert json.loads(open(path).read())["steps"] is not None
+
+
+def test_a_rank_that_raises_inside_the_measured_pass_fails_the_job(tmp_path):
+    p = loadeval(
+        "run", "--steps", "40", "--warmup", "5", "--cache", "5", "--sequential",
+        "--nproc-per-node", "2", DDP, "--fail-rank", "1", "--fail-step", "20",
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "RuntimeError: rank 1 failed on purpose" in p.stderr
+    assert p.stderr.splitlines()[-1].startswith(
+        "loadeval_nb: ddp_train.py (rank 1) failed after step 21 of the pass being measured"
+    )
+    assert p.stdout == "" and leftovers() == []
+
+
+def test_lightning_stops_after_the_measured_pass(tmp_path):
+    """A pass of exactly len(loader) batches (Lightning stops asking there): before, the
+    validation and the whole next epoch ran after it."""
+    tmp_path = fresh(tmp_path)
+    hooks = tmp_path / "hooks"
+    p = loadeval(
+        "run", "--steps", "100", "--warmup", "5", "--cache", "5", "--sequential",
+        fixture("lightning_fit.py"), "--batches", "30", "--item-ms", "0", "--step-ms", "1",
+        "--hooks", str(hooks),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    # each side's child: one epoch started, no validation after it, no second epoch
+    assert hooks.read_text() == "epoch 0\n" * 2
+    assert "Traceback" not in p.stderr
+
+
+def test_the_hugging_face_trainer_stops_after_the_measured_pass(tmp_path):
+    tmp_path = fresh(tmp_path)
+    hooks = tmp_path / "hooks"
+    p = loadeval(
+        "run", "--steps", "100", "--warmup", "5", "--cache", "5", "--sequential",
+        fixture("hf_trainer.py"), str(tmp_path / "out"), "--batches", "30", "--workers", "0",
+        "--item-ms", "0", "--step-ms", "1", "--hooks", str(hooks),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert hooks.read_text() == "epoch 0\n" * 2  # no evaluation, no second epoch
+    assert "Traceback" not in p.stderr
+
+
+def test_a_short_loader_is_measured_one_side_after_the_other_with_a_note(tmp_path):
+    """32 batches with 2 workers: too few for blocks. Before, exit 1 and "pass more steps";
+    and a glance at the short validation loader first refused the whole run."""
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5",
+        PLAIN, "--batches", "32", "--workers", "2", "--step-ms", "2",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Verdict:" in p.stdout
+    note = [line for line in p.stderr.splitlines() if "note:" in line]
+    assert any("an epoch of the loader has 32 batches" in line for line in note), p.stderr
+    assert not any("more steps" in line for line in note), note
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "workers,jitter", [("1,2", "0"), ("2,0", "0"), ("0,2", "3")], ids=["1v2", "2v0", "jitter"]
+)
+def test_ranks_whose_loaders_differ_hold_one_plan_and_never_hang(tmp_path, workers, jitter):
+    """Before, each rank planned its blocks from its own queue depth: rank 0 waited in the
+    gathering while rank 1 was still in DDP's all-reduce, for ever."""
+    tmp_path = fresh(tmp_path)
+    for _ in range(2):  # (bench/ranks_plan.py launches each case 10 times)
+        logs = fresh(tmp_path)
+        p = loadeval(
+            "run", "--steps", "60", "--warmup", "5", "--cache", "5", "--log-dir", str(logs),
+            "--nproc-per-node", "2", "--timeout", "120", DDP, "--workers", workers,
+            "--jitter-ms", jitter, "--batches", "80", "--step-ms", "2",
+            timeout=180,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        plans = [
+            json.loads(path.read_text())["settings"]["interleaved"]
+            for path in sorted(logs.glob("*-real-rank*.json"))
+        ]
+        assert len(plans) == 2 and plans[0] == plans[1] and plans[0]["ranks"] == 2
+    assert leftovers() == []
