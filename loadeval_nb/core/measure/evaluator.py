@@ -54,6 +54,35 @@ class Evaluator:
     warmup: int
     auto_stop: Optional[AutoStop]
 
+    def _check(
+        self,
+        dataloader: Any,
+        *,
+        cache_on: str,
+        num_cached_batches: int,
+        warmup: int,
+        cache_budget_bytes: Optional[int],
+        sample_interval_s: Optional[float],
+        label: Optional[str],
+    ) -> None:
+        """The checks of the settings every wrapper takes: one sentence each."""
+        check_choice("cache_on", cache_on, ("host", "device"))  # an OptionError is a ValueError
+        check_int("num_cached_batches", num_cached_batches, 1)
+        check_int("warmup", warmup, 0)
+        check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
+        check_interval("sample_interval_s", sample_interval_s)
+        if label is not None and not isinstance(label, str):
+            raise LoadEvalError(f"label must be a string such as 'real', not {a_kind(label)}.")
+        if not hasattr(dataloader, "__iter__"):
+            raise LoadEvalError(
+                f"{type(self).__name__} needs an iterable of batches such as a DataLoader, "
+                f"not {a_kind(dataloader)}."
+            )
+        if isinstance(dataloader, Evaluator):
+            raise LoadEvalError(
+                f"dataloader is already {a_kind(dataloader)}; wrap the original loader instead."
+            )
+
     def _start(
         self,
         dataloader: Any,
@@ -252,9 +281,7 @@ class LoaderEvaluator(Evaluator):
         if warmup_steps is not None:
             _renamed_argument("warmup_steps", "warmup")
             warmup = warmup_steps
-        check_choice("mode", mode, tuple(MODES))  # an OptionError is a ValueError
-        check_choice("cache_on", cache_on, ("host", "device"))
-        check_int("num_cached_batches", num_cached_batches, 1)
+        check_choice("mode", mode, tuple(MODES))
         if steps == "auto" or auto_stop is not None:
             if auto_stop is not None and not isinstance(auto_stop, AutoStop):
                 raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
@@ -268,22 +295,17 @@ class LoaderEvaluator(Evaluator):
         elif isinstance(steps, str):
             raise LoadEvalError(f"steps must be an integer, None or 'auto', not {steps!r}.")
         check_int("steps", steps, 1, allow_none=True)
-        check_int("warmup", warmup, 0)
-        check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
-        check_interval("sample_interval_s", sample_interval_s)
-        if label is not None and not isinstance(label, str):
-            raise LoadEvalError(f"label must be a string such as 'real', not {a_kind(label)}.")
-        if not hasattr(dataloader, "__iter__"):
-            raise LoadEvalError(
-                f"LoaderEvaluator needs an iterable of batches such as a DataLoader, "
-                f"not {a_kind(dataloader)}."
-            )
+        self._check(
+            dataloader,
+            cache_on=cache_on,
+            num_cached_batches=num_cached_batches,
+            warmup=warmup,
+            cache_budget_bytes=cache_budget_bytes,
+            sample_interval_s=sample_interval_s,
+            label=label,
+        )
         if metrics_file is not None:
             check_metrics_file(metrics_file)
-        if isinstance(dataloader, LoaderEvaluator):
-            raise LoadEvalError(
-                "dataloader is already a LoaderEvaluator; wrap the original loader instead."
-            )
 
         self._start(dataloader, clock, sample_interval_s, label)
         self.mode = mode

@@ -33,23 +33,13 @@ from itertools import cycle, islice
 from typing import Any, Callable, Optional
 
 from .._env import agree, cuda_in_use, cuda_synchronize, interrupts_deferred
-from .._errors import LoadEvalError, a_kind, check_choice, check_int
+from .._errors import LoadEvalError, check_int
 from ..record.run import Run
 from .adaptive import AutoStop
-from .blocks import (
-    MAX_BLOCKS,
-    MIN_BLOCK,
-    MIN_BLOCKS,
-    SIDES,
-    WAITED_NS,
-    BlockPlan,
-    NotInterleavable,
-    fewest_steps,
-    plan_blocks,
-    plan_pass,
-    queue_depth,
-    too_short,
-)
+from .blocks import MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, queue_depth
+from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
+from .blocks import plan_blocks as plan_blocks
+from .blocks import plan_pass as plan_pass
 from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
@@ -63,23 +53,6 @@ from .timing import (
     block_log_iter,
     block_replay_iter,
 )
-
-__all__ = [
-    "MAX_BLOCKS",
-    "MIN_BLOCK",
-    "MIN_BLOCKS",
-    "SIDES",
-    "WAITED_NS",
-    "BlockPlan",
-    "InterleavedEvaluator",
-    "NotInterleavable",
-    "fewest_steps",
-    "plan_blocks",
-    "plan_pass",
-    "queue_depth",
-    "too_short",
-]
-# (the plan's names stay importable from here, where the package's faces find them)
 
 
 class _Side:
@@ -138,16 +111,17 @@ class InterleavedEvaluator(Evaluator):
         first_batch: Optional[Callable[[Any], None]] = None,
         clock: Optional[Clock] = None,
     ) -> None:
-        if not hasattr(dataloader, "__iter__"):
-            raise LoadEvalError(
-                f"InterleavedEvaluator needs an iterable of batches such as a DataLoader, "
-                f"not {a_kind(dataloader)}."
-            )
+        self._check(
+            dataloader,
+            cache_on=cache_on,
+            num_cached_batches=num_cached_batches,
+            warmup=warmup,
+            cache_budget_bytes=cache_budget_bytes,
+            sample_interval_s=sample_interval_s,
+            label=label,
+        )
         if steps == "auto":
             auto_stop = auto_stop or AutoStop()
-        check_int("warmup", warmup, 0)
-        check_int("num_cached_batches", num_cached_batches, 1)
-        check_choice("cache_on", cache_on, ("host", "device"))
         check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
         if blocks is not None and blocks % 2:
             raise LoadEvalError(

@@ -394,3 +394,21 @@ def test_every_wrapper_is_read_live_the_same_way(clock):
         first = pair.to_run(side).start_ns[-1] + pair.started_ns
         assert pair.side_at(first) == side
     assert len(pair.cached_batches) == 4
+
+
+def test_the_pair_checks_the_settings_it_shares_with_a_run_as_a_run_does():
+    # one set of checks for every wrapper: the pair took these without a word before
+    data = list(range(1000))
+    with pytest.raises(LoadEvalError, match="label must be a string"):
+        InterleavedEvaluator(data, label=3)
+    with pytest.raises(LoadEvalError, match="cache_budget_bytes"):
+        InterleavedEvaluator(data, cache_budget_bytes=-1)
+    with pytest.raises(LoadEvalError, match="sample_interval_s"):
+        InterleavedEvaluator(data, sample_interval_s=-0.1)
+    from loadeval_nb.measure import LoaderEvaluator
+
+    pair = InterleavedEvaluator(data, sample_interval_s=None)
+    with pytest.raises(LoadEvalError, match="already an InterleavedEvaluator; wrap the original"):
+        LoaderEvaluator(pair)
+    with pytest.raises(LoadEvalError, match="already a LoaderEvaluator; wrap the original"):
+        InterleavedEvaluator(LoaderEvaluator(data, sample_interval_s=None))
