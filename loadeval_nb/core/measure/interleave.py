@@ -343,8 +343,12 @@ class InterleavedEvaluator(Evaluator):
             if len(rec.starts) == rec.expected:  # (a block's iterator stamps its own end)
                 rec.starts.append(now)
             rec.last_end_known = True
+        self._seal(side, rec, now, "complete", write)
+
+    def _seal(self, side: _Side, rec: EpochRecord, now: int, status: str, write: bool) -> None:
+        """A block ends at ``now`` with ``status``: its span closed, its run log written."""
         rec.end_ns = now
-        rec.status = "complete"
+        rec.status = status
         side.spans[-1] = (side.spans[-1][0], now)
         rec.finished = True
         if write:
@@ -366,11 +370,7 @@ class InterleavedEvaluator(Evaluator):
             if cuda_in_use():
                 cuda_synchronize()
             if side is not None and rec is not None and not rec.finished:
-                rec.end_ns = now
-                rec.status = "complete" if exhausted else status
-                side.spans[-1] = (side.spans[-1][0], now)
-                rec.finished = True
-                self._journal(side)
+                self._seal(side, rec, now, "complete" if exhausted else status, True)
             if copies is not None:
                 copies.uninstall()
                 per = copies.per_step(len(everything))
