@@ -267,8 +267,9 @@ def test_sweep_from_the_magic(shell):
     assert '"num_workers=1"' in json.dumps(dash.live_view.render_bundle)
 
 
-def test_sweep_from_the_panel(shell, capsys):
-    shell.display_pub = CapturingDisplayPublisher()
+def test_sweep_from_the_panel(shell, capsys, monkeypatch):
+    # (the shell is one for the process: its capturing publisher must not outlive the test)
+    monkeypatch.setattr(shell, "display_pub", CapturingDisplayPublisher())
     run(shell, "train_loader --steps 14 --warmup 2 --cache 3", LOOP)
     session = magic.latest_session()
     session.panel.sweep_spec.value = "num_workers=0,1"
