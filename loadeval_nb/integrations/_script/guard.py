@@ -5,8 +5,9 @@ steps within the run's time limit (``--timeout``: the parent's own limit lives i
 parent, which may be gone or unable to act).
 
 One daemon thread, started before the script runs, sleeps in ``select`` on a pidfd of the
-parent (Linux: it wakes the moment the parent exits, and costs the measured loop
-nothing), or polls the parent every :data:`POLL_S` elsewhere. The parent is the process
+parent (Linux: it wakes the moment the parent exits), or polls the parent every
+:data:`POLL_S` elsewhere; until the steps are measured it also looks at the child's
+status file once a second. The parent is the process
 named in the child's spec, found among the child's ancestors: under
 ``torch.distributed.run`` the child's own parent is torch's launcher, which outlives
 ``python -m loadeval_nb run``, so ``PR_SET_PDEATHSIG`` (which follows the direct parent
@@ -33,8 +34,10 @@ from .spec import ChildSpec, ChildStatus, status_path
 __all__ = ["guard"]
 
 POLL_S = 0.25
-"""How often the guard looks at the parent where there is no pidfd, and at the child's
-status file while its time limit runs."""
+"""How often the guard looks at the parent where there is no pidfd."""
+STATUS_POLL_S = 1.0
+"""How often it looks at the child's status file while the time limit runs (until the
+steps are measured): a stat a second, one wake-up of a thread that holds no lock."""
 LATE_S = 1.0
 """The child's limit is the run's ``--timeout`` from the child's own start, this much
 later: a parent that is there stops it first (and says so in one sentence)."""
@@ -42,6 +45,8 @@ TIMED_OUT_EXIT = 124
 """The child's exit status at its own time limit (as ``timeout(1)``'s), where it is not
 the leader of its process group (the run's children are: they end with their group)."""
 PARENT_GONE_EXIT = 129
+"""The child's exit status once its parent is gone, where it is not its group's leader
+(128 + SIGHUP, as a process whose terminal went away)."""
 
 
 def guard(target: list[str]) -> None:
@@ -88,7 +93,8 @@ class _Watch:
         while True:
             wait: Optional[float] = POLL_S
             if self.deadline is not None:
-                wait = max(0.0, min(POLL_S, self.deadline - time.monotonic()))
+                every = STATUS_POLL_S if self.pidfd is not None else POLL_S
+                wait = max(0.0, min(every, self.deadline - time.monotonic()))
             elif self.pidfd is not None:
                 wait = None  # woken by the parent's exit alone
             if self.pidfd is not None:

@@ -1,0 +1,196 @@
+"""What stops ``python -m loadeval_nb run`` from outside: SIGTERM, SIGHUP and SIGINT (a
+scheduler's kill, a closed terminal, Ctrl-C) stop every process of the script, keep the
+logs written to --log-dir, print one sentence and exit 128+n; a parent killed with
+SIGKILL takes its child along (the child's guard); a hung script is stopped by its child
+at --timeout when the parent cannot act. Each run has a TMPDIR of its own, left as a
+run that ends normally leaves it."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from loadeval_nb import load_run
+from loadeval_nb.integrations._script.launch import Signalled, run_side, stop_on_signals
+
+from .cli import env, fixture, fresh
+
+HANGS = fixture("hangs.py")
+QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5", "--sequential"]
+TOKEN = "LOADEVAL_NB_TEST_SIGNALS"
+"""Each run's processes carry a token of their own (cli.MARK is the session's): an orphan
+of this run is found, and only this run's are stopped after a failed test."""
+NORMAL = ("loadeval_nb-locks", "torchinductor_", "torchelastic_")
+"""What a run that ends normally leaves in TMPDIR too: the run logs' lock folder, torch's
+compile cache, torchrun's own log folder."""
+
+
+def left_in(tmpdir: Path) -> list[str]:
+    return sorted(n for n in os.listdir(tmpdir) if not n.startswith(NORMAL))
+
+
+def ours(token: str, but: int = -1) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if (
+                p.pid != but
+                and p.status() != psutil.STATUS_ZOMBIE
+                and p.environ().get(TOKEN) == token
+            ):
+                out.append(p)
+    return out
+
+
+@contextlib.contextmanager
+def hanging(tmp_path: Path, *args: str, ranks: int = 1):
+    """``run`` started on HANGS with a TMPDIR of its own, once the script hangs (on every
+    rank): ``(parent, token, tmpdir)``. Whatever is left of it is stopped on the way out."""
+    folder = fresh(tmp_path)
+    tmpdir, marker = folder / "tmp", folder / "marker"
+    tmpdir.mkdir()
+    token = uuid.uuid4().hex
+    cmd = [sys.executable, "-m", "loadeval_nb", "run", *QUICK, *args]
+    cmd += [HANGS, "--workers", "1", "--marker", str(marker)]
+    parent = subprocess.Popen(
+        cmd,
+        env={**env(), "TMPDIR": str(tmpdir), TOKEN: token},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (marker.exists() and marker.read_text().count("hanging") == ranks):
+            if parent.poll() is not None:
+                pytest.fail(f"the run ended before the script hung: {parent.communicate()[1]}")
+            assert time.monotonic() < deadline, "the script never hung"
+            time.sleep(0.1)
+        yield parent, token, tmpdir
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(parent.pid, signal.SIGCONT)
+        if parent.poll() is None:
+            parent.kill()
+        for p in ours(token):  # an orphan holds the parent's pipes open: first
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            parent.communicate(timeout=30)
+
+
+def gone_within(token: str, seconds: float, but: int = -1) -> list[psutil.Process]:
+    """This run's processes (``but`` one) still running after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while (left := ours(token, but)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.mark.parametrize(
+    ("sig", "keep"),
+    [(signal.SIGTERM, False), (signal.SIGHUP, True), (signal.SIGINT, False)],
+    ids=["SIGTERM", "SIGHUP-log-dir", "SIGINT"],
+)
+def test_a_stop_signal_stops_every_process_and_leaves_nothing(tmp_path, sig, keep):
+    logs = tmp_path / f"logs-{sig}"
+    logs.mkdir()
+    with hanging(tmp_path, *(["--log-dir", str(logs)] if keep else [])) as (parent, token, tmp):
+        parent.send_signal(sig)
+        code = parent.wait(timeout=30)
+        assert ours(token) == []  # the child and its DataLoader worker: stopped, waited for
+        _, err = parent.communicate(timeout=30)
+        assert code == 128 + sig, err[-3000:]
+        assert left_in(tmp) == []  # the run's folders and the killed worker's pymp-* socket
+    lines = err.splitlines()
+    said = f"loadeval_nb: stopped ({'Ctrl-C' if sig == signal.SIGINT else sig.name}); "
+    said += "the script's processes were stopped"
+    assert [line for line in lines if line.startswith("loadeval_nb: stopped")] == [lines[-1]]
+    assert "Traceback" not in err
+    if not keep:
+        assert lines[-1] == (
+            f"{said} and no run log was kept (pass --log-dir DIR to keep the logs a stopped "
+            "run has written)."
+        )
+        return
+    written = glob.glob(str(logs / "loadeval-*.json"))
+    for path in written:  # what was written so far is kept, and reads
+        load_run(path)
+    if not written:
+        assert lines[-1] == f"{said}; no run log had been written to {logs} yet."
+    elif len(written) == 1:
+        assert lines[-1] == f"{said}; the run log written so far is in {logs}."
+    else:
+        assert lines[-1] == f"{said}; the {len(written)} run logs written so far are in {logs}."
+
+
+def test_a_parent_killed_with_sigkill_takes_its_child_along(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with hanging(tmp_path, "--log-dir", str(logs)) as (parent, token, tmp):
+        parent.kill()  # no handler runs: only the child can notice
+        parent.wait(timeout=30)
+        assert gone_within(token, 20) == []
+        _, err = parent.communicate(timeout=30)
+        # the child removed the status folder and its worker's socket; the logs are the
+        # user's, in --log-dir
+        assert left_in(tmp) == []
+    assert err.splitlines()[-1] == (
+        f"loadeval_nb: the process that started hangs.py (pid {parent.pid}) is gone, so "
+        "hangs.py was stopped with every process it started."
+    )
+
+
+@pytest.mark.slow
+def test_a_hung_script_is_stopped_by_its_child_when_the_parent_cannot_act(tmp_path):
+    with hanging(tmp_path, "--timeout", "15") as (parent, token, tmp):
+        parent.send_signal(signal.SIGSTOP)  # alive, and stopped: its own time limit waits
+        left = gone_within(token, 40, but=parent.pid)
+        parent.send_signal(signal.SIGCONT)
+        assert left == []
+        code = parent.wait(timeout=30)
+        _, err = parent.communicate(timeout=30)
+        assert code == 1, err[-3000:]
+        assert left_in(tmp) == []
+    # the parent reads the child's end as a time-out and says what the child said
+    lines = err.splitlines()
+    assert lines[-1].startswith(
+        "loadeval_nb: hangs.py did not get through the steps of the real run within 15 s"
+    )
+    assert lines.count(lines[-1]) == 2, err[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_under_torchrun_every_rank_and_the_launcher_stop(tmp_path, sig):
+    with hanging(tmp_path, "--nproc-per-node", "2", ranks=2) as (parent, token, tmp):
+        parent.send_signal(sig)
+        parent.wait(timeout=30)
+        assert gone_within(token, 20) == []
+        _, err = parent.communicate(timeout=30)
+        if sig == signal.SIGKILL:
+            return  # the temporary log folder stays: the parent that made it is gone
+        assert parent.returncode == 128 + sig
+        assert left_in(tmp) == []
+    assert err.splitlines()[-1].startswith("loadeval_nb: stopped (SIGTERM); ")
+
+
+def test_a_recorded_signal_stops_before_the_next_side_starts():
+    before = signal.getsignal(signal.SIGTERM)
+    with stop_on_signals() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)  # recorded, not fatal
+        time.sleep(0.01)
+        assert stop.signum == signal.SIGTERM and stop.exit_code == 143
+        with pytest.raises(Signalled):
+            run_side(["nonexistent-command"], {}, timeout_s=None, measured=lambda: False)
+    assert signal.getsignal(signal.SIGTERM) == before  # put back
