@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -273,7 +274,12 @@ def _run(args: argparse.Namespace, target: list[str]) -> int:
         if stop.signum is None and result is not None:
             code = _say_result(args, target, result)
         if stop.signum is not None:  # also one that came while the result was written
-            print(f"loadeval_nb: {_stopped(stop.name, args.log_dir, started)}", file=sys.stderr)
+            with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) takes no line
+                print(
+                    f"loadeval_nb: {_stopped(stop.name, args.log_dir, started)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return stop.exit_code
     return code
 
