@@ -233,7 +233,9 @@ def test_a_failing_script_is_one_sentence_under_its_traceback(kernel, script):
     r = kernel.run(f"%loadeval_run --sequential --steps 30 --warmup 3 {script} --fail-at 2")
     assert r["status"] == "error" and r["error"]["ename"] == "UsageError", r
     sentence = r["error"]["evalue"]
-    assert sentence.startswith("tiny_train.py failed before the steps of the real run"), sentence
+    assert sentence.startswith(
+        "tiny_train.py failed after step 3 of the pass being measured (the real run)"
+    ), sentence
     assert "RuntimeError: step 2 failed on purpose" in sentence
     # the script's own traceback, as python prints it, above the sentence
     assert "Traceback (most recent call last)" in r["stderr"], r["stderr"]

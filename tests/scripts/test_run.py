@@ -146,7 +146,7 @@ def test_a_hung_script_is_stopped_at_the_time_limit_with_its_workers(tmp_path):
     assert p.returncode == 1 and "hanging" in marker.read_text()
     assert p.stderr.splitlines()[-1] == (
         "loadeval_nb: plain_loop.py did not get through the steps of the real run within 8 s "
-        "and was stopped; pass --timeout with more seconds if it needs longer to start."
+        "and was stopped; pass --timeout with more seconds if it needs longer."
     )
     assert leftovers() == []
 
@@ -169,7 +169,8 @@ def test_ctrl_c_stops_the_script_and_its_workers(tmp_path):
             parent.wait()
     assert parent.returncode == 130
     assert err.decode().splitlines()[-1] == (
-        "loadeval_nb: stopped (Ctrl-C); the script's processes were stopped."
+        "loadeval_nb: stopped (Ctrl-C); the script's processes were stopped and no run log "
+        "was kept (pass --log-dir DIR to keep the logs a stopped run has written)."
     )
     assert leftovers() == []
 

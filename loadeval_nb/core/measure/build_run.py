@@ -75,14 +75,24 @@ class LogWriter:
                     self.writer = MetricsWriter(self.path)
                 do(self.writer)
             except Exception as e:  # never lose the run over a bad path; say so, once
-                said = f"{type(e).__name__}: {e}"
+                why = (
+                    f"[Errno {e.errno}] {e.strerror}"
+                    if isinstance(e, OSError) and e.errno and e.strerror
+                    else str(e)
+                )
+                said = f"{type(e).__name__}: {why}"
+                writer = self.writer
+                if isinstance(e, OSError) and writer is not None:
+                    if getattr(writer, "_append_failed", False):
+                        return  # the journal said it already: one sentence for one full disk
+                    writer._append_failed = True
                 if said not in self._errors:
                     self._errors.add(said)
                     log.warning(
                         "loadeval_nb: could not write %s (%s); the run goes on and is kept in "
                         "memory (to_run(), save_metrics() elsewhere).",
                         self.path,
-                        e,
+                        why,
                     )
 
 
