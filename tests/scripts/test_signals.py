@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -22,11 +23,19 @@ import pytest
 
 from loadeval_nb import load_run
 from loadeval_nb.integrations._script.launch import Signalled, run_side, stop_on_signals
+from loadeval_nb.integrations._script.sides import interleave_available
 
 from .cli import env, fixture, fresh
 
 HANGS = fixture("hangs.py")
-QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5", "--sequential"]
+QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5"]
+SEQUENTIAL = [*QUICK, "--sequential"]  # a child per side: the script hangs in the real run
+LATE = ["--hang-at", "30"]
+"""Both sides interleaved, the script hanging once blocks of both are measured: the real
+run's log is written by then."""
+needs_interleave = pytest.mark.skipif(
+    not interleave_available(), reason="the core has no interleaved pair"
+)
 TOKEN = "LOADEVAL_NB_TEST_SIGNALS"
 """Each run's processes carry a token of their own (cli.MARK is the session's): an orphan
 of this run is found, and only this run's are stopped after a failed test."""
@@ -53,15 +62,15 @@ def ours(token: str, but: int = -1) -> list[psutil.Process]:
 
 
 @contextlib.contextmanager
-def hanging(tmp_path: Path, *args: str, ranks: int = 1):
+def hanging(tmp_path: Path, *args: str, script: Sequence[str] = (), ranks: int = 1):
     """``run`` started on HANGS with a TMPDIR of its own, once the script hangs (on every
     rank): ``(parent, token, tmpdir)``. Whatever is left of it is stopped on the way out."""
     folder = fresh(tmp_path)
     tmpdir, marker = folder / "tmp", folder / "marker"
     tmpdir.mkdir()
     token = uuid.uuid4().hex
-    cmd = [sys.executable, "-m", "loadeval_nb", "run", *QUICK, *args]
-    cmd += [HANGS, "--workers", "1", "--marker", str(marker)]
+    cmd = [sys.executable, "-m", "loadeval_nb", "run", *args]
+    cmd += [HANGS, "--workers", "1", "--marker", str(marker), *script]
     parent = subprocess.Popen(
         cmd,
         env={**env(), "TMPDIR": str(tmpdir), TOKEN: token},
@@ -99,13 +108,18 @@ def gone_within(token: str, seconds: float, but: int = -1) -> list[psutil.Proces
 
 @pytest.mark.parametrize(
     ("sig", "keep"),
-    [(signal.SIGTERM, False), (signal.SIGHUP, True), (signal.SIGINT, False)],
+    [
+        (signal.SIGTERM, False),
+        pytest.param(signal.SIGHUP, True, marks=needs_interleave),
+        (signal.SIGINT, False),
+    ],
     ids=["SIGTERM", "SIGHUP-log-dir", "SIGINT"],
 )
 def test_a_stop_signal_stops_every_process_and_leaves_nothing(tmp_path, sig, keep):
     logs = tmp_path / f"logs-{sig}"
     logs.mkdir()
-    with hanging(tmp_path, *(["--log-dir", str(logs)] if keep else [])) as (parent, token, tmp):
+    args = [*QUICK, "--log-dir", str(logs)] if keep else SEQUENTIAL
+    with hanging(tmp_path, *args, script=LATE if keep else ()) as (parent, token, tmp):
         parent.send_signal(sig)
         code = parent.wait(timeout=30)
         assert ours(token) == []  # the child and its DataLoader worker: stopped, waited for
@@ -124,20 +138,20 @@ def test_a_stop_signal_stops_every_process_and_leaves_nothing(tmp_path, sig, kee
         )
         return
     written = glob.glob(str(logs / "loadeval-*.json"))
-    for path in written:  # what was written so far is kept, and reads
+    assert written  # the real run's blocks so far
+    for path in written:  # kept, and they read
         load_run(path)
-    if not written:
-        assert lines[-1] == f"{said}; no run log had been written to {logs} yet."
-    elif len(written) == 1:
+    if len(written) == 1:
         assert lines[-1] == f"{said}; the run log written so far is in {logs}."
     else:
         assert lines[-1] == f"{said}; the {len(written)} run logs written so far are in {logs}."
 
 
+@needs_interleave
 def test_a_parent_killed_with_sigkill_takes_its_child_along(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
-    with hanging(tmp_path, "--log-dir", str(logs)) as (parent, token, tmp):
+    with hanging(tmp_path, *QUICK, "--log-dir", str(logs), script=LATE) as (parent, token, tmp):
         parent.kill()  # no handler runs: only the child can notice
         parent.wait(timeout=30)
         assert gone_within(token, 20) == []
@@ -145,15 +159,17 @@ def test_a_parent_killed_with_sigkill_takes_its_child_along(tmp_path):
         # the child removed the status folder and its worker's socket; the logs are the
         # user's, in --log-dir
         assert left_in(tmp) == []
+    assert glob.glob(f"{logs}/loadeval-*-real.json")
     assert err.splitlines()[-1] == (
         f"loadeval_nb: the process that started hangs.py (pid {parent.pid}) is gone, so "
-        "hangs.py was stopped with every process it started."
+        f"hangs.py was stopped with every process it started; the run logs written so far "
+        f"are in {logs}."
     )
 
 
 @pytest.mark.slow
 def test_a_hung_script_is_stopped_by_its_child_when_the_parent_cannot_act(tmp_path):
-    with hanging(tmp_path, "--timeout", "15") as (parent, token, tmp):
+    with hanging(tmp_path, *SEQUENTIAL, "--timeout", "12") as (parent, token, tmp):
         parent.send_signal(signal.SIGSTOP)  # alive, and stopped: its own time limit waits
         left = gone_within(token, 40, but=parent.pid)
         parent.send_signal(signal.SIGCONT)
@@ -165,7 +181,7 @@ def test_a_hung_script_is_stopped_by_its_child_when_the_parent_cannot_act(tmp_pa
     # the parent reads the child's end as a time-out and says what the child said
     lines = err.splitlines()
     assert lines[-1].startswith(
-        "loadeval_nb: hangs.py did not get through the steps of the real run within 15 s"
+        "loadeval_nb: hangs.py did not get through the steps of the real run within 12 s"
     )
     assert lines.count(lines[-1]) == 2, err[-3000:]
 
@@ -173,7 +189,7 @@ def test_a_hung_script_is_stopped_by_its_child_when_the_parent_cannot_act(tmp_pa
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_under_torchrun_every_rank_and_the_launcher_stop(tmp_path, sig):
-    with hanging(tmp_path, "--nproc-per-node", "2", ranks=2) as (parent, token, tmp):
+    with hanging(tmp_path, *SEQUENTIAL, "--nproc-per-node", "2", ranks=2) as (parent, token, tmp):
         parent.send_signal(sig)
         parent.wait(timeout=30)
         assert gone_within(token, 20) == []

@@ -141,9 +141,14 @@ class _Watch:
 
         name = describe_target(self.target)
         if os.environ.get("LOCAL_RANK", "0") == "0":  # one sentence for a node's ranks
+            try:
+                logs = [n for n in os.listdir(self.spec.log_dir) if _is_log(n)]
+            except OSError:
+                logs = []
+            where = f"; the run logs written so far are in {self.spec.log_dir}" if logs else ""
             _say(
                 f"loadeval_nb: the process that started {name} (pid {self.spec.parent_pid}) "
-                f"is gone, so {name} was stopped with every process it started."
+                f"is gone, so {name} was stopped with every process it started{where}."
             )
         # the parent cannot remove its folder for the children's statuses now
         shutil.rmtree(self.spec.status_dir, ignore_errors=True)
@@ -202,6 +207,10 @@ class _Watch:
             with contextlib.suppress(OSError):
                 os.killpg(os.getpid(), signal.SIGKILL)
         os._exit(code)
+
+
+def _is_log(name: str) -> bool:
+    return name.startswith("loadeval-") and name.endswith(".json")
 
 
 def _say(line: str) -> None:
