@@ -88,6 +88,7 @@ OUTCOMES = (
     "refused",  # a setting did not fit the script's loader (one sentence in ``message``)
     "not-interleavable",  # the training pass is too short for blocks (``message``: why)
     "running",  # written at the first DataLoader pass: the script got that far
+    "timed-out",  # the child's own guard stopped it at --timeout (the parent was gone)
 )
 
 
