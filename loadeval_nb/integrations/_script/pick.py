@@ -162,8 +162,6 @@ class Picker:
         self.left_at: Optional[tuple[int, str]] = None
         """(step, where) when the measured pass ended by the script leaving it or raising
         inside it: the step it had reached (from 1) and, in words, its side and block."""
-        self.too_short: Optional[NotInterleavable] = None
-        """Why a pass could not be interleaved (the first such pass)."""
         self.on_progress = on_progress
         self._first_seen = True
         self._skipped: dict[int, dict[str, Any]] = {}  # loaders passed over for ``want``
@@ -317,8 +315,6 @@ class Picker:
     ) -> Iterator[Any]:
         """A pass too short to interleave, served as it is: if it proves to be the training
         pass (past the warm-up), the script stops and the sides are measured in turn."""
-        if self.too_short is None:
-            self.too_short = why
         n = 0
         for batch in original_iter(loader):
             n += 1

@@ -216,36 +216,12 @@ def run_script(
     if too_short:
         interleave = False
         result.notes.append(_in_turn(f"{settings.steps} steps a side are too few for blocks"))
-    hooks = hooks or ScriptHooks()
+    rest = (timeout_s, hooks or ScriptHooks(), env, changes)
     try:
-        why = _run_sides(
-            result,
-            settings,
-            log_dir,
-            stamp,
-            ranks,
-            loader,
-            interleave,
-            timeout_s,
-            hooks,
-            env,
-            changes,
-        )
+        why = _run_sides(result, settings, log_dir, stamp, ranks, loader, interleave, *rest)
         if why is not None:  # the training pass was too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
-            _run_sides(
-                result,
-                settings,
-                log_dir,
-                stamp,
-                ranks,
-                loader,
-                False,
-                timeout_s,
-                hooks,
-                env,
-                changes,
-            )
+            _run_sides(result, settings, log_dir, stamp, ranks, loader, False, *rest)
     finally:
         kept = result.error is not None and bool(result.log_paths)
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
