@@ -101,25 +101,39 @@ def to_device(batch: Any, dev: torch.device) -> Any:
     return batch
 
 
-def hand_steps(ctx: Ctx, source: Iterable[Any], body: Callable[[Any], Any], steps: int):
+def hand_steps(
+    ctx: Ctx,
+    source: Iterable[Any],
+    body: Callable[[Any], Any],
+    steps: int,
+    frees: Optional[list[float]] = None,
+):
     """A stopwatch per step as the tool defines one: from a next() call to the next; the wait
-    is the time inside next(). One synchronise at the end, charged to the last step, as the
-    tool does. Returns (step seconds, wait seconds)."""
+    is the time inside next(). The previous batch is let go after the wait's stopwatch, inside
+    the step (as a ``for`` loop rebinds its variable once next() has returned): freeing a large
+    batch takes a large unmapping, which is the step's, not the loader's. ``frees``, if given,
+    gets the seconds each of those took. One synchronise at the end, charged to the last step,
+    as the tool does. Returns (step seconds, wait seconds)."""
     it = iter(source)
     starts: list[int] = []
     waits: list[float] = []
+    batch: Any = None
     for _ in range(steps):
         t0 = now()
         try:
-            batch = next(it)
+            new = next(it)
         except StopIteration:
             break
         starts.append(t0)
-        waits.append((now() - t0) / 1e9)
+        t1 = now()
+        waits.append((t1 - t0) / 1e9)
+        batch, new = new, None  # the previous batch goes here
+        if frees is not None:
+            frees.append((now() - t1) / 1e9)
         body(batch)
     ctx.sync()
     bounds = starts + [now()]
-    del it  # a DataLoader's workers end here, outside the timed steps
+    del it, batch  # a DataLoader's workers end here, outside the timed steps
     return [(b - a) / 1e9 for a, b in zip(bounds, bounds[1:])], waits
 
 

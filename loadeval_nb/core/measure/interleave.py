@@ -16,6 +16,15 @@ it on both sides alike:
   steps of the next real block are served from that queue, faster than the loader
   could. Those ``drain`` steps are left out, and as many at the start of an ideal block
   (the workers finishing what they had in hand);
+* with CUDA, each block is also timed on the GPU: an event where its steady steps may
+  begin and one at its end (read once the pass's closing synchronise has run; nothing
+  waits for the GPU on the way). A loop that never reads a result back runs ahead of
+  its GPU by up to the launch queue: an ideal block that follows a real one (whose GPU
+  sat idle waiting for data) would be timed at the pace the host queues work, its
+  queued work landing in the next block. The events run at the GPU's pace, so a block
+  whose span between them is longer than on the host's clock gets the difference on
+  its last step (as an epoch's closing synchronise is charged), and a block that waited
+  for data (GPU idle) keeps its host time;
 * each block is an epoch of its side's :class:`~loadeval_nb.Run` (its own
   ``warmup`` in the epoch's summary), so the verdict pairs block *k* of one side
   with block *k* of the other: the spread between blocks is in its interval.
@@ -224,6 +233,7 @@ class InterleavedEvaluator(Evaluator):
         rec: Optional[EpochRecord] = None
         side: Optional[_Side] = None
         first_index: dict[int, int] = {}
+        edges: list[tuple[EpochRecord, dict[int, Any], Any]] = []  # CUDA: the GPU's spans
         status = "complete"
         exhausted = False
         reason = "stopped"
@@ -274,7 +284,16 @@ class InterleavedEvaluator(Evaluator):
                         k_cache += n_steps
                         yield from block_replay_iter(order, rec, clock)
                     todo = 0  # (served: the loop below is the filling and CUDA path)
-                for _ in range(todo):
+                # CUDA: an event at each step where the block's steady steps may begin (a
+                # real block after an ideal one decides at its end how many came early)
+                marks: dict[int, Any] = {}
+                first_steady = skip
+                if real and skip and side.epochs[1:]:
+                    first_steady = min(self.depth, skip)
+                for i in range(todo):
+                    if copies is not None and first_steady <= i <= skip:
+                        marks[i] = copies.event()
+                        marks[i].record()
                     now = clock()
                     starts.append(now)
                     everything.append(now)
@@ -308,6 +327,9 @@ class InterleavedEvaluator(Evaluator):
                 # the run logs are written where the next block leaves out its first steps
                 # anyway (a change of side), or at the end, never inside a side's stretch
                 last = k + 1 >= len(blocks) and self.auto_stop is None
+                if copies is not None and marks:
+                    edges.append((rec, marks, copies.event()))
+                    edges[-1][2].record()
                 self._end_block(
                     side, rec, clock(), last or blocks[min(k + 1, len(blocks) - 1)][0] != name
                 )
@@ -330,7 +352,9 @@ class InterleavedEvaluator(Evaluator):
                     for s in self._sides.values():
                         for r in s.epochs:
                             r.auto_reason = r.auto_reason or why
-                self._end_pass(side, rec, status, exhausted, src, copies, everything, first_index)
+                self._end_pass(
+                    side, rec, status, exhausted, src, copies, everything, first_index, edges
+                )
 
     def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
         """A block is over: its closing stamp is the next step's start (taken now)."""
@@ -364,6 +388,7 @@ class InterleavedEvaluator(Evaluator):
         copies: Optional[CopyTimer],
         everything: list[int],
         first_index: dict[int, int],
+        edges: Optional[list[tuple[EpochRecord, dict[int, Any], Any]]] = None,
     ) -> None:
         now = self.clock()
         try:
@@ -371,6 +396,8 @@ class InterleavedEvaluator(Evaluator):
                 cuda_synchronize()
             if side is not None and rec is not None and not rec.finished:
                 self._seal(side, rec, now, "complete" if exhausted else status, True)
+            for block, marks, end in edges or ():
+                _gpu_tail(block, marks, end)
             if copies is not None:
                 copies.uninstall()
                 per = copies.per_step(len(everything))
@@ -527,3 +554,24 @@ class InterleavedEvaluator(Evaluator):
 
     def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
         return self._sides[side].epochs, side == "real"
+
+
+def _gpu_tail(rec: EpochRecord, marks: dict[int, Any], end: Any) -> None:
+    """A block's steady span on the GPU (its event where its steady steps began to its
+    closing event), read after the pass's closing synchronise: where it is longer than on
+    the host's clock, the GPU was behind (work queued ahead), and the difference is the
+    block's, charged to its last step. Never raises: an event the driver cannot time
+    leaves the block as the host timed it."""
+    w = rec.warmup or 0
+    begin, starts = marks.get(w), rec.starts
+    if begin is None or len(starts) < w + 2:  # (a sealed block has its closing stamp)
+        return
+    try:
+        if hasattr(end, "query") and not end.query():
+            return
+        gpu = int(begin.elapsed_time(end) * 1e6)
+    except Exception:
+        return
+    host = starts[len(starts) - 1] - starts[w]
+    if gpu > host:
+        rec.sync_ns += gpu - host

@@ -412,3 +412,89 @@ def test_the_pair_checks_the_settings_it_shares_with_a_run_as_a_run_does():
         LoaderEvaluator(pair)
     with pytest.raises(LoadEvalError, match="already a LoaderEvaluator; wrap the original"):
         InterleavedEvaluator(LoaderEvaluator(data, sample_interval_s=None))
+
+
+class FakeGPU:
+    """An asynchronous GPU on the fake clock: each step the host spends ``host_ns``
+    queueing work that the GPU runs in order, ``gpu_ns`` a step; with ``depth`` steps queued
+    the host waits for the oldest (CUDA's launch queue); ``synchronize`` waits for all; an
+    event runs when the GPU reaches it."""
+
+    def __init__(self, clock, host_ns: int, gpu_ns: int, depth: int) -> None:
+        self.clock, self.host_ns, self.gpu_ns, self.depth = clock, host_ns, gpu_ns, depth
+        self.queued: list[int] = []  # finish times, in order
+        self.syncs = 0
+
+    def _wait(self, until: int) -> None:
+        if until > self.clock():
+            self.clock.advance(until - self.clock())
+
+    def step(self) -> None:
+        self.queued = [t for t in self.queued if t > self.clock()]
+        while len(self.queued) >= self.depth:
+            self._wait(self.queued.pop(0))
+        self.clock.advance(self.host_ns)
+        start = max(self.queued[-1] if self.queued else 0, self.clock())
+        self.queued.append(start + self.gpu_ns)
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        if self.queued:
+            self._wait(self.queued[-1])
+        self.queued = []
+
+    def event(self):
+        gpu = self
+
+        class Event:
+            t = None
+
+            def record(self) -> None:
+                self.t = max([gpu.clock()] + gpu.queued[-1:])
+
+            def query(self) -> bool:
+                return self.t is not None and self.t <= gpu.clock()
+
+            def elapsed_time(self, end) -> float:
+                return (end.t - self.t) / 1e6
+
+        return Event()
+
+
+@pytest.mark.parametrize("events", [True, False])
+def test_a_loop_that_runs_ahead_of_its_gpu_is_timed_at_the_gpus_pace(clock, monkeypatch, events):
+    """Found by the GPU truth (issue 30): a loop that never reads a result back queues its
+    GPU work and goes on, so an ideal block that follows a real one (whose GPU sat idle
+    waiting for data) was timed at the pace the host queues work (the pair's ideal step
+    0.65x of a hand-timed device-cached loop on an H200). Each block's span on the GPU
+    (CUDA events, read at the pass's end) times both sides at the GPU's pace, and the real
+    side, whose GPU waits for data, at the host's; without them (``events=False``) the same
+    loop is timed wrong, which is what this proves."""
+    from loadeval_nb.core.measure import interleave
+    from loadeval_nb.verdict import diagnose
+
+    gpu = FakeGPU(clock, host_ns=500_000, gpu_ns=5_000_000, depth=12)
+    timer = interleave.CopyTimer
+    monkeypatch.setattr(interleave, "cuda_in_use", lambda: True)
+    monkeypatch.setattr(interleave, "cuda_synchronize", gpu.synchronize)
+    monkeypatch.setattr(interleave, "CopyTimer", lambda st, kind, _: timer(st, kind, gpu.event))
+    if not events:
+        monkeypatch.setattr(interleave, "_gpu_tail", lambda *a: None)
+    loader = DataLoader(Counted(10_000, 0.008, clock), batch_size=1)  # 8 ms a batch
+    ev = InterleavedEvaluator(
+        loader, steps=200, warmup=5, num_cached_batches=5, sample_interval_s=None, clock=clock
+    )
+    for _ in ev:
+        gpu.step()
+    ev.close()
+    runs = ev.to_runs()
+    d = diagnose(runs["real"], runs["ideal"])
+    # the truth: real steps wait 8 ms for data and queue for 0.5 ms (the GPU keeps up);
+    # ideal steps go at the GPU's 5 ms
+    assert d.real_step_s == pytest.approx(0.0085, rel=0.01)
+    if events:
+        assert d.ideal_step_s == pytest.approx(0.005, rel=0.01)
+        assert d.speedup == pytest.approx(1.7, rel=0.02)
+        assert gpu.syncs == 1  # the pass's closing one: nothing waits on the way
+    else:
+        assert d.ideal_step_s < 0.0045  # the ideal timed at the host's pace: wrong
