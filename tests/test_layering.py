@@ -249,8 +249,10 @@ def floors(graph: dict[str, set[str]], inside: str) -> int:
 
 
 def test_core_stands_on_few_floors():
-    # the longest chain of imports among core's modules (11 when core was flat)
-    assert floors(_graph(), "loadeval_nb.core.") <= 9
+    # the longest chain of imports among core's modules (11 when core was flat; 10 since
+    # the pair is the evaluator's third mode: measure.base under the pair, the pair under
+    # LoaderEvaluator, which gives it for mode="pair")
+    assert floors(_graph(), "loadeval_nb.core.") <= 10
 
 
 FLOORS = ("", "record", "measure", "whatif", "verdict", "explore", "ranks")

@@ -73,7 +73,7 @@ def target_for(obj: Any, name: str, *, fit: Any = None, bind: Optional[Context] 
             trainer_train_loader(obj),
             lambda ev: wrapped_train_dataloader(obj, ev),
             # an interleaved pair is one train() of both sides' steps: its len()
-            lambda ev: train_for_measurement(obj, len(ev) if ev.mode == "interleave" else ev.steps),
+            lambda ev: train_for_measurement(obj, len(ev) if ev.mode == "pair" else ev.steps),
             no_auto=AUTO_REFUSED,
             rebuildable=False,
             fixed_note=(

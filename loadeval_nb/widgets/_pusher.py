@@ -173,8 +173,7 @@ class Pusher(threading.Thread):
         ev, one = self.ev, len(self.series) == 1
         for side, name in self.series.items():
             before = self.cursors[side]
-            # (one side: the cursor-only form, which a followed log answers too)
-            steps, after = ev.steps_since(before) if one else ev.steps_since(side, before)
+            steps, after = ev.steps_since(side, before)
             self.cursors[side] = after
             if steps:
                 n0 = self.counts[side]

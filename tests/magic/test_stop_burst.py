@@ -32,6 +32,7 @@ WIND_UP = [
     "loadeval_nb.core.explore.runner",
     "loadeval_nb.core.explore.pair",
     "loadeval_nb.core.explore.result",
+    "loadeval_nb.core.measure.base",
     "loadeval_nb.core.measure.evaluator",
     "loadeval_nb.core.measure.interleave",
     "loadeval_nb.core.measure.cache",

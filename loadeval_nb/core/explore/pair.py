@@ -215,10 +215,8 @@ def _evaluator(
     budget_check: Optional[Callable[[Any], None]],
     path: Optional[str],
 ) -> LoaderEvaluator:
-    ev = evaluator_for(loader, which, settings, metrics_file=path)
-    if which == "real":
-        ev.config.first_batch = budget_check
-    return ev
+    check = budget_check if which == "real" else None
+    return evaluator_for(loader, which, settings, metrics_file=path, first_batch=check)
 
 
 def check_pair(loader: Any, settings: RunSettings, loader_name: str, spelling: str) -> None:

@@ -34,6 +34,7 @@ def evaluator_for(
     metrics_file: Optional[str] = None,
     label: Optional[str] = None,
     worker_timing: Optional[bool] = None,
+    first_batch: Optional[Callable[[Any], None]] = None,
 ) -> LoaderEvaluator:
     """The wrapper one run of a pair, ladder or sweep uses, from the shared settings
     (``label`` defaults to ``which``; ``worker_timing`` to the settings' in log mode)."""
@@ -52,6 +53,7 @@ def evaluator_for(
         label=label or which,
         auto_stop=settings.auto_stop,
         worker_timing=worker_timing,
+        first_batch=first_batch,
     )
 
 

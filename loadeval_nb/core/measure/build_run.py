@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 from ..record.journal import MetricsWriter
 from ..record.run import Run
 from .adaptive import AutoStop
-from .cache import ReplayCache
 from .timing import EpochRecord, epoch_steps
 
 log = logging.getLogger("loadeval_nb")
@@ -24,14 +23,14 @@ def run_settings(
     steps: Optional[int],
     auto_stop: Optional[AutoStop],
     cache_budget_bytes: Optional[int],
-    cache: Optional[ReplayCache],
+    cache: Any,
     cache_on: str,
     batches_cached: int,
     **more: Any,
 ) -> dict[str, Any]:
     """A run log's ``settings``: the same keys for a real run, an ideal run and each side
-    of an interleaved pair; ``cache`` is the replay cache this run served (None: a real
-    run's), ``more`` what a mode adds (a pair's ``interleaved`` plan)."""
+    of an interleaved pair; ``cache`` is the replay cache this run served (its ``nbytes``
+    and ``shapes_differ``; None: a real run's), ``more`` what a mode adds (a pair's ``interleaved`` plan)."""
     return {
         "num_cached_batches": num_cached_batches,
         "batches_cached": batches_cached,

@@ -17,198 +17,28 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import Any, Optional
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
 
 from .._env import (
-    SigintStamp,
     cuda_in_use,
     cuda_synchronize,
-    environment,
     interrupts_deferred,
-    loader_settings,
     safe_len,
 )
-from .._errors import LoadEvalError, a_kind, check_choice, check_int, check_interval
+from .._errors import LoadEvalError, check_choice, check_int
 from .._files import expand_path
 from .._format import fmt_bytes, fmt_seconds
 from ..record.journal import MetricsWriter
 from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
-from .build_run import LogWriter, build_run, run_settings
+from .base import Evaluator
+from .build_run import LogWriter, run_settings
 from .config import EvaluatorConfig
+from .interleave import InterleavedEvaluator
 from .modes import MODES, LogMode, ReplayMode
-from .sampler import UtilSampler
-from .timing import DEFAULT_CLOCK, Clock, EpochGuard, EpochRecord, epoch_steps, step_path
-
-
-class Evaluator:
-    """What every wrapper shares (see the module's notes). A subclass sets ``mode`` and
-    ``sides``, calls :meth:`_start` in its constructor and :meth:`_begin_pass` when a pass
-    begins, and answers ``to_run(side)``, ``worker_pids()`` and ``_side_epochs(side)``."""
-
-    mode: str
-    sides: tuple[str, ...]
-    """The runs this wrapper measures: ``("real",)``, ``("ideal",)``, ``("real", "ideal")``."""
-    warmup: int
-    auto_stop: Optional[AutoStop]
-
-    def _check(
-        self,
-        dataloader: Any,
-        *,
-        cache_on: str,
-        num_cached_batches: int,
-        warmup: int,
-        cache_budget_bytes: Optional[int],
-        sample_interval_s: Optional[float],
-        label: Optional[str],
-    ) -> None:
-        """The checks of the settings every wrapper takes: one sentence each."""
-        check_choice("cache_on", cache_on, ("host", "device"))  # an OptionError is a ValueError
-        check_int("num_cached_batches", num_cached_batches, 1)
-        check_int("warmup", warmup, 0)
-        check_int("cache_budget_bytes", cache_budget_bytes, 0, allow_none=True)
-        check_interval("sample_interval_s", sample_interval_s)
-        if label is not None and not isinstance(label, str):
-            raise LoadEvalError(f"label must be a string such as 'real', not {a_kind(label)}.")
-        if not hasattr(dataloader, "__iter__"):
-            raise LoadEvalError(
-                f"{type(self).__name__} needs an iterable of batches such as a DataLoader, "
-                f"not {a_kind(dataloader)}."
-            )
-        if isinstance(dataloader, Evaluator):
-            raise LoadEvalError(
-                f"dataloader is already {a_kind(dataloader)}; wrap the original loader instead."
-            )
-
-    def _start(
-        self,
-        dataloader: Any,
-        clock: Optional[Clock],
-        sample_interval_s: Optional[float],
-        label: Optional[str],
-    ) -> None:
-        self.dataloader = dataloader
-        self.label = label
-        self.clock: Clock = clock or DEFAULT_CLOCK
-        self._t0: Optional[int] = None
-        self._sampler: Optional[UtilSampler] = (
-            UtilSampler(sample_interval_s, clock=self.clock) if sample_interval_s else None
-        )
-        if self._sampler is not None:  # "workers" CPU: this loader's workers only
-            me = weakref.ref(self)
-            self._sampler.worker_pids = lambda: _worker_pids(me)
-        self._loader_info = loader_settings(dataloader)
-        self._closed = False
-        self._sigint = SigintStamp(self.clock)
-
-    def _begin_pass(self) -> None:
-        """A pass (an epoch, or an interleaved pass) begins: the samplers run, a Ctrl-C in
-        ``next()`` is a stop (not a broken loader), the clock's origin is set once."""
-        if self._sampler is not None:
-            self._sampler.start()
-        self._sigint.install()
-        if self._t0 is None:
-            self._t0 = self.clock()
-
-    def _build(
-        self,
-        epochs: Sequence[EpochRecord],
-        first_epoch: int,
-        *,
-        mode: str,
-        measure_wait: bool,
-        label: str,
-        settings: dict[str, Any],
-        samples_per_batch: Optional[int],
-        short_last_batch: bool,
-        util: Optional[dict[str, Any]],
-        worker_load_ns: Optional[list[int]],
-    ) -> Run:
-        """The one call to ``build_run``: what differs between modes and sides is passed."""
-        return build_run(
-            epochs[first_epoch:],
-            first_epoch=first_epoch,
-            mode=mode,
-            measure_wait=measure_wait,
-            t0_ns=self._t0 or 0,
-            now_ns=self.clock(),
-            warmup=self.warmup,
-            label=label,
-            loader=self._loader_info,
-            settings=settings,
-            environment=environment(step_path()),
-            samples_per_batch=samples_per_batch,
-            short_last_batch=short_last_batch,
-            auto_stop=self.auto_stop is not None,
-            util=util,
-            worker_load_ns=worker_load_ns,
-        )
-
-    # -- DataLoader look-alike -------------------------------------------------
-    def __getattr__(self, name: str) -> Any:
-        # Only called for attributes the wrapper lacks: batch_size, dataset, sampler, set_epoch, ...
-        if name.startswith("__") or "dataloader" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["dataloader"], name)
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def worker_pids(self) -> set[int]:
-        """The pids of the DataLoader worker processes of the pass running now."""
-        raise NotImplementedError
-
-    # -- live reading (for dashboards; never stops or changes anything) ------------
-    def to_run(self, side: Optional[str] = None) -> Run:
-        raise NotImplementedError
-
-    def to_runs(self) -> dict[str, Run]:
-        """Each side's run: ``{"real": Run}``, ``{"ideal": Run}`` or both."""
-        return {s: self.to_run(s) for s in self.sides}
-
-    def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
-        """``side``'s epochs (blocks) and whether its steps record their wait."""
-        raise NotImplementedError
-
-    def _read_steps(self, side: str, cursor: tuple[int, int]) -> tuple[list[int], tuple[int, int]]:
-        e, i = cursor
-        out: list[int] = []
-        epochs, measure_wait = self._side_epochs(side)
-        while e < len(epochs):
-            rec = epochs[e]
-            if rec.open:
-                starts = rec.starts
-                n = len(starts) - 1  # a step's end is the next step's start
-                out.extend(starts[k + 1] - starts[k] for k in range(i, n))
-                return out, (e, max(i, n))
-            out.extend(epoch_steps(rec, measure_wait=measure_wait).step_ns[i:])
-            e, i = e + 1, 0
-        return out, (e, i)
-
-    def side_at(self, t_ns: int) -> Optional[str]:
-        """Which side ran at clock time ``t_ns`` (None: before the first pass)."""
-        t0 = self._t0
-        return self.sides[0] if t0 is not None and t_ns >= t0 else None
-
-    @property
-    def util_sampler(self) -> Optional[UtilSampler]:
-        """The utilisation sampler (None when sampling is off). (``ev.sampler`` is the
-        wrapped DataLoader's sampler, passed through.)"""
-        return self._sampler
-
-    @property
-    def started_ns(self) -> Optional[int]:
-        """Clock value when the first pass began (None before)."""
-        return self._t0
+from .timing import Clock, EpochGuard, EpochRecord, epoch_steps
 
 
 class LoaderEvaluator(Evaluator):
@@ -220,10 +50,16 @@ class LoaderEvaluator(Evaluator):
       shut the source down, then serve those batches over and over
       (``len(dataloader)`` or ``steps`` per epoch): the loop as it would run
       if loading cost nothing.
+    * ``mode="pair"``: both in one loop, real and replayed blocks interleaved (A B B A)
+      within one epoch of the loader; ``steps`` is per side (default: half the epoch),
+      ``metrics_file`` names two run logs (``-real`` and ``-ideal`` before its
+      extension). Gives an :class:`InterleavedEvaluator`, whose ``get_metrics()``
+      and ``to_runs()`` hold both sides; its other arguments (``blocks``,
+      ``metrics_files``) may be passed here too.
 
     Args:
         dataloader: a ``torch.utils.data.DataLoader`` or any iterable of batches.
-        mode: ``"log"`` or ``"replay"``.
+        mode: ``"log"``, ``"replay"`` or ``"pair"``.
         num_cached_batches: batches to cache for replay.
         metrics_file: if set, the run log is written there (JSON) whenever an
             epoch ends, also when the loop stops early, so nothing is lost.
@@ -246,12 +82,20 @@ class LoaderEvaluator(Evaluator):
         worker_timing: log mode with ``num_workers > 0``: also time every batch
             inside the worker processes (``worker_load_ns()``; feeds the simulator).
         clock: integer-nanosecond monotonic clock (tests inject a fake one).
+        first_batch: log mode: called with the first batch of the first epoch, before
+            the loop gets it (a check a caller makes, such as that a replay cache of such
+            batches will fit, without starting the loader once more).
 
     Raises:
         ValueError (LoadEvalError): bad arguments, a non-iterable, an empty loader
             in replay mode, an unsized source in replay mode without ``steps``.
         CacheBudgetError: the cache would not fit the budget.
     """
+
+    def __new__(cls, dataloader: Any = None, mode: str = "log", *args: Any, **kwargs: Any) -> Any:
+        if cls is LoaderEvaluator and mode == "pair":  # the third mode: its own class
+            return _pair(dataloader, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -270,6 +114,7 @@ class LoaderEvaluator(Evaluator):
         clock: Optional[Clock] = None,
         auto_stop: Optional[AutoStop] = None,
         worker_timing: bool = False,
+        first_batch: Optional[Callable[[Any], None]] = None,
         max_steps: Any = None,
         warmup_steps: Optional[int] = None,
     ) -> None:
@@ -281,7 +126,7 @@ class LoaderEvaluator(Evaluator):
         if warmup_steps is not None:
             _renamed_argument("warmup_steps", "warmup")
             warmup = warmup_steps
-        check_choice("mode", mode, tuple(MODES))
+        check_choice("mode", mode, (*MODES, "pair"))
         if steps == "auto" or auto_stop is not None:
             if auto_stop is not None and not isinstance(auto_stop, AutoStop):
                 raise LoadEvalError(f"auto_stop must be an AutoStop, not {auto_stop!r}.")
@@ -336,6 +181,7 @@ class LoaderEvaluator(Evaluator):
             cache_on=cache_on,
             cache_budget_bytes=cache_budget_bytes,
             device=device,
+            first_batch=first_batch,
         )
         """What the modes read (copied once; the modes never read the evaluator back)."""
         self._mode: LogMode | ReplayMode = MODES[mode](self.config)
@@ -646,9 +492,30 @@ class LoaderEvaluator(Evaluator):
         return self._mode.worker_pids()
 
 
-def _worker_pids(ref: weakref.ref[Evaluator]) -> Optional[set[int]]:
-    ev = ref()
-    return ev.worker_pids() if ev is not None else None
+def _pair(
+    dataloader: Any,
+    num_cached_batches: int = 20,
+    metrics_file: Optional[str] = None,
+    *,
+    steps: Any = None,
+    **kwargs: Any,
+) -> InterleavedEvaluator:
+    """``LoaderEvaluator(dataloader, mode="pair", ...)``: its arguments as the pair takes
+    them (``steps`` per side, by default half the loader's epoch)."""
+    if steps is None:
+        n = safe_len(dataloader)
+        if not n:
+            raise LoadEvalError(
+                "mode='pair' needs steps=N (steps per side) for a loader without len()."
+            )
+        steps = max(n // 2, 1)
+    return InterleavedEvaluator(
+        dataloader,
+        steps=steps,
+        num_cached_batches=num_cached_batches,
+        metrics_file=metrics_file,
+        **kwargs,
+    )
 
 
 def _renamed_argument(old: str, new: str, what: str = "argument") -> None:

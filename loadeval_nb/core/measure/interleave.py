@@ -43,8 +43,11 @@ from typing import Any, Callable, Optional
 
 from .._env import agree, cuda_in_use, cuda_synchronize, interrupts_deferred
 from .._errors import LoadEvalError, check_int
-from ..record.run import Run
+from .._files import expand_path
+from ..record.run import Run, dali_metrics
+from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
+from .base import Evaluator
 from .blocks import MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
@@ -53,7 +56,6 @@ from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
 from .copies import CopyTimer
-from .evaluator import Evaluator
 from .modes import LoaderStart
 from .sampler import ticks_within
 from .timing import (
@@ -94,11 +96,12 @@ class InterleavedEvaluator(Evaluator):
             for :class:`LoaderEvaluator`.
         blocks: blocks per side (None: as many as the steps allow, up to 8).
         metrics_files: ``{"real": path, "ideal": path}`` run logs, written (as a journal)
-            at every block's end.
+            at every block's end; or ``metrics_file``: one name, the two logs beside it
+            (``run.json``: ``run-real.json`` and ``run-ideal.json``).
         first_batch: called with the first real batch (a check the caller makes).
     """
 
-    mode = "interleave"
+    mode = "pair"
     sides = SIDES
 
     def __init__(
@@ -119,6 +122,7 @@ class InterleavedEvaluator(Evaluator):
         metrics_files: Optional[dict[str, Optional[str]]] = None,
         first_batch: Optional[Callable[[Any], None]] = None,
         clock: Optional[Clock] = None,
+        metrics_file: Optional[str] = None,
     ) -> None:
         self._check(
             dataloader,
@@ -129,6 +133,13 @@ class InterleavedEvaluator(Evaluator):
             sample_interval_s=sample_interval_s,
             label=label,
         )
+        if metrics_file is not None:
+            if metrics_files is not None:
+                raise LoadEvalError(
+                    "metrics_file and metrics_files both name the run logs; pass one of them."
+                )
+            check_metrics_file(metrics_file)
+            metrics_files = side_paths(expand_path(metrics_file))
         if steps == "auto":
             auto_stop = auto_stop or AutoStop()
         check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
@@ -530,6 +541,63 @@ class InterleavedEvaluator(Evaluator):
         self.close()
         self.cache.release()
 
+    # -- DALI's methods, for both sides ----------------------------------------------
+    @property
+    def cache_ready(self) -> bool:
+        return bool(self.cache.ready)
+
+    @property
+    def cache_bytes(self) -> Optional[int]:
+        """Bytes held by the ideal side's cached batches."""
+        return self.cache.nbytes
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        """The real side's per-batch production times in the workers (``worker_timing``)."""
+        return self._loader.worker_load_ns()
+
+    def get_metrics(self) -> dict[str, Any]:
+        """``{"real": {...}, "ideal": {...}}``: each side's DALI-compatible metrics
+        (seconds), as :meth:`LoaderEvaluator.get_metrics` gives one run's; ``{}`` before
+        any batch."""
+        out = {}
+        for side in SIDES:
+            run = self.to_run(side)
+            if run.n_steps:
+                out[side] = {**dali_metrics(run), "steady_steps": len(run.steady_step_s())}
+        return out
+
+    def save_metrics(self, filename: Optional[str] = None, *, quiet: bool = False) -> Optional[str]:
+        """Write both sides' run logs: beside ``filename`` (``run.json``: ``run-real.json``
+        and ``run-ideal.json``), or where ``metrics_files`` named them. Returns the real
+        side's path, or None (with a message) if no name is known."""
+        paths = side_paths(expand_path(filename)) if filename else None
+        if paths is None:
+            known = {s: self._sides[s].metrics_file for s in SIDES}
+            paths = known if all(known.values()) else None
+        if paths is None:
+            print("No filename provided for saving metrics; pass save_metrics('run.json').")
+            return None
+        saved = {s: self.to_run(s).save(str(paths[s])) for s in SIDES}
+        if not quiet:
+            print(f"Metrics saved to: {saved['real']} and {saved['ideal']}")
+        return saved["real"]
+
+    def print_summary(self, file: Any = None) -> None:
+        """Print each side's summary and the pass's plan."""
+        p = self.plan
+        lines = [
+            "Loader Evaluator Summary:",
+            "  Mode: pair (real and ideal steps interleaved in one loop)",
+            f"  Plan: {p.blocks} blocks a side of {p.block} steady steps, A B B A",
+            f"  Cache size: {len(self.cached_batches)}/{self.num_cached_batches}",
+        ]
+        for side, m in self.get_metrics().items():
+            lines.append(
+                f"  {side}: {m['total_batches']} steps ({m['steady_steps']} steady), "
+                f"{m['total_time']:.2f}s"
+            )
+        print("\n".join(lines), file=file)
+
     def __enter__(self) -> InterleavedEvaluator:
         return self
 
@@ -575,3 +643,13 @@ def _gpu_tail(rec: EpochRecord, marks: dict[int, Any], end: Any) -> None:
     host = starts[len(starts) - 1] - starts[w]
     if gpu > host:
         rec.sync_ns += gpu - host
+
+
+def side_paths(path: Optional[str]) -> Optional[dict[str, Optional[str]]]:
+    """``run.json`` -> ``{"real": "run-real.json", "ideal": "run-ideal.json"}``."""
+    if path is None:
+        return None
+    base, dot, ext = path.rpartition(".")
+    if not dot or "/" in ext:
+        base, ext = path, "json"
+    return {s: f"{base}-{s}.{ext}" for s in SIDES}

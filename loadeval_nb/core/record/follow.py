@@ -238,14 +238,31 @@ class RunFollower:
         return used > 0
 
     # -- what a live dashboard asks of an evaluator ------------------------------------
-    def steps_since(self, cursor: tuple[int, int] = (0, 0)) -> tuple[list[int], tuple[int, int]]:
-        """Step times (ns) read since ``cursor``, and the new cursor, after a refresh.
+    @property
+    def sides(self) -> tuple[str, ...]:
+        """The one side its log holds: ``("ideal",)`` for a replayed run, else ``("real",)``."""
+        run = self._run
+        return ("ideal",) if run is not None and run.mode == "replay" else ("real",)
+
+    def side_at(self, t_ns: int) -> Optional[str]:
+        """Its one side, at any time since the run's start."""
+        return self.sides[0] if t_ns >= 0 else None
+
+    def steps_since(
+        self, side: Any = (0, 0), cursor: Optional[tuple[int, int]] = None
+    ) -> tuple[list[int], tuple[int, int]]:
+        """Step times (ns) read since ``cursor``, and the new cursor, after a refresh:
+        ``steps_since(side, cursor)`` as every live run answers it, or
+        ``steps_since(cursor)``.
 
         The cursor is ``(start, step)``: how many of the loader's starts the run had made
         (its first step, and the first of each later epoch that began with an ``iter()``
         of its own, as the charts mark them) and the steps read since the last of those,
         so that a live chart marks each start-up step as it does an evaluator's
         (a block of an interleaved pair is an epoch but no start)."""
+        if not isinstance(side, str):
+            side, cursor = None, side
+        cursor = cursor or (0, 0)
         with self._lock:
             self.refresh()
             run = self._run
@@ -270,8 +287,8 @@ class RunFollower:
         run = self._run
         return run.n_steps if run is not None else 0
 
-    def to_run(self) -> Run:
-        """The run as last read (an empty one before the file is there)."""
+    def to_run(self, side: Optional[str] = None) -> Run:
+        """The run as last read (an empty one before the file is there); ``side``: its one."""
         run = self._run
         return run if run is not None else Run(mode="log", start_ns=[], step_ns=[])
 

@@ -1,0 +1,83 @@
+"""Issue 26, item 1: the interleaved pair is the evaluator's third mode
+(``LoaderEvaluator(loader, mode="pair")``), and every live run — one side, the pair, a
+followed run log — answers a dashboard the same way (``LiveRun``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from loadeval_nb import LoaderEvaluator, LoadEvalError
+from loadeval_nb.core._shared import RunFollower
+from loadeval_nb.core.measure.live import LiveRun
+from loadeval_nb.measure import InterleavedEvaluator
+
+
+def _loader(n: int = 200) -> DataLoader:
+    return DataLoader(TensorDataset(torch.arange(n, dtype=torch.float32)), batch_size=2)
+
+
+def test_mode_pair_is_one_loop_of_both_sides_within_the_epoch(clock, tmp_path):
+    dl = _loader()
+    ev = LoaderEvaluator(
+        dl, "pair", 5, str(tmp_path / "run.json"), sample_interval_s=None, clock=clock
+    )
+    assert isinstance(ev, InterleavedEvaluator) and ev.mode == "pair"
+    assert ev.sides == ("real", "ideal")
+    served = 0
+    for _ in ev:
+        clock.advance(1_000_000)
+        served += 1
+    ev.close()
+    assert served == len(ev) <= len(dl)  # the script's epoch stays the loader's
+    metrics = ev.get_metrics()
+    assert set(metrics) == {"real", "ideal"}
+    assert metrics["real"]["total_batches"] + metrics["ideal"]["total_batches"] == served
+    # one name, two run logs beside it
+    for side in ("real", "ideal"):
+        doc = json.loads((tmp_path / f"run-{side}.json").read_text())
+        assert doc["mode"] == ("log" if side == "real" else "replay")
+
+
+def test_mode_pair_says_what_it_needs(clock):
+    with pytest.raises(LoadEvalError, match=r"mode='pair' needs steps=N"):
+        LoaderEvaluator(iter(range(10)), mode="pair")
+    with pytest.raises(LoadEvalError, match="'log' or 'replay' or 'pair'"):
+        LoaderEvaluator(_loader(), mode="pairs")
+    with pytest.raises(LoadEvalError, match="metrics_file and metrics_files"):
+        LoaderEvaluator(
+            _loader(), mode="pair", metrics_file="a.json", metrics_files={"real": "b.json"}
+        )
+
+
+def test_every_live_run_answers_a_dashboard_the_same_way(clock, tmp_path):
+    one = LoaderEvaluator(_loader(40), metrics_file=str(tmp_path / "one.json"), clock=clock)
+    pair = LoaderEvaluator(_loader(), mode="pair", sample_interval_s=None, clock=clock)
+    for ev in (one, pair):
+        for _ in ev:
+            clock.advance(1_000_000)
+        ev.close()
+    follower = RunFollower(str(tmp_path / "one.json"))
+    for live in (one, pair, follower):
+        assert isinstance(live, LiveRun)
+        for side in live.sides:
+            steps, cursor = live.steps_since(side, (0, 0))
+            assert steps and all(s > 0 for s in steps)
+            assert live.steps_since(side, cursor)[0] == []  # nothing new since
+    assert follower.sides == ("real",)
+    assert follower.steps_since("real")[0] == one.steps_since("real")[0]
+
+
+def test_a_first_batch_check_is_given_at_construction(clock):
+    seen = []
+    ev = LoaderEvaluator(_loader(20), first_batch=seen.append, sample_interval_s=None, clock=clock)
+    assert ev.config.first_batch is not None
+    for _ in ev:
+        pass
+    for _ in ev:  # only the first epoch's first batch
+        pass
+    ev.close()
+    assert len(seen) == 1 and torch.equal(seen[0][0], torch.tensor([0.0, 1.0]))
