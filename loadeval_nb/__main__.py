@@ -16,6 +16,9 @@ from .core._shared import check_workers
 
 __all__ = ["main"]
 
+CLI = "cli"
+"""How every verdict and result this command prints spells a next step: as its own
+options (``--steps 400``), not as a script's keywords (``steps=400``)."""
 DEMO_FLAGS = {"steps": "--steps", "warmup": "--warmup", "num_cached_batches": "--cache"}
 RUN_USAGE = (
     "python -m loadeval_nb run [options] SCRIPT [ARGS...]\n"
@@ -315,7 +318,7 @@ def _say_result(args: argparse.Namespace, target: list[str], result: Any) -> int
     if not result.ok:
         print(f"loadeval_nb: {result.error}", file=sys.stderr)
         return 1
-    print(result.ranks if result.ranks is not None else result.diagnosis)
+    print((result.ranks if result.ranks is not None else result.diagnosis).text(CLI))
     for note in result.notes:
         print(f"loadeval_nb: note: {note}", file=sys.stderr)
     if args.log_dir:
@@ -353,7 +356,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .core import gather_logs
 
             report = gather_logs(args.dir)
-            print(report)
+            print(report.text(CLI))
             if args.out:
                 from .viz import save_report
 
@@ -395,7 +398,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         elif args.command == "diagnose":
             from .core import diagnose
 
-            print(diagnose(args.real, args.ideal))
+            print(diagnose(args.real, args.ideal).text(CLI))
         elif args.command == "report":
             from .viz import save_report
 
@@ -404,7 +407,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .core import compare_runs
 
             result = compare_runs(args.before, args.after, max_slowdown=args.max_slowdown)
-            print(result)
+            print(result.text(CLI))
             if result.ratio is None:  # a gate that could not compare must not pass
                 return 2
             return 1 if result.regression else 0

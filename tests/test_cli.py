@@ -105,3 +105,18 @@ def test_compare_refuses_what_it_cannot_judge(tmp_path, capsys):
     short = _noisy_run(tmp_path, "short.json", 20.0, n=5)
     assert main(["compare", before, short]) == 2  # too few steps: the gate does not pass
     assert "not enough steady steps" in capsys.readouterr().out
+
+
+def test_advice_is_spelled_as_the_commands_options(tmp_path, capsys):
+    # 8 steps a run: too few steady steps for a verdict, and the advice names --steps
+    def mk(ms, mode):
+        step = [ms * MS] * 8
+        return Run(mode=mode, start_ns=[i * ms * MS for i in range(8)], step_ns=step).save(
+            tmp_path / f"few-{mode}.json"
+        )
+
+    assert main(["diagnose", mk(20, "log"), mk(10, "replay")]) == 0
+    out = capsys.readouterr().out
+    assert "Verdict: NOT ENOUGH DATA" in out
+    assert "(--steps 400, or --steps auto)" in out
+    assert "steps=" not in out  # a script's keyword, not this command's option

@@ -48,7 +48,7 @@ def test_one_nccl_rank(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     report = gather_logs(tmp_path)
     print(report)
-    assert report.world_size == 1 and p.stdout == f"{report}\n"
+    assert report.world_size == 1 and p.stdout == f"{report.text('cli')}\n"
     d = report.diagnosis()
     with excused_if_busy(d):  # 8 items x 4 ms in the main process: 32 ms a batch, a 10 ms step
         assert d.verdict == INPUT_BOUND, d

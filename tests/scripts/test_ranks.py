@@ -47,7 +47,7 @@ def test_two_ranks_one_slow(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     report = gather_logs(logs)
     check_straggler(report, 1)
-    assert p.stdout == f"{report}\n{html}\n"  # the parent printed the ranks' report
+    assert p.stdout == f"{report.text('cli')}\n{html}\n"  # the parent printed the ranks' report
     for which in ("real", "ideal"):
         assert len(glob.glob(str(logs / f"*-{which}-rank[01].json"))) == 2
     assert leftovers() == []
@@ -92,5 +92,5 @@ def test_two_local_agents(tmp_path):
     assert p.returncode == 0, p.stderr
     report = gather_logs(tmp_path)
     check_straggler(report, 0)
-    assert p.stdout == f"{report}\n"
+    assert p.stdout == f"{report.text('cli')}\n"
     assert leftovers() == []

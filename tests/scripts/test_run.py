@@ -50,7 +50,7 @@ def test_an_input_bound_plain_loop(tmp_path):
     real, ideal = runs(tmp_path)
     d = diagnose(real, ideal)
     # the verdict as python -m loadeval_nb diagnose prints it, then the report's path
-    assert p.stdout == f"{d}\n{html}\n" and html.stat().st_size > 100_000
+    assert p.stdout == f"{d.text('cli')}\n{html}\n" and html.stat().st_size > 100_000
     with excused_if_busy(d):
         assert d.verdict == INPUT_BOUND, d
         assert 0.0175 <= d.real_step_s <= 0.026, d
@@ -97,7 +97,7 @@ def test_both_sides_interleaved_in_one_child_by_default(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stderr.count("loadeval_nb: the real and the ideal run, interleaved") == 1
     d = diagnose(*runs(tmp_path))
-    assert p.stdout == f"{d}\n"
+    assert p.stdout == f"{d.text('cli')}\n"
     with excused_if_busy(d):
         assert d.verdict == INPUT_BOUND, d
         assert 1.5 <= d.speedup <= 2.4, d
@@ -187,3 +187,18 @@ def test_a_module_runs_as_python_dash_m_runs_it(tmp_path):
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.startswith("Verdict: ")
+
+
+def test_the_verdicts_advice_is_spelled_as_runs_options(tmp_path):
+    # 7 steady steps a side: too few for a verdict, whatever the machine does
+    p = loadeval(
+        "run", "--steps", "12", "--warmup", "5", "--cache", "5", "--log-dir", str(tmp_path),
+        PLAIN, "--step-ms", "1", "--batches", "30",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    d = diagnose(*runs(tmp_path))
+    assert p.stdout == f"{d.text('cli')}\n"
+    assert "Verdict: NOT ENOUGH DATA" in p.stdout
+    assert "(--steps 400, or --steps auto)" in p.stdout  # run's own option
+    assert "steps=" not in p.stdout  # never a script's keyword
+    assert leftovers() == []
