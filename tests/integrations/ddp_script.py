@@ -41,7 +41,7 @@ def main(out_dir: str) -> None:
 
     def train(batches) -> None:
         for i, x in enumerate(batches):
-            if fail and i == 5 and batches.mode in ("log", "interleave"):
+            if fail and i == 5 and batches.mode in ("log", "pair"):
                 raise RuntimeError(f"rank {rank} failed on purpose")
             time.sleep(0.010)
             loss = model(x).pow(2).mean()
