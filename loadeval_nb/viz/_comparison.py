@@ -46,7 +46,7 @@ def _runs(real_log: Any, ideal_log: Any) -> tuple[Optional[Run], Optional[Run]]:
 
 
 def _rank_runs(ranks: Any) -> dict[str, Run]:
-    """One real and one ideal run per rank of a gathered :class:`~loadeval_nb.RanksResult`
+    """One real and one ideal run per rank of a gathered :class:`~loadeval_nb.ranks.RanksResult`
     (or a list of ``(real, ideal)`` pairs, one per rank)."""
     pairs = (
         [(r.run("real"), r.run("ideal")) for r in ranks.ranks]
@@ -231,7 +231,7 @@ def plot_comparison(
     page's width; ``width=`` (pixels) fixes it instead. Show it with
     ``bokeh.io.show`` or write it with :func:`save_report`.
 
-    ``ranks``: a :class:`~loadeval_nb.RanksResult` from :func:`~loadeval_nb.gather_pair`
+    ``ranks``: a :class:`~loadeval_nb.ranks.RanksResult` from :func:`~loadeval_nb.ranks.gather_pair`
     (or a list of ``(real, ideal)`` per rank) plots one line per rank and side, under
     the gathered report's card (and ends with the slowest rank's advice).
     """

@@ -25,7 +25,7 @@ def live_step_figure(
     """Step time (ms) per step, one line per run (real and ideal; or the ladder's rungs)
     overlaid; each epoch's first step (its start-up) is a labelled marker on a scale of
     its own, never setting the step axis. Returns (figure, line sources by run, start-up
-    sources by run: ``step``, ``step_ms``, ``text`` as :func:`startup_rows` makes them)."""
+    sources by run: ``step``, ``step_ms``, ``text`` as :func:`._data.startup_rows` makes them)."""
     p = base_figure("Step time per step", "step", "step time (ms)", width, height)
     sources, startups, lines = {}, {}, []
     for name in names:

@@ -1,7 +1,7 @@
 """The live dashboard: status line, streamed Bokeh plots, verdict card, rerun panel, history.
 
 The widget and the hooks that feed it during a pair, a ladder or a sweep; the
-cards it shows are in :mod:`._cards`, the thread that streams the plots in
+cards it shows are in :mod:`..viz._cards`, the thread that streams the plots in
 :mod:`._pusher`. Series roll over at ``LIVE_ROLLOVER`` points; when a run ends its
 plot is replaced by the whole run, decimated.
 

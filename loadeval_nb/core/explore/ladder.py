@@ -20,7 +20,7 @@ the two means lies above 1 and the difference is at least 5 % of the real step.
 Rungs that cannot run are skipped with the reason (no CUDA device; an
 IterableDataset, which has no per-item access to cache). After the rungs, the real
 rung's per-sample work is split by transform step when the dataset has a pipeline
-(:mod:`._transform_split`).
+(:mod:`.transforms.split`).
 """
 
 from __future__ import annotations

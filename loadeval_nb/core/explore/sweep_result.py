@@ -1,5 +1,5 @@
 """A sweep's results: each configuration's runs, the ideal, the recommendation and the
-report (see :mod:`._sweep` for how a sweep runs)."""
+report (see :mod:`.sweep` for how a sweep runs)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""LoaderEvaluator: a drop-in DataLoader wrapper that logs or replays.
+"""LoaderEvaluator: a drop-in DataLoader wrapper that logs, replays, or both in one loop.
 
-API-compatible superset of NVIDIA DALI's ``LoaderEvaluator`` (PyTorch plugin; its
-methods are in :mod:`._dali`). This module keeps the argument checks, iteration and
-the epoch life cycle; what differs between modes is in :mod:`.modes`, the replay
-cache in :mod:`.cache`, turning stamps into a :class:`Run` and its file in
-:mod:`.build_run`.
-
-:class:`Evaluator` is what every wrapper shares, this one and the interleaved pair
-(:mod:`.interleave`): the DataLoader look-alike, the utilisation sampler (its "workers"
-the wrapper's own), the Ctrl-C stamp, the clock origin, one call to ``build_run``, and
-the live reading a dashboard does, for every side the wrapper measures (``sides``,
-``steps_since(side, cursor)``, ``side_at``, ``to_run(side)``, ``to_runs()``).
+API-compatible superset of NVIDIA DALI's ``LoaderEvaluator`` (PyTorch plugin; DALI's
+methods, ``get_metrics``, ``save_metrics`` and ``print_summary``, are here). This module
+keeps the argument checks, iteration and the epoch life cycle; what differs between
+modes is in :mod:`.modes`, the interleaved pair (``mode="pair"``) in :mod:`.interleave`,
+what every evaluator shares in :mod:`.base`, the replay cache in :mod:`.cache`, turning
+stamps into a :class:`~loadeval_nb.core.record.run.Run` and its file in :mod:`.build_run`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Three things answer it: :class:`~loadeval_nb.LoaderEvaluator` (one side), the
 interleaved pair (:class:`~loadeval_nb.measure.InterleavedEvaluator`, both sides) and a
-run log another process writes (:class:`~loadeval_nb.record.RunFollower`). The dashboard
+run log another process writes (:class:`~loadeval_nb.core.record.follow.RunFollower`). The dashboard
 and the followers' views read only this; none of the three stops or changes anything
 when read, and every read is safe from another thread while the loop runs.
 """

@@ -2,7 +2,7 @@
 (as torch's DataLoader has one iterator class per mode).
 
 * :class:`LogMode` iterates the real loader, stamping before and after every ``next()``.
-* :class:`ReplayMode` fills a :class:`~._cache.ReplayCache` at construction and serves it,
+* :class:`ReplayMode` fills a :class:`~.cache.ReplayCache` at construction and serves it,
   stamping once per step.
 
 Each answers the same questions for the evaluator: how an epoch's iterator is built,

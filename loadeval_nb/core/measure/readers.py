@@ -1,7 +1,7 @@
 """What the sampler reads: GPU utilisation and memory through NVML (initialised once per
 process, failing soft with one line) and CPU time of this process and its loader workers.
 
-These readers run on the sampler's thread (see :mod:`._samplers`); they never raise.
+These readers run on the sampler's thread (see :mod:`.sampler`); they never raise.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Log mode sees loading from the outside: how long the training loop waited for
 each batch. That wait is zero whenever the workers keep up, so it cannot say how
-long one batch takes to *make*, which is what :mod:`._simulator` needs to
+long one batch takes to *make*, which is what :mod:`..whatif.simulator` needs to
 predict other ``num_workers`` settings. :class:`WorkerFetchTimer` measures it
 where it happens.
 

@@ -1,5 +1,5 @@
 """What other ``num_workers`` / ``prefetch_factor`` settings would buy: the measured
-setting and its alternatives simulated on the same draws (see :mod:`._simulator`)."""
+setting and its alternatives simulated on the same draws (see :mod:`.simulator`)."""
 
 from __future__ import annotations
 

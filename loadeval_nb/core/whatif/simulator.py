@@ -5,7 +5,7 @@ The model
 A discrete-event model of ``torch.utils.data.DataLoader`` with ``W`` worker
 processes and ``prefetch_factor`` ``pf``, fed with two distributions measured on
 the real workload: the time one worker takes to *produce* a batch (``load_s``,
-e.g. from :class:`~loadeval_nb.core._worker_timing.WorkerFetchTimer`) and the time
+e.g. from :class:`~loadeval_nb.core.measure.worker_timing.WorkerFetchTimer`) and the time
 the training loop takes per step when it never waits for data (``step_s``, the
 ideal run's step times). All times are seconds. Batch ``i`` (0-based):
 

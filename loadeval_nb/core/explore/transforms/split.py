@@ -9,7 +9,7 @@ what share of the per-sample time each step takes and how long it takes a sample
 *workers + collation* stage, not in per-sample loading).
 
 The user's loader is not touched; the dataset's pipeline objects are swapped for
-timed stand-ins only while the copy runs (see :mod:`._transforms`) and put back in a
+timed stand-ins only while the copy runs (see :mod:`.pipeline` and :mod:`.timed_data`) and put back in a
 ``finally``. :func:`~loadeval_nb.core.run_ladder` runs a split after its rungs when the
 dataset has a pipeline (``transforms="auto"``) or when steps are named.
 """
