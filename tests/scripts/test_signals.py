@@ -1,9 +1,10 @@
 """What stops ``python -m loadeval_nb run`` from outside: SIGTERM, SIGHUP and SIGINT (a
 scheduler's kill, a closed terminal, Ctrl-C) stop every process of the script, keep the
 logs written to --log-dir, print one sentence and exit 128+n; a parent killed with
-SIGKILL takes its child along (the child's guard); a hung script is stopped by its child
-at --timeout when the parent cannot act. Each run has a TMPDIR of its own, left as a
-run that ends normally leaves it."""
+SIGKILL takes its child along (the child's guard), which keeps the temporary log folder
+only for logs it names; a hung script is stopped by its child at --timeout when the
+parent cannot act. Each run has a TMPDIR of its own, left as a run that ends normally
+leaves it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from loadeval_nb.integrations._script.sides import interleave_available
 from .cli import env, fixture, fresh
 
 HANGS = fixture("hangs.py")
+PLAIN = fixture("plain_loop.py")
 QUICK = ["--steps", "40", "--warmup", "5", "--cache", "5"]
 SEQUENTIAL = [*QUICK, "--sequential"]  # a child per side: the script hangs in the real run
 LATE = ["--hang-at", "30"]
@@ -167,6 +169,58 @@ def test_a_parent_killed_with_sigkill_takes_its_child_along(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param((), id="before-any-log"),
+        pytest.param(LATE, id="after-logs", marks=needs_interleave),
+    ],
+)
+def test_a_parent_killed_with_sigkill_leaves_in_tmpdir_only_the_folder_it_names(tmp_path, script):
+    # without --log-dir the run logs go to a temporary folder the parent made: once the
+    # parent is gone the child keeps it only for logs it has written, and names it
+    with hanging(tmp_path, *QUICK, script=script) as (parent, token, tmp):
+        parent.kill()
+        parent.wait(timeout=30)
+        assert gone_within(token, 20) == []
+        _, err = parent.communicate(timeout=30)
+        left = left_in(tmp)
+    said = (
+        f"loadeval_nb: the process that started hangs.py (pid {parent.pid}) is gone, so "
+        "hangs.py was stopped with every process it started"
+    )
+    if not script:  # hung at step 8, before a block of either side was logged
+        assert left == [], err[-3000:]
+        assert err.splitlines()[-1] == f"{said}; no run log had been written yet."
+        return
+    (folder,) = left
+    assert folder.startswith("loadeval-run-")
+    assert err.splitlines()[-1] == f"{said}; the run logs written so far are in {tmp / folder}."
+    written = glob.glob(str(tmp / folder / "loadeval-*-real.json"))
+    assert written
+    for path in written:
+        load_run(path)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["measured", "failed-in-the-pass"])
+def test_a_run_that_ends_leaves_in_tmpdir_only_the_folder_its_sentence_names(tmp_path, fails):
+    tmp = fresh(tmp_path) / "tmp"
+    tmp.mkdir()
+    cmd = [sys.executable, "-m", "loadeval_nb", "run", *QUICK, PLAIN, "--step-ms", "1"]
+    cmd += ["--fail-at", "20"] if fails else []
+    p = subprocess.run(
+        cmd, env={**env(), "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=300
+    )
+    if not fails:
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert left_in(tmp) == []
+        return
+    assert p.returncode == 1, p.stderr[-3000:]
+    (folder,) = left_in(tmp)  # the failure's partial logs, named
+    last = p.stderr.splitlines()[-1]
+    assert f"; the partial run logs: {tmp / folder}{os.sep}loadeval-" in last, last
+
+
 @pytest.mark.slow
 def test_a_hung_script_is_stopped_by_its_child_when_the_parent_cannot_act(tmp_path):
     with hanging(tmp_path, *SEQUENTIAL, "--timeout", "12") as (parent, token, tmp):
@@ -194,8 +248,12 @@ def test_under_torchrun_every_rank_and_the_launcher_stop(tmp_path, sig):
         parent.wait(timeout=30)
         assert gone_within(token, 20) == []
         _, err = parent.communicate(timeout=30)
-        if sig == signal.SIGKILL:
-            return  # the temporary log folder stays: the parent that made it is gone
+        if sig == signal.SIGKILL:  # one sentence for the node's ranks; hung before a log
+            # was written, so the temporary log folder was removed with the rest
+            assert err.count(" is gone, so hangs.py was stopped") == 1, err[-3000:]
+            assert err.splitlines()[-1].endswith("; no run log had been written yet.")
+            assert left_in(tmp) == []
+            return
         assert parent.returncode == 128 + sig
         assert left_in(tmp) == []
     assert err.splitlines()[-1].startswith("loadeval_nb: stopped (SIGTERM); ")

@@ -19,7 +19,7 @@ import time
 import traceback
 from typing import Any, Optional
 
-from .guard import guard
+from .guard import guard, park_if_ending
 from .pick import Measured, Picker, Refused, patched_dataloader
 from .sides import side_for
 from .spec import ChildSpec, ChildStatus
@@ -90,8 +90,8 @@ def main(target: list[str]) -> int:
         want=want,
         expect=spec.expect.get(rank),
         changes=spec.loader_changes,
-        on_measured=lambda status: status.save(spec.status_dir),  # the parent's grace starts
-        on_progress=lambda status: status.save(spec.status_dir),  # a DataLoader was iterated
+        on_measured=lambda status: _report(status, spec),  # the parent's grace starts
+        on_progress=lambda status: _report(status, spec),  # a DataLoader was iterated
     )
     status: ChildStatus
     code = 0
@@ -132,8 +132,15 @@ def main(target: list[str]) -> int:
             code = 0 if picker.status is not None else 1
     if status.outcome != "measured":
         status.passes = picker.all_passes()
-    status.save(spec.status_dir)
+    _report(status, spec)
     return code
+
+
+def _report(status: ChildStatus, spec: ChildSpec) -> None:
+    """Tell the parent, through the status folder; once the parent is gone, nothing: the
+    main thread waits for its guard to end the child (which removed that folder)."""
+    park_if_ending()
+    status.save(spec.status_dir)
 
 
 if __name__ == "__main__":

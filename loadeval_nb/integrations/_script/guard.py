@@ -2,7 +2,10 @@
 started, when the process that started it is gone (a scheduler's SIGKILL, a crash: no
 one is left to stop it or to read what it measures), or when it has not measured its
 steps within the run's time limit (``--timeout``: the parent's own limit lives in the
-parent, which may be gone or unable to act).
+parent, which may be gone or unable to act). With the parent gone, the guard also does
+what the parent would have done with the run logs' folder: a temporary one (no
+``--log-dir``) is removed unless a run log in it holds measured steps; the one sentence the
+child leaves names the folder it keeps, and nothing else of the run stays in TMPDIR.
 
 One daemon thread, started before the script runs, sleeps in ``select`` on a pidfd of the
 parent (Linux: it wakes the moment the parent exits), or polls the parent every
@@ -31,7 +34,7 @@ import psutil
 from .launch import STOP_S, Ended, listening_sockets, remove_sockets
 from .spec import ChildSpec, ChildStatus, status_path
 
-__all__ = ["guard"]
+__all__ = ["guard", "park_if_ending"]
 
 POLL_S = 0.25
 """How often the guard looks at the parent where there is no pidfd."""
@@ -44,6 +47,13 @@ later: a parent that is there stops it first (and says so in one sentence)."""
 TIMED_OUT_EXIT = 124
 """The child's exit status at its own time limit (as ``timeout(1)``'s), where it is not
 the leader of its process group (the run's children are: they end with their group)."""
+QUIET_S = 2.0
+"""How long the guard of a child whose parent is gone waits for its main thread to stop
+writing (it usually raises once its loader's workers are stopped, and closes its pass)."""
+ENDING = threading.Event()
+"""Set once the guard ends the child (its parent gone)."""
+PARKED = threading.Event()
+"""Set once the child's main thread waits for that end (:func:`park_if_ending`)."""
 PARENT_GONE_EXIT = 129
 """The child's exit status once its parent is gone, where it is not its group's leader
 (128 + SIGHUP, as a process whose terminal went away)."""
@@ -137,22 +147,61 @@ class _Watch:
 
     # -- ending --------------------------------------------------------------------------
     def parent_gone(self) -> None:
+        """Stop every process the child started; then, with the child's main thread quiet
+        (see :func:`park_if_ending`) and the node's other ranks ended, keep the run logs'
+        folder where it holds run logs and name it in one sentence, or remove it where it
+        is the parent's temporary one (no ``--log-dir``) and holds none: the parent that
+        would have is gone, and nothing of the run is left in TMPDIR but what is named."""
         from .run import describe_target  # at the end only: the child starts without it
 
-        name = describe_target(self.target)
-        if os.environ.get("LOCAL_RANK", "0") == "0":  # one sentence for a node's ranks
-            try:
-                logs = [n for n in os.listdir(self.spec.log_dir) if _is_log(n)]
-            except OSError:
-                logs = []
-            where = f"; the run logs written so far are in {self.spec.log_dir}" if logs else ""
-            _say(
-                f"loadeval_nb: the process that started {name} (pid {self.spec.parent_pid}) "
-                f"is gone, so {name} was stopped with every process it started{where}."
-            )
+        ENDING.set()
+        speaks = os.environ.get("LOCAL_RANK", "0") == "0"  # one sentence for a node's ranks
+        others = self._other_ranks() if speaks else []
+        self._stop_started()
         # the parent cannot remove its folder for the children's statuses now
         shutil.rmtree(self.spec.status_dir, ignore_errors=True)
+        if speaks:
+            # the last logs are those written by now: the main thread's, as its pass ends
+            # with its loader's workers gone, and the other ranks' before they end
+            if threading.current_thread() is not threading.main_thread():
+                PARKED.wait(QUIET_S)
+            with contextlib.suppress(psutil.Error):
+                psutil.wait_procs(others, timeout=2 * STOP_S)
+            name = describe_target(self.target)
+            _say(
+                f"loadeval_nb: the process that started {name} (pid {self.spec.parent_pid}) "
+                f"is gone, so {name} was stopped with every process it started"
+                f"{self._logs_left()}."
+            )
         self._end(PARENT_GONE_EXIT, self.between)
+
+    def _other_ranks(self) -> list[psutil.Process]:
+        """This node's other ranks (torch's launcher's other children), found before any
+        rank's guard stops the launcher."""
+        if not self.between:
+            return []
+        try:
+            return [p for p in self.between[0].children() if p.pid != os.getpid()]
+        except psutil.Error:
+            return []
+
+    def _logs_left(self) -> str:
+        """What becomes of the run logs' folder, as the end of the child's sentence: the
+        user's ``--log-dir`` is left as it is; the parent's temporary one is kept and named
+        where a run log in it holds a step past the warm-up, else removed."""
+        folder = self.spec.log_dir
+        kept = f"; the run logs written so far are in {folder}"
+        logs = _logs(folder)
+        if not self.spec.log_dir_temporary:
+            return kept if logs else f"; no run log had been written to {folder} yet"
+        if any(_measured(path) for path in logs):
+            return kept
+        shutil.rmtree(folder, ignore_errors=True)
+        if _logs(folder):  # a rank's last log came as it was removed: it is kept
+            return kept
+        if logs:
+            return "; no step past the warm-up had been logged, so no run log was kept"
+        return "; no run log had been written yet"
 
     def timed_out(self) -> None:
         """The parent's sentence for a side at its time limit (the parent prints the same
@@ -184,10 +233,23 @@ class _Watch:
         self._end(TIMED_OUT_EXIT, [])
 
     def _end(self, code: int, between: list[psutil.Process]) -> None:
-        """Stop every process the child started (SIGTERM, then SIGKILL after
-        :data:`STOP_S`), then ``between`` (torch's launcher, with the parent gone: each
-        rank's guard stops its own rank), then the child: with its whole process group
-        (the script's orphans still in it) where it leads the group, else alone."""
+        """Stop every process the child started, then ``between`` (torch's launcher, with
+        the parent gone: each rank's guard stops its own rank), then the child: with its
+        whole process group (the script's orphans still in it) where it leads the group,
+        else alone."""
+        self._stop_started()
+        for p in between:  # SIGKILL: torch's launcher would SIGTERM the other ranks before
+            with contextlib.suppress(psutil.Error):  # their guards stopped their workers
+                p.kill()
+        if hasattr(os, "killpg") and os.getpgrp() == os.getpid():
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(code)
+
+    @staticmethod
+    def _stop_started() -> None:
+        """Stop every process the child started: SIGTERM, then SIGKILL after
+        :data:`STOP_S`; the sockets of killed DataLoader workers removed."""
         with contextlib.suppress(psutil.Error):
             kids = psutil.Process().children(recursive=True)
             sockets = listening_sockets(kids)
@@ -200,13 +262,34 @@ class _Watch:
                     p.kill()
             psutil.wait_procs(left, timeout=STOP_S)
             remove_sockets(sockets)
-        for p in between:  # SIGKILL: torch's launcher would SIGTERM the other ranks before
-            with contextlib.suppress(psutil.Error):  # their guards stopped their workers
-                p.kill()
-        if hasattr(os, "killpg") and os.getpgrp() == os.getpid():
-            with contextlib.suppress(OSError):
-                os.killpg(os.getpid(), signal.SIGKILL)
-        os._exit(code)
+
+
+def park_if_ending() -> None:
+    """Where the child's main thread reports (a status, its end): once the guard is ending
+    the child, the main thread writes nothing more and waits for the guard's exit, so that
+    the guard's sentence names every run log the child leaves."""
+    if ENDING.is_set():
+        PARKED.set()
+        while True:
+            time.sleep(3600)
+
+
+def _logs(folder: str) -> list[str]:
+    """The run logs (``loadeval-*.json`` documents) in ``folder``."""
+    try:
+        return [os.path.join(folder, n) for n in os.listdir(folder) if _is_log(n)]
+    except OSError:
+        return []
+
+
+def _measured(path: str) -> bool:
+    """Whether the run log at ``path`` holds a step past the warm-up (worth keeping)."""
+    from ...core import load_run
+
+    try:
+        return bool(load_run(path).steady_indices())
+    except Exception:  # not readable (being written, cut short): nothing to keep
+        return False
 
 
 def _is_log(name: str) -> bool:

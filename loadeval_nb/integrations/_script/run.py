@@ -274,6 +274,7 @@ def _run_sides(
             sample_interval_s=settings.sample_interval_s,
             loader_changes=changes,
             timeout_s=timeout_s,
+            log_dir_temporary=not settings.log_dir,
         )
         status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
         try:
@@ -301,11 +302,11 @@ def _run_sides(
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader)
         if error is not None:
             result.error, result.failed = error, which
-            result.log_paths = {
+            result.log_paths = {  # the partial logs its sentence names are kept
                 f"{side}-rank{rank}" if rank else side: path
                 for rank, st in statuses.items()
                 for side, path in st.log_paths.items()
-                if os.path.isfile(path)
+                if os.path.isfile(path) and path in error
             }
             return None
         result.notes += _side_notes(name, which, ended, statuses)

@@ -58,6 +58,10 @@ class ChildSpec:
     """The run's time limit (``--timeout``): a child that has not measured its steps this
     long after it started ends itself, with every process it started (its guard), should
     the parent not be there to stop it. None: no limit."""
+    log_dir_temporary: bool = False
+    """``log_dir`` is a temporary folder the parent made (no ``--log-dir``): a child whose
+    parent is gone removes it, unless it holds run logs, which the child's last sentence
+    then names (the parent removes it otherwise, or names it in a failure's sentence)."""
     parent_pid: int = field(default_factory=os.getpid)
     """The process that runs the side (made where the spec is made): a child whose
     ``parent_pid`` is gone ends itself, with every process it started."""
