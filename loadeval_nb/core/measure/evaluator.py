@@ -232,7 +232,10 @@ class LoaderEvaluator(Evaluator):
         self._close_open("stopped")
         self._closed, self._final_run = False, None
         rec = EpochRecord()
-        rec.prepare(self.clock)  # its stamp containers are made now, before anything holds them
+        # its stamp containers are made now, before anything holds them; with CUDA, the
+        # GPU's queued work is waited for once where the steady steps begin
+        catch_up = (max(self.warmup, 1), cuda_synchronize) if cuda_in_use() else None
+        rec.prepare(self.clock, catch_up)
         source: list[Any] = [None]  # the closure reads it when the epoch ends
         guard = EpochGuard(lambda status: self._finish(rec, status, source[0]))
         self._begin_pass()

@@ -111,6 +111,9 @@ class EpochRecord:
 
     c_path: bool = False
     """Stamped by the C extension's iterators (see :meth:`prepare`)."""
+    catch_up: Optional[tuple[int, Callable[[], None]]] = None
+    """CUDA: ``(i, wait)``: ``wait()`` (the GPU's queued work) runs once, before step
+    ``i``'s start is stamped, where the steady steps begin (see :meth:`prepare`)."""
     finished: bool = False
     """The epoch's closing (statistics, samplers, workers, the run log) has completed."""
 
@@ -118,10 +121,20 @@ class EpochRecord:
     def open(self) -> bool:
         return self.status == "running"
 
-    def prepare(self, clock: Clock) -> None:
+    def prepare(
+        self, clock: Clock, catch_up: Optional[tuple[int, Callable[[], None]]] = None
+    ) -> None:
         """Make the stamp containers for ``clock``, before anything holds them: the C
-        path's arrays for the default clock where the extension is there."""
-        if clock is DEFAULT_CLOCK and C_PATH is not None:
+        path's arrays for the default clock where the extension is there.
+
+        ``catch_up=(i, wait)`` (a CUDA process): ``wait()`` runs where the steady steps
+        begin, charged to the last warm-up step. A loop that never reads a result back
+        runs ahead of its GPU by up to the launch queue; without it the work queued
+        during the warm-up would be done, and charged, within the steady steps (by the
+        epoch's closing synchronise), and a GPU-bound run would read slower than it is.
+        One wait an epoch: the stamps then go through Python (a call a step)."""
+        self.catch_up = catch_up
+        if catch_up is None and clock is DEFAULT_CLOCK and C_PATH is not None:
             self.starts, self.ready, self.c_path = C_PATH.Stamps(), C_PATH.Stamps(), True
 
 
@@ -162,8 +175,17 @@ _NEVER = -1
 cheapest comparison callable_iterator can make (cheaper than an object() sentinel)."""
 
 
-def _stamps(out: Any, clock: Clock) -> Iterator[None]:
+def _stamps(out: Any, clock: Clock, catch_up: Optional[tuple[int, Callable[[], None]]] = None):
     # iter(clock, sentinel) calls clock() forever; map(list.append) stores each value.
+    if catch_up is not None:
+        at, wait = catch_up
+
+        def clock_after_wait(clock: Clock = clock) -> int:
+            if len(out) == at:  # the first steady step's start: the GPU has caught up
+                wait()
+            return clock()
+
+        return map(out.append, iter(clock_after_wait, _NEVER))
     return map(out.append, iter(clock, _NEVER))
 
 
@@ -180,7 +202,7 @@ def timed_log_iter(
         return C_PATH.log_iter(  # type: ignore[no-any-return]
             source, rec.starts, rec.ready, guard.end, first_hook
         )
-    z = zip(_stamps(rec.starts, clock), source, _stamps(rec.ready, clock))
+    z = zip(_stamps(rec.starts, clock, rec.catch_up), source, _stamps(rec.ready, clock))
     tail = iter(guard.end, _DONE)
     if first_hook is None:
         return chain(map(_second, z), tail)
@@ -194,7 +216,9 @@ def block_log_iter(source: Iterator[Any], rec: EpochRecord, clock: Clock) -> Ite
     last step. No guard: the caller closes the block."""
     if rec.c_path:
         return C_PATH.log_iter(source, rec.starts, rec.ready, _nothing)  # type: ignore[no-any-return]
-    return map(_second, zip(_stamps(rec.starts, clock), source, _stamps(rec.ready, clock)))
+    return map(
+        _second, zip(_stamps(rec.starts, clock, rec.catch_up), source, _stamps(rec.ready, clock))
+    )
 
 
 def block_replay_iter(batches: list[Any], rec: EpochRecord, clock: Clock) -> Iterator[Any]:
@@ -202,7 +226,7 @@ def block_replay_iter(batches: list[Any], rec: EpochRecord, clock: Clock) -> Ite
     and once more when they are done: the end of the block's last step."""
     if rec.c_path:
         return C_PATH.replay_iter(batches, rec.starts)  # type: ignore[no-any-return]
-    return map(_NO_KEYS.get, _stamps(rec.starts, clock), batches)
+    return map(_NO_KEYS.get, _stamps(rec.starts, clock, rec.catch_up), batches)
 
 
 def _nothing() -> None:
@@ -250,14 +274,18 @@ def timed_replay_iter(
         rec.expected = n
         batches = islice(cycle(cache), n)
         source = wrap(batches) if wrap is not None else batches
-        return map(_NO_KEYS.get, _stamps(rec.starts, clock), chain(source, iter(guard.end, _DONE)))
+        return map(
+            _NO_KEYS.get,
+            _stamps(rec.starts, clock, rec.catch_up),
+            chain(source, iter(guard.end, _DONE)),
+        )
     order = _ReplayOrder(cache)
     order *= -(-n // len(cache)) if cache else 0
     del order[n:]
     order.guard = guard
     rec.expected = len(order)
     if wrap is not None:  # adaptive stop: it closes the guard itself when it stops
-        return map(_NO_KEYS.get, _stamps(rec.starts, clock), wrap(iter(order)))
+        return map(_NO_KEYS.get, _stamps(rec.starts, clock, rec.catch_up), wrap(iter(order)))
     return block_replay_iter(order, rec, clock)
 
 

@@ -21,7 +21,7 @@ from loadeval_nb.core.measure.interleave import plan_blocks
 from loadeval_nb.explore import RunHooks
 from loadeval_nb.measure import InterleavedEvaluator
 from tests.timing import retry_once
-from tests.workloads import SleepyItems, take
+from tests.workloads import FakeGPU, SleepyItems, take
 
 
 class Counted(Dataset):
@@ -412,53 +412,6 @@ def test_the_pair_checks_the_settings_it_shares_with_a_run_as_a_run_does():
         LoaderEvaluator(pair)
     with pytest.raises(LoadEvalError, match="already a LoaderEvaluator; wrap the original"):
         InterleavedEvaluator(LoaderEvaluator(data, sample_interval_s=None))
-
-
-class FakeGPU:
-    """An asynchronous GPU on the fake clock: each step the host spends ``host_ns``
-    queueing work that the GPU runs in order, ``gpu_ns`` a step; with ``depth`` steps queued
-    the host waits for the oldest (CUDA's launch queue); ``synchronize`` waits for all; an
-    event runs when the GPU reaches it."""
-
-    def __init__(self, clock, host_ns: int, gpu_ns: int, depth: int) -> None:
-        self.clock, self.host_ns, self.gpu_ns, self.depth = clock, host_ns, gpu_ns, depth
-        self.queued: list[int] = []  # finish times, in order
-        self.syncs = 0
-
-    def _wait(self, until: int) -> None:
-        if until > self.clock():
-            self.clock.advance(until - self.clock())
-
-    def step(self) -> None:
-        self.queued = [t for t in self.queued if t > self.clock()]
-        while len(self.queued) >= self.depth:
-            self._wait(self.queued.pop(0))
-        self.clock.advance(self.host_ns)
-        start = max(self.queued[-1] if self.queued else 0, self.clock())
-        self.queued.append(start + self.gpu_ns)
-
-    def synchronize(self) -> None:
-        self.syncs += 1
-        if self.queued:
-            self._wait(self.queued[-1])
-        self.queued = []
-
-    def event(self):
-        gpu = self
-
-        class Event:
-            t = None
-
-            def record(self) -> None:
-                self.t = max([gpu.clock()] + gpu.queued[-1:])
-
-            def query(self) -> bool:
-                return self.t is not None and self.t <= gpu.clock()
-
-            def elapsed_time(self, end) -> float:
-                return (end.t - self.t) / 1e6
-
-        return Event()
 
 
 @pytest.mark.parametrize("events", [True, False])

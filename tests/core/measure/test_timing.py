@@ -166,11 +166,11 @@ def test_replay_break(clock):
     assert run.step_ns == [4 * MS, 4 * MS] and run.complete == [True, False]
 
 
-def test_queued_gpu_work_is_charged_once_at_the_end(clock, monkeypatch):
+def test_queued_gpu_work_is_waited_for_where_steady_steps_begin_and_at_the_end(clock, monkeypatch):
     syncs = []
 
     def fake_sync():
-        syncs.append(1)
+        syncs.append(len(syncs))
         clock.advance(6 * MS)  # the GPU still had 6 ms of work queued
 
     monkeypatch.setattr(ev_mod, "cuda_in_use", lambda: True)
@@ -178,8 +178,10 @@ def test_queued_gpu_work_is_charged_once_at_the_end(clock, monkeypatch):
     ev = make(clock, SlowSource(clock, 4, 1 * MS))
     for _ in ev:
         clock.advance(2 * MS)
-    assert len(syncs) == 1  # once per run, never per step
-    assert ev.to_run().step_ns == [3 * MS, 3 * MS, 3 * MS, 9 * MS]
+    # twice an epoch, never per step: the warm-up's queued work is charged to its last
+    # step (here the start-up step), the epoch's to its last
+    assert len(syncs) == 2
+    assert ev.to_run().step_ns == [9 * MS, 3 * MS, 3 * MS, 9 * MS]
 
 
 def test_samples_per_step_with_short_last_batch():
@@ -198,3 +200,41 @@ def test_empty_log_mode_is_not_an_error(clock):
     assert len(ev) == 0
     assert list(ev) == []
     assert ev.get_metrics() == {}
+
+
+@pytest.mark.parametrize("catch_up", [True, False])
+def test_a_run_ahead_of_its_gpu_is_timed_at_the_gpus_pace_one_run_after_the_other(
+    clock, monkeypatch, catch_up
+):
+    """Found by the GPU truth (issue 30), the sequential form: a loop that never reads a
+    result back queues GPU work through its warm-up, and the epoch's closing synchronise
+    charged that backlog to the steady steps (a 5 ms GPU step read 6.1 ms over 50 steps).
+    The wait where the steady steps begin times it at the GPU's pace; without it
+    (``catch_up=False``) the same loop reads slow, which is what this proves."""
+    from loadeval_nb.core.measure import timing
+    from loadeval_nb.verdict import diagnose
+    from tests.workloads import FakeGPU
+
+    gpu = FakeGPU(clock, host_ns=500_000, gpu_ns=5_000_000, depth=12)
+    monkeypatch.setattr(ev_mod, "cuda_in_use", lambda: True)
+    monkeypatch.setattr(ev_mod, "cuda_synchronize", gpu.synchronize)
+    if not catch_up:
+        prepare = timing.EpochRecord.prepare
+        monkeypatch.setattr(timing.EpochRecord, "prepare", lambda rec, c, _=None: prepare(rec, c))
+    runs = {}
+    for mode, source in (("log", SlowSource(clock, 60, 8 * MS)), ("replay", list(range(60)))):
+        ev = LoaderEvaluator(
+            source, mode, 5, steps=50, warmup=10, sample_interval_s=None, clock=clock
+        )
+        for _ in ev:
+            gpu.step()
+        ev.close()
+        runs[mode] = ev.to_run()
+    d = diagnose(runs["log"], runs["replay"])
+    if catch_up:
+        # the truth: real steps wait 8 ms and queue for 0.5 ms (the GPU keeps up, its last
+        # step's 5 ms is the epoch's: 0.1 ms a step over 40), ideal steps go at 5 ms
+        assert d.real_step_s == pytest.approx(0.0086, rel=0.01)
+        assert d.ideal_step_s == pytest.approx(0.005, rel=0.01)
+    else:
+        assert d.ideal_step_s > 0.0055  # the warm-up's queued work in the steady steps
