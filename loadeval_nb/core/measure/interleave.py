@@ -37,6 +37,7 @@ come in (4 batches each with 2 workers and ``prefetch_factor=2``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Generator, Iterator
 from itertools import cycle, islice
 from typing import Any, Callable, Optional
@@ -192,6 +193,7 @@ class InterleavedEvaluator(Evaluator):
             )
         )
         self._open: Optional[Generator[Any, None, None]] = None
+        self._pass_token: Optional[object] = None
         self.block_now: Optional[tuple[str, int]] = None
         """The side and number (from 1) of the block being served, or last served."""
 
@@ -216,14 +218,25 @@ class InterleavedEvaluator(Evaluator):
         )
 
     def __iter__(self) -> Iterator[Any]:
-        if self._open is not None:
-            self._open.close()  # a pass left open: its generator's finally closes it
-        gen = self._pass()
+        old = self._open
+        if old is not None and inspect.getgeneratorstate(old) != inspect.GEN_CREATED:
+            old.close()  # a pass left open: its generator's finally closes it
+        # (one never started is left as it is: started later, it says what went wrong,
+        # where closing it would have made it an empty loop, silently)
+        token = object()
+        self._pass_token = token
+        gen = self._pass(token)
         self._open = gen
         return gen
 
     # -- the pass --------------------------------------------------------------
-    def _pass(self) -> Generator[Any, None, None]:
+    def _pass(self, token: object) -> Generator[Any, None, None]:
+        if self._pass_token is not token:
+            raise LoadEvalError(
+                "This pair was iterated twice at once (zip(ev, ev), or a second iter() before "
+                "the first was used): one interleaved pass serves one loop; iterate it once "
+                "per pass, or wrap each loader in an evaluator of its own."
+            )
         clock = self.clock
         self._begin_pass()
         first_pass = not self.cache.ready

@@ -81,3 +81,18 @@ def test_a_first_batch_check_is_given_at_construction(clock):
         pass
     ev.close()
     assert len(seen) == 1 and torch.equal(seen[0][0], torch.tensor([0.0, 1.0]))
+
+
+def test_two_loops_over_one_pair_at_once_are_refused_not_run_empty(clock):
+    """``zip(ev, ev)`` made the first pass an empty loop, silently: the training ran 0
+    steps. Now it says so; an iterator made and never used still changes nothing."""
+    ev = LoaderEvaluator(_loader(), mode="pair", sample_interval_s=None, clock=clock)
+    with pytest.raises(LoadEvalError, match=r"iterated twice at once \(zip\(ev, ev\)"):
+        for _a, _b in zip(ev, ev):
+            pass
+    ev.close()
+    again = LoaderEvaluator(_loader(), mode="pair", sample_interval_s=None, clock=clock)
+    unused = iter(again)
+    assert sum(1 for _ in again) == len(again) > 0
+    del unused
+    again.close()
