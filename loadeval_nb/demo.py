@@ -206,7 +206,7 @@ def _run_pair(
         raise result.error
     assert result.diagnosis is not None and result.real is not None and result.ideal is not None
     echo("")
-    echo(str(result.diagnosis))
+    echo(result.diagnosis.text("cli"))
     for which, path in result.log_paths.items():
         echo(f"{which} run log: {path}")
     if out:
