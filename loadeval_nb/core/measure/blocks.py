@@ -34,23 +34,31 @@ waited for the loader: the queue filled during the ideal block is used up."""
 @dataclass(frozen=True)
 class BlockPlan:
     """How one pass interleaves: ``warmup`` real steps first (the cache filled from them),
-    then ``blocks`` blocks of ``block`` steady steps per side in A B B A order, ``drain``
-    steps left out at the start of each block that follows the other side's."""
+    then ``blocks`` blocks of ``block`` steady steps per arm, the arms in turn and every
+    other round reversed (A B B A, or A B C C B A with three arms: a drift linear in time
+    lands on every arm alike); ``drain`` steps left out at the start of a real block that
+    follows another arm's, ``settle`` at the start of another arm's block."""
 
     warmup: int
     block: int
     blocks: int
     drain: int
     settle: int = 0
-    """Ideal steps left out at the start of an ideal block that follows a real one (the
-    workers finishing the batches they had in hand); 0: ``drain``."""
+    """Steps left out at the start of a block of an arm other than real that follows
+    another arm's (the workers finishing the batches they had in hand); 0: ``drain``."""
+    arms: tuple[str, ...] = SIDES
+    """The arms the pass serves, the real one first (a pair: real and ideal)."""
 
     def order(self) -> list[str]:
-        """The side of each block: real, ideal, ideal, real, real, ideal, ..."""
+        """The arm of each block: real, ideal, ideal, real, real, ideal, ..."""
         out = []
         for b in range(self.blocks):
-            out += list(SIDES if b % 2 == 0 else SIDES[::-1])
+            out += list(self.arms if b % 2 == 0 else self.arms[::-1])
         return out
+
+    def cycle(self) -> list[str]:
+        """One more round trip of the arms (the adaptive stop's next cycle)."""
+        return list(self.arms + self.arms[::-1])
 
     def block_steps(
         self, sides: Optional[list[str]] = None, before: Optional[str] = None
@@ -68,7 +76,7 @@ class BlockPlan:
 
     @property
     def total_steps(self) -> int:
-        """Every step the pass serves, both sides, warm-up and drains included."""
+        """Every step the pass serves, every arm's, warm-up and drains included."""
         return sum(n for _, n, _ in self.block_steps())
 
 
@@ -107,7 +115,7 @@ def plan_blocks(
         block = (steady - drains) // n
         if loader_len is not None:  # the pass, every step of it, within the epoch
             fixed = BlockPlan(first, 0, n, drain, settle).total_steps
-            block = min(block, (loader_len - fixed) // (2 * n))
+            block = min(block, (loader_len - fixed) // (len(SIDES) * n))
         if block >= MIN_BLOCK:
             return BlockPlan(first, block, n, drain, settle)
     return None

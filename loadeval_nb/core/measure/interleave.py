@@ -273,7 +273,7 @@ class InterleavedEvaluator(Evaluator):
                     if self._side_steps("real") >= self.steps:
                         reason = "max_steps"
                         break
-                    cycle_ = plan.block_steps(list(SIDES + SIDES[::-1]), blocks[-1][0])
+                    cycle_ = plan.block_steps(plan.cycle(), blocks[-1][0])
                     if self.loader_len is not None and sum(b[1] for b in blocks + cycle_) > (
                         self.loader_len
                     ):  # the epoch's end: the loop is never handed more than len(loader)

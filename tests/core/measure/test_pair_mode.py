@@ -96,3 +96,19 @@ def test_two_loops_over_one_pair_at_once_are_refused_not_run_empty(clock):
     assert sum(1 for _ in again) == len(again) > 0
     del unused
     again.close()
+
+
+def test_a_plan_is_not_hard_wired_to_two_arms():
+    """Issue 26, item 1: a pass's plan names the arm of each block; a third arm (the
+    contention arm to come) goes in turn with the others, every other round reversed."""
+    from loadeval_nb.core.measure.blocks import BlockPlan
+
+    two = BlockPlan(warmup=5, block=10, blocks=2, drain=3, settle=1)
+    assert two.order() == ["real", "ideal", "ideal", "real"]
+    three = BlockPlan(5, 10, 2, 3, 1, arms=("real", "ideal", "busy"))
+    assert three.order() == ["real", "ideal", "busy", "busy", "ideal", "real"]
+    # what each block leaves out: the warm-up first, a drain before a real block after
+    # another arm's, a settle before another arm's, nothing where an arm goes on
+    assert [skip for _, _, skip in three.block_steps()] == [5, 1, 1, 0, 1, 3]
+    assert three.total_steps == 6 * 10 + 5 + 1 + 1 + 1 + 3
+    assert three.cycle() == ["real", "ideal", "busy", "busy", "ideal", "real"]
