@@ -24,6 +24,7 @@ from ..integrations._shared import (
 from ._busy import reads_busy
 from ._cell import LoaderRef, find_callers, find_loader_names, find_names, trainers_made_in
 from ._session import Session, sessions
+from ._view import choose_view
 
 FLAGS = {
     "steps": "--steps",
@@ -204,6 +205,15 @@ class LoadEvalMagics(Magics):
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
     )
     @argument(
+        "--view",
+        default=None,
+        metavar="bokeh|html|text",
+        help="the live view: bokeh (plots, needs jupyter_bokeh's widget JavaScript), html "
+        "(a chart redrawn about once a second, needs no widget JavaScript: VS Code, Colab) "
+        "or text (a line that updates, a terminal IPython); default: $LOADEVAL_VIEW, else "
+        "the one that works where the cell runs",
+    )
+    @argument(
         "--only",
         choices=["real", "ideal"],
         default=None,
@@ -238,10 +248,13 @@ class LoadEvalMagics(Magics):
                 train_step(model, images.to(device), labels.to(device))
 
         The cell must iterate the loader by that name. The result (a PairResult with
-        ``.diagnosis``, ``.real``, ``.ideal``) is kept in ``_loadeval``.
+        ``.diagnosis``, ``.real``, ``.ideal``) is kept in ``_loadeval``. ``--view`` (or
+        ``$LOADEVAL_VIEW``) picks the live view; by default the one that works where the
+        cell runs (html in VS Code and Colab, text in a terminal IPython, else bokeh).
         """
         args = parse_argstring(self.loadeval, line)
-        session = self._request(args, cell)
+        view = choose_view(args.view, self.shell)
+        session = self._request(args, cell, view)
         global _latest
         _latest = session
         try:
@@ -255,7 +268,7 @@ class LoadEvalMagics(Magics):
                 raise _usage(result.error) from None
             raise result.error
 
-    def _request(self, args: Any, cell: str) -> Session:
+    def _request(self, args: Any, cell: str, view: str = "bokeh") -> Session:
         """Check everything the cell asked for, once, before anything runs; a session
         holding the checked settings (and a sweep's built loaders)."""
         if not cell.strip():
@@ -318,6 +331,7 @@ class LoadEvalMagics(Magics):
             target,
             settings,
             live=not args.no_live,
+            view=view,
             quiet=args.quiet,
             ladder=args.ladder,
             sweep=plan,

@@ -84,12 +84,15 @@ class Session:
         settings: RunSettings,
         *,
         live: bool = True,
+        view: str = "bokeh",
         quiet: bool = False,
         ladder: bool = False,
         sweep: Optional[SweepPlan] = None,
     ) -> None:
         self.shell, self.cell, self.target, self.settings = shell, cell, target, settings
         self.live, self.quiet, self.ladder_mode, self.sweep_plan = live, quiet, ladder, sweep
+        self.view = view
+        """The live view: ``bokeh``, ``html`` or ``text`` (see :mod:`._view`)."""
         self.original = target.loader
         self.dashboard: Any = None
         self.panel: Any = None
@@ -103,25 +106,21 @@ class Session:
 
     # -- display ----------------------------------------------------------------------
     def show(self) -> None:
-        """The dashboard, then its saved copy (a line saying the run has not finished, until
-        it has). BokehJS goes to the page first, in an output emptied at once: the page
-        ran it as it showed it, so a notebook saved during the run does not keep it."""
-        from ..widgets import Dashboard, load_bokehjs
-        from ..widgets._shared import gpu_notice, unload_bokehjs_output
+        """The dashboard of the session's view, then its saved copy (a line saying the run
+        has not finished, until it has)."""
+        from ..widgets._shared import DASHBOARDS, gpu_notice
 
         if self.quiet:
             gpu_notice()  # nothing shown, not even the no-GPU line
             return
-        bokehjs = load_bokehjs() if self.live else None
-        self.dashboard = Dashboard(
+        self.dashboard = DASHBOARDS[self.view](
             loader_name=self.target.name,
             steps_per_run=self.settings.steps,
             live=self.live,
             runs=RUNGS if self.ladder_mode else ("real", "ideal"),
             sweep=self.sweep_plan is not None,
         )
-        display(self.dashboard.mimebundle(), raw=True)
-        unload_bokehjs_output(bokehjs)
+        self.dashboard.show()
         self._write_static()
 
     def _run_once(self, ev: Any) -> None:
@@ -143,6 +142,8 @@ class Session:
         """Write (or rewrite) the saved-notebook copy."""
         cards = ([self.main_card] if self.main_card else []) + self.panel_cards
         bundle = self.dashboard.saved_copy(cards)
+        if bundle is None:  # nothing to show yet (the text view)
+            return
         if self.static_handle is None:
             self.static_handle = display(bundle, raw=True, display_id=True)
         else:
@@ -179,16 +180,9 @@ class Session:
     def sweep(self, plan: SweepPlan, settings: Optional[RunSettings] = None) -> SweepResult:
         """``--sweep`` (or the panel's "Run sweep", in a view of its own below the pair's)."""
         dash = self.dashboard
-        from_panel = dash is not None and dash.sweep_fig is None
+        from_panel = dash is not None and not dash.sweep
         if from_panel:
-            from ..widgets import Dashboard
-
-            dash = Dashboard(
-                loader_name=self.target.name,
-                steps_per_run=self.settings.steps,
-                live=dash.live,
-                sweep=True,
-            )
+            dash = dash.sweep_view()
             self.dashboard.add_view(dash.widget)
         with self._latched():
             result = run_sweep(

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import ipywidgets as W
 from bokeh.layouts import column
+from IPython.display import display
 
 from ..core import (
     LadderResult,
@@ -54,7 +55,7 @@ from ..viz._shared import (
     sweep_figure,
     sweep_html,
 )
-from ._bokeh import DisplayOnlyBokehModel
+from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output
 from ._panel import advised_sweep
 from ._pusher import Pusher, series_of
 from ._saved import static_bundle
@@ -82,7 +83,17 @@ RUN_TITLES = {
 
 class Dashboard(SweepHooks):
     """The widget shown by ``%%loadeval``; also the hooks that feed it during a pair,
-    a caching ladder (``runs`` = the rungs) or a sweep."""
+    a caching ladder (``runs`` = the rungs) or a sweep.
+
+    Its live plots are Bokeh models inside ipywidgets (jupyter_bokeh's widget JavaScript
+    must load in the page); each sits in an ``Output`` of its own, so that where they
+    cannot render the status line, the verdict and the rerun panel (ipywidgets core) still
+    do. :class:`~._html_view.HtmlDashboard` and :class:`~._text_view.TextDashboard` are the
+    views for hosts without that JavaScript and for a terminal.
+    """
+
+    uses_bokeh = True
+    """Whether its live plots are Bokeh widgets (BokehJS goes to the page first)."""
 
     def __init__(
         self,
@@ -99,6 +110,8 @@ class Dashboard(SweepHooks):
         self.loader_name = loader_name
         self.steps_per_run = steps_per_run
         self.live = live
+        self.sweep = sweep
+        self.width = width
         self.push_interval_s = push_interval_s
         self.push_budget = push_budget
         self.uid = f"loadeval-{next(_ids)}-{int(time.time() * 1000) % 100000}"
@@ -121,6 +134,7 @@ class Dashboard(SweepHooks):
             f".{self.uid} .loadeval-stale{{opacity:0.35}}</style>"
         )
         self.verdict = W.HTML(value="")
+        self.verdict.add_class("loadeval-verdict")
         self.history = W.HTML(value="")
         self.errors = W.Output()
         self.step_fig, self.step_src, self.startup_src = live_step_figure(width=width, names=runs)
@@ -139,15 +153,15 @@ class Dashboard(SweepHooks):
             f.max_width = f.width
             f.min_width = 400
         self.live_layout = column(*figs, sizing_mode="stretch_width")
-        if live:
+        if live and self.uses_bokeh:
             self.live_view = DisplayOnlyBokehModel(self.live_layout)
-            children.append(self.live_view)
+            children.append(_plots(self.live_view))
         children += [self.verdict, self.errors]
         self.panel_box = W.VBox([])
         self.history_box = W.VBox([W.HTML("<b>History</b>"), self.history])
-        if live:
+        if live and self.uses_bokeh:
             self.hist_view = DisplayOnlyBokehModel(self.hist_fig)
-            self.history_box.children = (*self.history_box.children, self.hist_view)
+            self.history_box.children = (*self.history_box.children, _plots(self.hist_view))
         self.history_box.layout.display = "none"
         children += [self.panel_box, self.history_box]
         # never wider than the notebook: what does not fit scrolls in its own box
@@ -176,6 +190,24 @@ class Dashboard(SweepHooks):
         self._status_text = text
         self.status.value = self._status_html(text, color)
 
+    def show(self) -> None:
+        """Display the dashboard (BokehJS first, in an output emptied at once: the page ran
+        it as it showed it, so a notebook saved during the run does not keep it)."""
+        bokehjs = load_bokehjs() if self.live_view is not None else None
+        display(self.mimebundle(), raw=True)
+        unload_bokehjs_output(bokehjs)
+
+    def sweep_view(self) -> Dashboard:
+        """A dashboard for a sweep started from the rerun panel, shown inside this one's
+        widget (:meth:`add_view`)."""
+        return type(self)(
+            loader_name=self.loader_name,
+            steps_per_run=self.steps_per_run,
+            live=self.live,
+            sweep=True,
+            width=self.width,
+        )
+
     def mimebundle(self) -> dict[str, Any]:
         """The dashboard's cell output: its widget view, and for frontends that do not
         render widgets (nbconvert, GitHub) one line in words, not ``VBox(children=(HTML(...``:
@@ -189,12 +221,15 @@ class Dashboard(SweepHooks):
         bundle = static_bundle(self.static_class, cards or [NOT_YET])
         # JupyterLab: a widget output of this cell (the widget renderer is its one output
         # that is a panel) holding no view ("Loading widget…", "Error displaying widget:
-        # model not found"), and this dashboard if a plot could not render, are hidden;
-        # the copy shows instead (the dashboard's CSS hides it while it works)
+        # model not found") is hidden, and if a plot could not render, so are the plots
+        # and the verdict (the copy has both); the status line and the rerun panel stay.
+        # The copy shows instead (the dashboard's CSS hides it while it works)
         style = (
             f"<style>.jp-OutputArea:has(.{self.static_class}) .jp-OutputArea-output.lm-Panel"
             f":not(:has(> .lm-Widget)){{display:none}} "
-            f".{self.uid}:has(.jupyter-widgets-error-widget){{display:none}}</style>"
+            f".{self.uid} .loadeval-plots:has(.jupyter-widgets-error-widget){{display:none}} "
+            f".{self.uid}:has(.jupyter-widgets-error-widget) .loadeval-verdict{{display:none}}"
+            "</style>"
         )
         return {**bundle, "text/html": style + bundle["text/html"]}
 
@@ -223,8 +258,11 @@ class Dashboard(SweepHooks):
             self.step_src[name].data = {k: [] for k in self.step_src[name].data}
             self.util_src[name].data = {k: [] for k in self.util_src[name].data}
         if self.live:
-            self._pusher = Pusher(self, which, ev, label)
+            self._pusher = self._new_pusher(which, ev, label)
             self._pusher.start()
+
+    def _new_pusher(self, which: str, ev: LoaderEvaluator, label: str) -> Pusher:
+        return Pusher(self, which, ev, label)
 
     def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
         if self._pusher is not None:
@@ -271,18 +309,9 @@ class Dashboard(SweepHooks):
         d = result.diagnosis
         if d is not None:
             self.verdict.value = verdict_html(d, config=pair_config(result))
-            self.set_status(
-                f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
-                + (
-                    f" Disturbed: other work ran during the {' and '.join(d.disturbed)} "
-                    f"run{'s' if len(d.disturbed) > 1 else ''}; rerun on a quiet machine."
-                    if d.disturbed
-                    else ""
-                ),
-                DISTURBED_COLOR if d.disturbed else "#333",
-            )
-        elif result.error is None:
-            self.set_status(f"Done: {result.failed or 'one run only'}; no comparison to make.")
+        done = done_status(result)
+        if done is not None:
+            self.set_status(*done)
         self.advised_sweep = advised_sweep(d.facts()) if d is not None else None
         if self._panel is not None:
             self._panel.suggest_sweep(self.advised_sweep)
@@ -356,6 +385,39 @@ class Dashboard(SweepHooks):
             self._pusher.stop_event.set()
             self._pusher.join()
             self._pusher = None
+
+
+def done_status(result: PairResult) -> Optional[tuple[str, str]]:
+    """The status line once a pair is done, and its colour (None: it failed, and its run
+    said so)."""
+    d = result.diagnosis
+    if d is not None:
+        disturbed = (
+            f" Disturbed: other work ran during the {' and '.join(d.disturbed)} "
+            f"run{'s' if len(d.disturbed) > 1 else ''}; rerun on a quiet machine."
+            if d.disturbed
+            else ""
+        )
+        return (
+            f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
+            + disturbed,
+            DISTURBED_COLOR if d.disturbed else "#333",
+        )
+    if result.error is None:
+        return f"Done: {result.failed or 'one run only'}; no comparison to make.", "#333"
+    return None
+
+
+def _plots(view: Any) -> W.Output:
+    """``view`` (a Bokeh widget) in an ``Output`` of its own: where jupyter_bokeh's
+    JavaScript is missing only this box fails, not the dashboard's box around it (ipywidgets
+    would not build a box whose child's model cannot be made)."""
+    out = W.Output()
+    out.add_class("loadeval-plots")
+    data = {**view._repr_mimebundle_(), "text/plain": ""}  # not the model's repr
+    out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
+    out._loadeval_held = (view,)  # closed with the box (close_tree)
+    return out
 
 
 def gpu_notice() -> Optional[str]:

@@ -220,6 +220,7 @@ def close_tree(widget: Any) -> None:
         if id(w) in seen:
             continue
         seen.add(id(w))
+        todo.extend(getattr(w, "_loadeval_held", ()))  # the plots an Output shows
         for name in getattr(w, "keys", ()):
             value = getattr(w, name, None)
             for v in value if isinstance(value, (list, tuple)) else (value,):

@@ -24,6 +24,8 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
 from ..core import LoaderEvaluator
@@ -126,25 +128,33 @@ class Pusher(threading.Thread):
 
     def push(self) -> None:
         t_cpu, t0 = self.cpu_clock(), self.stamp()
-        doc = self.dash.live_layout.document
         try:
-            # everything new goes out as one combined patch (one comm message)
-            if doc is not None:
-                doc.hold("combine")
-            self._push()
+            with self._held():
+                self._push()
         except Exception as e:  # never break the user's run over a plot
             if not self.failed:
                 self.failed = True
                 log.warning("loadeval_nb: live plot update failed (%s); the run goes on.", e)
         finally:
-            if doc is not None:
-                doc.unhold()
             cost = self.cpu_clock() - t_cpu
             self.spans.append((t0, self.stamp()))
             self.cpu_s += cost
             self.pushes += 1
             # smoothed, so one slow push (a big backlog) does not stall the plots
             self.cost_s = cost if self.cost_s is None else 0.7 * self.cost_s + 0.3 * cost
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        """Everything new goes out as one combined patch of the plots' document (one comm
+        message)."""
+        doc = self.dash.live_layout.document
+        if doc is not None:
+            doc.hold("combine")
+        try:
+            yield
+        finally:
+            if doc is not None:
+                doc.unhold()
 
     def _stream_steps(self, which: str, first: int, steps: list[int], startups: list[int]) -> None:
         """Stream ``steps`` (ns; numbered from ``first``) to run ``which``'s plot: those at
@@ -170,7 +180,28 @@ class Pusher(threading.Thread):
     def _push(self) -> None:
         """Each side's new steps to its series, and each utilisation tick to the series of
         the side that ran then (in an interleaved pass, the block it fell in)."""
+        for name, first, steps, startups in self.read_steps():
+            self._stream_steps(name, first, steps, startups)
         ev, one = self.ev, len(self.series) == 1
+        sampler, t0 = ev.util_sampler, ev.started_ns
+        if sampler is not None and t0 is not None:
+            data, self.k_util = sampler.since(self.k_util)
+            times = data.pop("t_ns")
+            for side, name in self.series.items():
+                keep = [k for k, t in enumerate(times) if one or ev.side_at(t) == side]
+                if keep:
+                    src = self.dash.util_src[name]
+                    row = {"t_s": [(times[k] - t0) / 1e9 for k in keep]}
+                    row.update({c: [v[k] for k in keep] for c, v in data.items() if c in src.data})
+                    src.stream(row, rollover=LIVE_ROLLOVER)
+        self.dash.set_status(self.status_text())
+
+    def read_steps(self) -> list[tuple[str, int, list[int], list[int]]]:
+        """What each side completed since the last read: (its series, the number of its
+        first new step, the new step times in ns, the positions among them of an epoch's
+        first step: its start-up). Every live view reads a run through this."""
+        ev, one = self.ev, len(self.series) == 1
+        out = []
         for side, name in self.series.items():
             before = self.cursors[side]
             steps, after = ev.steps_since(side, before)
@@ -184,23 +215,16 @@ class Pusher(threading.Thread):
                     up = startup_positions(before, after, len(steps))
                 else:
                     up = [0] if n0 == 0 and side == "real" else []
-                self._stream_steps(name, n0, steps, up)
+                out.append((name, n0, steps, up))
         self.n_steps = sum(self.counts.values())
-        sampler, t0 = ev.util_sampler, ev.started_ns
-        if sampler is not None and t0 is not None:
-            data, self.k_util = sampler.since(self.k_util)
-            times = data.pop("t_ns")
-            for side, name in self.series.items():
-                keep = [k for k, t in enumerate(times) if one or ev.side_at(t) == side]
-                if keep:
-                    src = self.dash.util_src[name]
-                    row = {"t_s": [(times[k] - t0) / 1e9 for k in keep]}
-                    row.update({c: [v[k] for k in keep] for c, v in data.items() if c in src.data})
-                    src.stream(row, rollover=LIVE_ROLLOVER)
+        return out
+
+    def status_text(self) -> str:
+        """``LABEL: step 40 of 200, 3.1 s elapsed`` (an interleaved pass: each side's)."""
         per_run = self.dash.steps_per_run
         of = " (adaptive stop)" if per_run == "auto" else f" of {per_run or '?'}"
-        if one:
+        if len(self.series) == 1:
             done = f"step {self.n_steps}{of}"
         else:
             done = ", ".join(f"{s} step {n}" for s, n in self.counts.items()) + f"{of} each"
-        self.dash.set_status(f"{self.label}: {done}, {self.clock() - self.t_start:.1f} s elapsed")
+        return f"{self.label}: {done}, {self.clock() - self.t_start:.1f} s elapsed"

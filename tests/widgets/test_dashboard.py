@@ -353,11 +353,14 @@ def test_the_saved_copy_stands_in_where_the_dashboard_cannot_render():
     html = done["text/html"]
     assert "<p class='card'>verdict</p>" in html and "not finished" not in html
     assert done["text/plain"] == "verdict"
-    # the copy hides this cell's widget outputs that did not render, and the dashboard
-    # if a plot failed; no script
+    # the copy hides this cell's widget outputs that did not render, and if a plot failed
+    # the plots and the verdict (the copy has both), not the status line or the panel;
+    # no script
     assert html.startswith("<style>") and "<script" not in html
     assert f".jp-OutputArea:has(.{dash.static_class}) .jp-OutputArea-output.lm-Panel" in html
-    assert f".{dash.uid}:has(.jupyter-widgets-error-widget){{display:none}}" in html
+    assert f".{dash.uid} .loadeval-plots:has(.jupyter-widgets-error-widget){{display:none}}" in html
+    assert f".{dash.uid}:has(.jupyter-widgets-error-widget) .loadeval-verdict{{display:none}}" in html
+    assert f".{dash.uid}:has(.jupyter-widgets-error-widget){{" not in html
 
 
 def test_the_pusher_sends_under_the_request_that_started_it():
