@@ -23,18 +23,25 @@ def decimate(
     """
     n = len(y)
     if n <= max_points or max_points < 4:
-        return list(x), list(y)
+        return _listed(x), _listed(y)
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     buckets = max_points // 2
     edges = np.linspace(0, n, buckets + 1).astype(int)
-    keep: list[int] = []
-    for a, b in zip(edges[:-1], edges[1:]):
-        if b <= a:
-            continue
-        seg = ya[a:b]
-        i, j = a + int(np.argmin(seg)), a + int(np.argmax(seg))
-        keep.extend(sorted({i, j}))
+    firsts, lasts = edges[:-1], edges[1:]
+    filled = lasts > firsts
+    bucket = np.repeat(np.arange(buckets), lasts - firsts)
+    # sorted by bucket, then by value (stable: the first of equal values first), the first
+    # of each bucket is its minimum, and by falling value its maximum; a live view draws
+    # the whole run at every push, so no Python loop over the buckets
+    lows = np.lexsort((ya, bucket))[firsts[filled]]
+    highs = np.lexsort((-ya, bucket))[firsts[filled]]
+    keep = np.unique(np.concatenate([lows, highs]))
     return xa[keep].tolist(), ya[keep].tolist()
+
+
+def _listed(v: Sequence[float]) -> list[float]:
+    """A plain list of Python numbers (an array's ``tolist``)."""
+    return v.tolist() if isinstance(v, np.ndarray) else list(v)
 
 
 def startup_indices(run: Run) -> list[int]:
@@ -64,7 +71,7 @@ def steps_data(run: Run, max_points: int = 20000) -> dict[str, list[Any]]:
     keep[startup_indices(run)] = False
     x = np.flatnonzero(keep)
     y = np.asarray(run.step_ns, dtype=float)[keep] / 1e6
-    xs, ys = decimate(x.tolist(), y.tolist(), max_points)
+    xs, ys = decimate(x, y, max_points)
     return {"step": xs, "step_ms": ys}
 
 

@@ -1,0 +1,182 @@
+"""The html and text views without a browser: the html view grows through a display handle
+while a run runs, within its CPU budget; the text view's line counts steps; no Bokeh widget
+in either."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import pytest
+
+from loadeval_nb import LoaderEvaluator
+from loadeval_nb.widgets import RerunPanel
+from loadeval_nb.widgets._shared import (
+    HTML_PUSH_INTERVAL_S,
+    DisplayOnlyBokehModel,
+    HtmlDashboard,
+    HtmlPusher,
+    TextDashboard,
+    next_push_wait,
+)
+
+from ..timing import retry_once
+
+
+class Slow:
+    def __init__(self, n, sleep_s):
+        self.n, self.sleep_s = n, sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for i in range(self.n):
+            time.sleep(self.sleep_s)
+            yield i
+
+
+class FakeHandle:
+    """An IPython display handle that keeps what each update sent."""
+
+    def __init__(self):
+        self.updates = []
+
+    def update(self, obj, raw=False):
+        assert raw
+        self.updates.append(obj)
+
+
+def _points(bundle, series="real"):
+    """How many points the SVG's polyline of ``series`` (by its colour) holds."""
+    lines = re.findall(r'<polyline [^>]*points="([^"]*)"', bundle["text/html"])
+    return max((len(p.split()) for p in lines), default=0)
+
+
+def _widgets_in(widget):
+    out, todo = [], [widget]
+    while todo:
+        w = todo.pop()
+        out.append(w)
+        todo.extend(getattr(w, "children", ()))
+        todo.extend(getattr(w, "_loadeval_held", ()))
+    return out
+
+
+@retry_once
+def test_html_view_grows_through_its_display_handle_while_the_run_runs():
+    dash = HtmlDashboard(loader_name="x", steps_per_run=150, push_interval_s=0.2)
+    dash.handle = handle = FakeHandle()
+    ev = LoaderEvaluator(Slow(150, 0.01), sample_interval_s=None, label="real")
+    dash.run_started("real", ev, 0, 1)
+    pusher = dash.pusher
+    assert isinstance(pusher, HtmlPusher)
+    seen = []
+    t = time.monotonic()
+    for k, _ in enumerate(ev):
+        if k % 30 == 29:
+            seen.append(len(handle.updates))
+    elapsed = time.monotonic() - t
+    during = list(handle.updates)
+    dash.run_ended("real", ev, None)
+    # it was drawn again while the loop ran, and each drawing held more steps
+    assert seen[-1] > seen[0] >= 1
+    counts = [int(m) for b in during for m in re.findall(r"step (\d+) of 150", b["text/plain"])]
+    assert len(counts) >= 2 and counts == sorted(counts) and counts[-1] > counts[0]
+    sizes = [_points(b) for b in during if "<polyline" in b["text/html"]]
+    assert sizes and sizes == sorted(sizes) and sizes[-1] > sizes[0]
+    # the whole run at the end: 149 steps on the line (the first is the start-up's marker)
+    final = handle.updates[-1]
+    assert _points(final) == 149 and 'class="startup"' in final["text/html"]
+    assert dash.renders == len(handle.updates)
+    # the pusher's own CPU time (thread time, as the bokeh pusher counts it) stays within
+    # its budget, give or take the push the budget is learnt from
+    assert pusher.cpu_s <= dash.push_budget * elapsed + 2 * pusher.cost_s + 0.002
+
+
+def test_html_view_paces_itself_within_the_dashboard_budget():
+    # a push measured on this thread's CPU clock, of a pair's worth of steps; the next push
+    # waits so that pushing uses at most 0.25 % of a core, and never comes sooner than 1 s
+    dash = HtmlDashboard(loader_name="x", steps_per_run=2000)
+    assert dash.push_interval_s == HTML_PUSH_INTERVAL_S == 1.0
+    assert dash.push_budget == 0.0025  # the bokeh dashboard's
+    dash.handle = FakeHandle()
+    ev = LoaderEvaluator(list(range(2000)), sample_interval_s=None, label="real")
+    list(ev)
+    pusher = HtmlPusher(dash, "real", ev, "Run 1 of 1")
+    for _ in range(5):
+        pusher.push()
+    assert pusher.pushes == 5 and pusher.cost_s > 0 and not pusher.failed
+    wait = pusher.next_wait()
+    assert wait == next_push_wait(pusher.cost_s, 1.0, 0.0025)
+    assert wait >= 1.0
+    assert pusher.cost_s / wait <= 0.0025 or wait == 3.0  # the budget, or the slowest pace
+
+
+def test_html_view_has_no_bokeh_widget_and_keeps_verdict_and_panel():
+    dash = HtmlDashboard(loader_name="x", steps_per_run=10)
+    dash.set_panel(RerunPanel({"num_workers": 0}, 4, lambda *a: None).widget)
+    found = _widgets_in(dash.widget)
+    assert not any(isinstance(w, DisplayOnlyBokehModel) for w in found)
+    assert dash.verdict in found and dash.panel_box in found
+    assert dash.status.layout.display == "none"  # the live output says it
+    # before anything ran: the status line only, no chart
+    bundle = dash.live_bundle()
+    assert "Starting" in bundle["text/html"] and "<svg" not in bundle["text/html"]
+    # without a live view, the widget's own status line shows
+    quiet = HtmlDashboard(loader_name="x", steps_per_run=10, live=False)
+    assert quiet.status.layout.display != "none"
+    quiet.set_status("Run 1 of 2: starting")
+    assert "Run 1 of 2: starting" in quiet.status.value
+
+
+def test_the_bokeh_dashboard_s_plots_sit_apart_from_its_panel():
+    from loadeval_nb.widgets import Dashboard
+
+    dash = Dashboard(loader_name="x", steps_per_run=10)
+    # the dashboard's box holds Outputs that show the plots, not the plots: where
+    # jupyter_bokeh's JavaScript is missing, the box (status, verdict, panel) still renders
+    assert not any(isinstance(w, DisplayOnlyBokehModel) for w in dash.widget.children)
+    plots = [w for w in dash.widget.children if "loadeval-plots" in w._dom_classes]
+    assert len(plots) == 1 and plots[0]._loadeval_held == (dash.live_view,)
+    view_id = plots[0].outputs[0]["data"]["application/vnd.jupyter.widget-view+json"]
+    assert view_id["model_id"] == dash.live_view.model_id
+
+
+def test_text_view_says_each_run_in_one_line_that_updates():
+    out = io.StringIO()
+    dash = TextDashboard(loader_name="x", steps_per_run=60, push_interval_s=0.1, stream=out)
+    ev = LoaderEvaluator(Slow(60, 0.01), sample_interval_s=None, label="real")
+    dash.run_started("real", ev, 0, 2)
+    for _ in ev:
+        pass
+    dash.run_ended("real", ev, None)
+    text = out.getvalue()
+    line, rest = text.split("\n", 1)
+    assert rest == ""  # the run's line ended once, when the run did
+    updates = line.split("\r")[1:]
+    assert updates[0] == "Run 1 of 2 (real loader): starting"
+    counts = [int(m) for u in updates for m in re.findall(r"step (\d+) of 60", u)]
+    assert len(counts) >= 2 and counts == sorted(counts) and counts[-1] == 60
+    # each update covers the one before it
+    assert all(len(b) >= len(a) for a, b in zip(updates, updates[1:]))
+    dash.say("Done: NOT INPUT-BOUND")
+    assert out.getvalue().endswith("\nDone: NOT INPUT-BOUND\n")
+    assert dash.saved_copy([]) is None
+    assert dash.saved_copy([("<p>card</p>", "card")])["text/plain"] == "card"
+
+
+@pytest.mark.parametrize("view", [HtmlDashboard, TextDashboard])
+def test_a_failed_run_says_so_in_every_view(view):
+    out = io.StringIO()
+    kw = {"stream": out} if view is TextDashboard else {}
+    dash = view(loader_name="x", steps_per_run=10, **kw)
+    if view is HtmlDashboard:
+        dash.handle = FakeHandle()
+    ev = LoaderEvaluator(list(range(10)), sample_interval_s=None, label="real")
+    dash.run_started("real", ev, 0, 1)
+    list(ev)
+    dash.run_ended("real", ev, RuntimeError("boom"))
+    said = out.getvalue() if view is TextDashboard else dash.handle.updates[-1]["text/plain"]
+    assert "real run failed: RuntimeError: boom after 10 steps" in said
