@@ -245,7 +245,7 @@ class Session:
         from ..widgets import RerunPanel
 
         self.dashboard.pair_done(result)
-        if self.panel is None and result.error is None:
+        if self.panel is None and result.error is None and self.dashboard.shows_panel:
             self.panel = RerunPanel(
                 {**loader_knobs(self.original), "num_threads": _threads_now()},
                 self.settings.num_cached_batches,

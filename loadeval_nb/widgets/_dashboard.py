@@ -94,6 +94,8 @@ class Dashboard(SweepHooks):
 
     uses_bokeh = True
     """Whether its live plots are Bokeh widgets (BokehJS goes to the page first)."""
+    shows_panel = True
+    """Whether a rerun panel given to :meth:`set_panel` can show."""
 
     def __init__(
         self,
@@ -134,7 +136,7 @@ class Dashboard(SweepHooks):
             f".{self.uid} .loadeval-stale{{opacity:0.35}}</style>"
         )
         self.verdict = W.HTML(value="")
-        self.verdict.add_class("loadeval-verdict")
+        self.verdict.add_class("loadeval-verdict-box")
         self.history = W.HTML(value="")
         self.errors = W.Output()
         self.step_fig, self.step_src, self.startup_src = live_step_figure(width=width, names=runs)
@@ -228,7 +230,7 @@ class Dashboard(SweepHooks):
             f"<style>.jp-OutputArea:has(.{self.static_class}) .jp-OutputArea-output.lm-Panel"
             f":not(:has(> .lm-Widget)){{display:none}} "
             f".{self.uid} .loadeval-plots:has(.jupyter-widgets-error-widget){{display:none}} "
-            f".{self.uid}:has(.jupyter-widgets-error-widget) .loadeval-verdict{{display:none}}"
+            f".{self.uid}:has(.jupyter-widgets-error-widget) .loadeval-verdict-box{{display:none}}"
             "</style>"
         )
         return {**bundle, "text/html": style + bundle["text/html"]}

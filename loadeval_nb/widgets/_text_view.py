@@ -58,6 +58,8 @@ class TextDashboard(SweepHooks):
         self.rows: list[HistoryRow] = []
         self.advised_sweep: Optional[str] = None
         self.widget: Any = None  # no widget of its own
+        self.shows_panel = _in_kernel()
+        """Whether a rerun panel can show: in a kernel (a notebook), not in a terminal."""
         self._stream = stream
         self._pusher: Optional[Pusher] = None
         self._pair_label = ""
@@ -176,7 +178,7 @@ class TextDashboard(SweepHooks):
 
     def set_panel(self, panel: Any) -> None:
         """Show the rerun panel where widgets show (a kernel); a terminal has no use for it."""
-        if _in_kernel():
+        if self.shows_panel:
             display(panel)
 
     def add_view(self, view: Any) -> None:

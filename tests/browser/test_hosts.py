@@ -1,0 +1,290 @@
+"""A host without jupyter_bokeh's widget JavaScript, for real: JupyterLab on 127.0.0.1 with
+the ``@bokeh/jupyter_bokeh`` labextension disabled (``jupyter labextension disable`` into
+the test's own JUPYTER_CONFIG_DIR: what VS Code without ``jupyter.widgetScriptSources`` and
+Colab get), driven by headless Debian Chromium through Playwright.
+
+A ``%%loadeval --view html`` cell: its live output (the status line and the step-time SVG,
+refreshed through a display handle) grows between reads while the cell is busy, with no
+widget error box and no "No version of module" error in the console; then the verdict and
+the rerun panel (ipywidgets core). A ``--view bokeh`` cell in the same page: its plots
+cannot render there, and still its status line and rerun panel show, and the static copy
+holds the verdict. The notebook, saved, is exported by nbconvert to HTML and opened in
+Chromium: the result shows. Screenshots go to test-artifacts/ (LOADEVAL_ARTIFACTS
+overrides).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .test_jupyterlab import (
+    ARTIFACTS,
+    BUSY,
+    CHROMIUM,
+    KERNEL_IDLE,
+    _diagnose,
+    _free_port,
+    _need_browser,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+NO_MODULE = "No version of module @bokeh/jupyter_bokeh is registered"
+SETUP = """\
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self): return 4096
+    def __getitem__(self, i):
+        time.sleep(0.004)
+        return torch.full((4,), float(i))
+
+train_loader = DataLoader(Slow(), batch_size=2)
+%load_ext loadeval_nb"""
+LOOP = "for x in train_loader:\n    time.sleep(0.01)"
+CELLS = [
+    SETUP,
+    "%%loadeval train_loader --steps 200 --warmup 5 --cache 5 --view html\n" + LOOP,
+    "%%loadeval train_loader --steps 30 --warmup 2 --cache 3 --view bokeh\n" + LOOP,
+]
+CELL = "(i) => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+LIVE = f"""() => {{
+  const cell = ({CELL})(1);
+  const el = cell && cell.querySelector('.loadeval-live');
+  if (!el) return null;
+  const pts = [...el.querySelectorAll('polyline')].map(p => p.getAttribute('points').trim().split(/\\s+/).length);
+  return {{status: el.querySelector('.loadeval-status').innerText, points: pts.reduce((a, b) => a + b, 0)}};
+}}"""
+"""The html view of the second cell: its status line and the points its chart draws."""
+ERROR_BOXES = f"""(i) => {{
+  const cell = ({CELL})(i), shown = (e) => e.checkVisibility();
+  const boxes = [...cell.querySelectorAll('.jupyter-widgets-error-widget')].filter(shown);
+  const said = [...cell.querySelectorAll('.jp-OutputArea-output')].filter(shown)
+    .filter(e => /Loading widget|Error displaying widget|javascript error/.test(e.innerText));
+  return [...boxes, ...said].map(e => e.innerText.slice(0, 200));
+}}"""
+"""Visible outputs of a cell that hold a widget error (or say one is loading or failed)."""
+VISIBLE = """(sel) => [...document.querySelectorAll(sel)].filter(e => e.checkVisibility()).length"""
+IN_CELL = f"""([i, sel]) => [...({CELL})(i).querySelectorAll(sel)]
+  .filter(e => e.checkVisibility()).length"""
+"""How many elements of cell ``i`` that match ``sel`` are visible."""
+SAVE = "async () => { await window.jupyterapp.commands.execute('docmanager:save'); }"
+
+
+def _notebook() -> dict:
+    return {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": src,
+                "outputs": [],
+                "execution_count": None,
+            }
+            for src in CELLS
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+@pytest.fixture
+def lab_without_bokeh_js():
+    _need_browser()
+    root = Path(tempfile.mkdtemp(prefix="loadeval-hosts-"))
+    (root / "hosts.ipynb").write_text(json.dumps(_notebook()))
+    port, token = _free_port(), "loadeval-test-token"
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(root / ".jupyter"),
+        "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
+    }
+    for name in ("LOADEVAL_VIEW", "VSCODE_PID"):
+        env.pop(name, None)
+    (root / ".jupyter" / "labconfig").mkdir(parents=True)
+    (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    jupyter = [sys.executable, "-m", "jupyter"]
+    subprocess.run([*jupyter, "labextension", "disable", "@bokeh/jupyter_bokeh"],
+                   env=env, check=True, capture_output=True)  # fmt: skip
+    listed = subprocess.run(
+        [*jupyter, "labextension", "list"], env=env, capture_output=True, text=True
+    )
+    listing = listed.stdout + listed.stderr
+    assert re.search(r"@bokeh/jupyter_bokeh.*disabled", listing), listing
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen(
+        [*jupyter, "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
+         "--LabApp.extension_manager=readonly", "--LabApp.news_url=",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+         *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:]
+                    ) from None
+                time.sleep(0.3)
+        yield url, token, root, env
+    finally:
+        kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for k in kids:  # kernels that outlived the server
+            try:
+                k.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(kids, timeout=10)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _browser(pw, profile: Path):
+    return pw.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-first-run"],
+        viewport={"width": 1280, "height": 1000},
+    )  # fmt: skip
+
+
+def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    url, token, root, env = lab_without_bokeh_js
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        ctx = _browser(pw, root / "chromium-profile")
+        try:
+            page = ctx.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+            page.goto(f"{url}/lab/tree/hosts.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+            # the setup cell, then the html view's cell
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            # (a) live: the html view gains steps and points between reads while busy
+            reads: list[dict] = []
+            seen: list[object] = []
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                live = page.evaluate(LIVE)
+                busy = page.evaluate(BUSY)
+                seen.append((busy, live))
+                if live and busy and re.search(r"real step \d+", live["status"]):
+                    reads.append(live)
+                    if len(reads) == 1:
+                        page.screenshot(
+                            path=str(ARTIFACTS / "hosts-01-html-live.png"), full_page=True
+                        )
+                if (
+                    page.locator(".jp-Notebook .jp-Cell")
+                    .nth(1)
+                    .locator(".loadeval-verdict")
+                    .count()
+                ):
+                    break
+                page.wait_for_timeout(300)
+            else:
+                pytest.fail("the html view's verdict never came:\n" + _diagnose(page, root, errors))
+            steps = [sum(int(n) for n in re.findall(r"step (\d+)", r["status"])) for r in reads]
+            assert len(reads) >= 2, (seen[:40], _diagnose(page, root, errors))
+            assert steps[-1] > steps[0] and reads[-1]["points"] > reads[0]["points"], reads
+            # no widget error anywhere in the html view's cell, none in the console
+            assert page.evaluate(ERROR_BOXES, 1) == []
+            assert not [e for e in errors if NO_MODULE in e], errors
+
+            # (b) the verdict and the rerun panel (ipywidgets core), the chart of both sides
+            cell2 = page.locator(".jp-Notebook .jp-Cell").nth(1)
+            cell2.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=60_000)
+            assert page.evaluate(IN_CELL, [1, ".loadeval-dashboard .loadeval-verdict"]) == 1
+            done = page.evaluate(LIVE)
+            assert done["status"].startswith("Done: ") and done["points"] > reads[-1]["points"]
+            assert cell2.locator(".loadeval-live polyline").count() == 2  # real, ideal
+            # the static copy stays hidden while the widgets show
+            assert page.evaluate(IN_CELL, [1, ".loadeval-not-yet, [class$='-static']"]) == 0
+            cell2.locator(".loadeval-panel").scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "hosts-02-html-verdict.png"), full_page=True)
+
+            # (c) the bokeh view in the same page: its plots cannot render (the module is
+            # not registered), its status line, panel and saved verdict still show
+            cell3 = page.locator(".jp-Notebook .jp-Cell").nth(2)
+            try:
+                cell3.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=180_000)
+            except PlaywrightTimeout:
+                pytest.fail("the bokeh view's panel never came:\n" + _diagnose(page, root, errors))
+            page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
+            assert [e for e in errors if NO_MODULE in e], "the labextension was not disabled"
+            assert page.evaluate(IN_CELL, [2, ".loadeval-status"]) == 1
+            assert page.evaluate(IN_CELL, [2, ".loadeval-verdict"]) == 1  # the static copy's
+            assert page.evaluate(IN_CELL, [2, ".loadeval-plots"]) == 0  # hidden: no error box
+            assert page.evaluate(ERROR_BOXES, 2) == []
+            cell3.locator(".loadeval-panel").scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "hosts-03-bokeh-without-js.png"), full_page=True)
+
+            page.evaluate(SAVE)
+            page.wait_for_timeout(1000)
+        finally:
+            ctx.close()
+
+        # (d) the saved notebook, exported by nbconvert to HTML: the result shows
+        nb = root / "hosts.ipynb"
+        subprocess.run(
+            [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(nb)],
+            env=env, check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        exported = root / "hosts.html"
+        ctx = _browser(pw, root / "chromium-profile-2")
+        try:
+            page = ctx.new_page()
+            page.goto(exported.as_uri())
+            page.wait_for_selector(".loadeval-verdict", timeout=30_000)
+            shown = page.evaluate(VISIBLE, ".loadeval-verdict")
+            assert shown >= 2, shown  # each cell's static copy holds its verdict
+            assert page.evaluate(VISIBLE, ".loadeval-not-yet") == 0
+            text = page.evaluate("() => document.body.innerText")
+            assert "loadeval_nb result (static copy)" in text and "Done: " in text
+            assert (
+                page.evaluate(VISIBLE, ".loadeval-live svg polyline") == 2
+            )  # the html view's chart
+            page.screenshot(path=str(ARTIFACTS / "hosts-04-nbconvert.png"), full_page=True)
+        finally:
+            ctx.close()
