@@ -12,6 +12,7 @@ import types
 
 import pytest
 import torch
+from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.terminal.interactiveshell import TerminalInteractiveShell
@@ -82,7 +83,8 @@ def test_the_in_process_shell_is_no_terminal(shell):
 
 
 @pytest.mark.parametrize("view", ["bokeh", "html", "text"])
-def test_every_view_shows_the_verdict_and_keeps_the_result(shell, view, capsys):
+def test_every_view_shows_the_verdict_and_keeps_the_result(shell, view, capsys, monkeypatch):
+    monkeypatch.setattr(shell, "display_pub", CapturingDisplayPublisher())
     shell.run_cell_magic("loadeval", f"{LINE} --view {view}", LOOP)
     session = magic.latest_session()
     result = shell.user_ns["_loadeval"]
@@ -90,11 +92,12 @@ def test_every_view_shows_the_verdict_and_keeps_the_result(shell, view, capsys):
     kind = {"bokeh": Dashboard, "html": HtmlDashboard, "text": TextDashboard}[view]
     assert type(session.dashboard) is kind
     out = capsys.readouterr().out
+    shown = [o["data"] for o in shell.display_pub.outputs]
     # the saved copy (in a terminal: its text) holds the verdict in every view
-    assert result.diagnosis.text("options") in out
+    assert any(d.get("text/plain") == result.diagnosis.text("options") for d in shown)
     if view == "text":
         assert session.panel is None and "\r" in out and "Done: " in out
-        assert "loadeval_nb live dashboard" not in out  # no widget's text
+        assert not [d for d in shown if "loadeval_nb live dashboard" in d.get("text/plain", "")]
     else:  # the panel: ipywidgets core, in the dashboard's box, never beside a Bokeh model
         assert session.panel is not None
         assert session.dashboard.panel_box.children == (session.panel.widget,)

@@ -360,7 +360,8 @@ def test_the_saved_copy_stands_in_where_the_dashboard_cannot_render():
     assert f".jp-OutputArea:has(.{dash.static_class}) .jp-OutputArea-output.lm-Panel" in html
     assert f".{dash.uid} .loadeval-plots:has(.jupyter-widgets-error-widget){{display:none}}" in html
     assert (
-        f".{dash.uid}:has(.jupyter-widgets-error-widget) .loadeval-verdict-box{{display:none}}" in html
+        f".{dash.uid}:has(.jupyter-widgets-error-widget) .loadeval-verdict-box{{display:none}}"
+        in html
     )
     assert f".{dash.uid}:has(.jupyter-widgets-error-widget){{" not in html
 
