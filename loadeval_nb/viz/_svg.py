@@ -34,14 +34,16 @@ def steps_svg(
     width: int = 640,
     height: int = 220,
     title: str = "Step time per step (ms)",
+    max_points: int = 600,
 ) -> str:
     """An SVG document plotting each run's step times (ms) against step index. The steps
     set the scale; each epoch's first step (its start-up) is a triangle, at the top edge
-    when it is off the scale, and its time is written under the run's name."""
+    when it is off the scale, and its time is written under the run's name. A run of more
+    than ``max_points`` steps is decimated (each bucket's minimum and maximum)."""
     left, right, top, bottom = 48, 130, 24, 30
     pw, ph = width - left - right, height - top - bottom
     series = [
-        (name, run.n_steps, steps_data(run, max_points=600), startup_data(run, name))
+        (name, run.n_steps, steps_data(run, max_points=max_points), startup_data(run, name))
         for name, run in runs
         if run is not None and run.n_steps
     ]

@@ -23,10 +23,14 @@ from IPython.display import display
 from ..core import LoaderEvaluator, Run
 from ..viz import steps_svg
 from ._dashboard import Dashboard
-from ._pusher import Pusher, series_of
+from ._pusher import Pusher, next_push_wait, series_of
 
 HTML_PUSH_INTERVAL_S = 1.0
 """The html view is drawn again at most this often (its pusher's budget may space it more)."""
+LIVE_POINTS = 300
+"""Points a side while the run goes (each bucket's minimum and maximum): a drawing costs
+in proportion, and the chart is ~460 px wide; the whole run, once ended, gets the saved
+copy's 600."""
 
 
 class LiveSteps:
@@ -57,10 +61,19 @@ class LiveSteps:
 
 class HtmlPusher(Pusher):
     """The pusher of the html view: the new steps of each side to its :class:`LiveSteps`,
-    then the view drawn again, once (no Bokeh document to hold)."""
+    then the view drawn again, once (no Bokeh document to hold). A drawing holds the whole
+    run, so each costs more than the one before: the next push is spaced by the cost of
+    the last one when that is more than the smoothed cost, so that the smoothing, which
+    lags behind a cost that only grows, does not overdraw the budget."""
 
     def _held(self) -> AbstractContextManager[None]:
         return nullcontext()
+
+    def next_wait(self) -> float:
+        if self.cost_s is None or self.last_cost_s is None:
+            return super().next_wait()
+        cost = max(self.cost_s, self.last_cost_s)
+        return next_push_wait(cost, self.dash.push_interval_s, self.dash.push_budget)
 
     def _push(self) -> None:
         for name, _first, steps, startups in self.read_steps():
@@ -119,8 +132,11 @@ class HtmlDashboard(Dashboard):
         runs += [(n, s.run()) for n, s in self._steps.items() if n not in self._runs]
         status = self.status_text() or "Starting…"
         note = f"<span style='color:#999'> · {html.escape(self.note)}</span>" if self.note else ""
+        points = LIVE_POINTS if self._pusher is not None else 600
         chart = (
-            steps_svg(runs, width=min(self.width, 760)) if any(r.n_steps for _, r in runs) else ""
+            steps_svg(runs, width=min(self.width, 760), max_points=points)
+            if any(r.n_steps for _, r in runs)
+            else ""
         )
         return {
             "text/html": f"<div class='loadeval-live {self.uid}-live'>"

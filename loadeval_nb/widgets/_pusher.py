@@ -101,6 +101,7 @@ class Pusher(threading.Thread):
         self.cpu_s = 0.0  # CPU time this thread spent pushing
         self.pushes = 0
         self.cost_s: Optional[float] = None  # smoothed CPU time of one push
+        self.last_cost_s: Optional[float] = None  # the CPU time of the last push
         # when each push ran (``stamp`` clock), and a switch to skip pushes: both for
         # bench/dashboard_overhead.py, which attributes step time to pushes
         self.spans: deque[tuple[int, int]] = deque(maxlen=4096)
@@ -139,6 +140,7 @@ class Pusher(threading.Thread):
             cost = self.cpu_clock() - t_cpu
             self.spans.append((t0, self.stamp()))
             self.cpu_s += cost
+            self.last_cost_s = cost
             self.pushes += 1
             # smoothed, so one slow push (a big backlog) does not stall the plots
             self.cost_s = cost if self.cost_s is None else 0.7 * self.cost_s + 0.3 * cost

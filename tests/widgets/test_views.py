@@ -109,9 +109,12 @@ def test_html_view_paces_itself_within_the_dashboard_budget():
         pusher.push()
     assert pusher.pushes == 5 and pusher.cost_s > 0 and not pusher.failed
     wait = pusher.next_wait()
-    assert wait == next_push_wait(pusher.cost_s, 1.0, 0.0025)
+    # paced by the costlier of the smoothed cost and the last push's (a drawing holds the
+    # whole run: its cost only grows, and the smoothing lags behind it)
+    cost = max(pusher.cost_s, pusher.last_cost_s)
+    assert wait == next_push_wait(cost, 1.0, 0.0025)
     assert wait >= 1.0
-    assert pusher.cost_s / wait <= 0.0025 or wait == 3.0  # the budget, or the slowest pace
+    assert cost / wait <= 0.0025 or wait == 3.0  # the budget, or the slowest pace
 
 
 def test_html_view_has_no_bokeh_widget_and_keeps_verdict_and_panel():
