@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .core._shared import check_sorted, moved_name
+from .core._shared import check_sorted
 
 if TYPE_CHECKING:  # imported on first use: `import loadeval_nb` stays cheap
     from .core import (
@@ -86,26 +86,6 @@ _LAZY = {
     },
 }
 
-# names that left this face in 0.x: importable for one more release, with a warning
-MOVED = {
-    **{
-        name: f"loadeval_nb.{face}.{name}"
-        for face, names in {
-            "verdict": "Diagnosis Comparison INPUT_BOUND PARTLY_INPUT_BOUND NOT_INPUT_BOUND "
-            "NOT_ENOUGH_DATA",
-            "explore": "RunHooks PairResult LadderResult split_transforms SweepResult "
-            "SweepHooks SweepPlan parse_sweep prepare_sweep rebuild_loader",
-            "ranks": "gather_pair",
-            "measure": "AutoStop WorkerFetchTimer UtilSampler gpu_status",
-            "whatif": "simulate SimResult predict Prediction predict_from_runs",
-            "errors": "OptionError CacheBudgetError RunLogError CacheMutationWarning",
-        }.items()
-        for name in names.split()
-    },
-    "Report": "loadeval_nb.verdict.Facts",
-    "RankReport": "loadeval_nb.ranks.RanksResult",
-}
-
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
@@ -113,7 +93,7 @@ def __getattr__(name: str) -> Any:
         if _LAZY[name] == "loadeval_nb.core":
             globals()[name] = value  # kept: the next use is a plain lookup
         return value
-    return moved_name(__name__, name, MOVED)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

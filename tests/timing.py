@@ -9,7 +9,7 @@ a fresh interpreter, real CPU readings) use what is here:
   falls on both alike; it returns their ratio.
 * :func:`retry_once`: one more try of the whole measurement after a failed assertion.
 * "disturbed means retry": a failed assertion on a run that the tool itself marked
-  disturbed (a :class:`~loadeval_nb.Diagnosis` with ``disturbed``, a run with a busy
+  disturbed (a :class:`~loadeval_nb.verdict.Diagnosis` with ``disturbed``, a run with a busy
   note), or during which other processes used the machine (:class:`OtherLoad`, measured
   around every try), is retried; if the retry is disturbed too, the test is skipped with
   the reason ("the machine was busy: ..."), never failed. On a quiet machine nothing is

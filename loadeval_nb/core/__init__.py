@@ -30,8 +30,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import _shared
-from ._moved import check_sorted, moved_name
+from ._errors import check_sorted
 
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._errors import (
@@ -189,44 +188,6 @@ __all__ = [
 ]
 check_sorted(__name__, __all__)
 
-_SHARED = "loadeval_nb.core._shared"
-_NEVER_PUBLIC = {
-    "ranks_result",
-    "check_sorted",
-    "moved_name",
-    "Action",
-    "option_name",
-    "said",
-    "HistoryRow",
-    "evaluator_for",
-    "log_path",
-    "plan_blocks",
-}
-MOVED = {
-    # plumbing the upper layers share: behind the private door now
-    **{name: f"{_SHARED}.{name}" for name in _shared.__all__ if name not in _NEVER_PUBLIC},
-    # used by nothing outside core: where they live
-    **{
-        name: f"loadeval_nb.core.{where}.{name}"
-        for where, names in {
-            "_files": "atomic_open",
-            "_format": "fmt_bytes fmt_pct",
-            "_env": "dist_rank",
-            "measure.adaptive": "mean_ci median_ci",
-            "measure.loader": "TUNABLE max_workers",
-            "whatif.simulator": "usable_cores",
-            "verdict.compare": "parse_share",
-            "explore.ladder": "STAGES",
-            "explore.samples": "CachedSamples",
-        }.items()
-        for name in names.split()
-    },
-    # renamed (one word for one thing)
-    "Report": "loadeval_nb.core.Facts",
-    "RankReport": "loadeval_nb.core.RanksResult",
-    "rank_report": f"{_SHARED}.ranks_result",
-}
-
 
 def __getattr__(name: str) -> Any:
     where = _LAZY_NAMES.get(name)
@@ -234,7 +195,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(where[0], __name__), where[1])
         globals()[name] = value
         return value
-    return moved_name(__name__, name, MOVED)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -99,3 +99,9 @@ def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
         listed = " or ".join(repr(c) for c in choices)
         raise OptionError(name, f" must be {listed}, not {value!r}.")
     return value
+
+
+def check_sorted(module: str, names: list[str]) -> None:
+    """A face's ``__all__`` is kept sorted (torch checks its own at import, too)."""
+    if names != sorted(names):
+        raise AssertionError(f"{module}.__all__ is not sorted")

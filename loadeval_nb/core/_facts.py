@@ -9,7 +9,6 @@ disagree. :class:`Reported` is that shared rendering tail, written once.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional, Union
@@ -146,15 +145,6 @@ class Reported:
         """The plain-text rendering of :meth:`facts` (what ``print(result)`` shows); the
         magic asks for ``spelling="options"``."""
         return self.facts().text(spelling)
-
-    def report(self) -> str:
-        """Deprecated: :meth:`text` (``report`` named five things; it names none now)."""
-        warnings.warn(
-            "result.report() is now result.text(); report() goes in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.text()
 
     def __str__(self) -> str:
         return self.text()

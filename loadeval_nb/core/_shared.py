@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._moved import check_sorted, moved_name
+from ._errors import check_sorted
 
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._env import interrupts_deferred, is_dataloader, torch_threads
@@ -100,7 +100,6 @@ __all__ = [
     "loader_knobs",
     "log_path",
     "looks_final",
-    "moved_name",
     "option_name",
     "parse_log_name",
     "plan_blocks",

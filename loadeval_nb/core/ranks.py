@@ -137,7 +137,7 @@ class RanksResult(Reported):
         return self.diagnoses.get(self.slowest) if self.slowest is not None else None
 
     def facts(self) -> Facts:
-        """The gathered facts, once: :meth:`report` and the notebook's card render this."""
+        """The gathered facts, once: :meth:`text` and the notebook's card render this."""
         rows = []
         for r in self.ranks:
             d = self.diagnoses.get(r.rank)

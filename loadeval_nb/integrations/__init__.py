@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..core._shared import check_sorted, moved_name
+from ..core._shared import check_sorted
 
 if TYPE_CHECKING:  # imported on first use (a script's child needs none of them)
     from ._huggingface import train_for_measurement, wrapped_train_dataloader
@@ -58,14 +58,6 @@ _LAZY = {
     "fit_pair": "._target",
     "train_pair": "._target",
 }
-_SHARED = "loadeval_nb.integrations._shared"
-MOVED = {
-    name: f"{_SHARED}.{name}"
-    for name in (
-        "is_lightning_trainer is_lightning_datamodule datamodule_train_loader bound_method "
-        "trainer_train_loader is_hf_trainer HF_NO_AUTO"
-    ).split()
-}
 
 
 def __getattr__(name: str) -> Any:
@@ -73,7 +65,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # kept: the next use is a plain lookup
         return value
-    return moved_name(__name__, name, MOVED)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -7,10 +7,7 @@ in this layer's private door, :mod:`loadeval_nb.viz._shared`.
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..core._shared import check_sorted, moved_name
-from . import _shared
+from ..core._shared import check_sorted
 from ._cards import verdict_html
 from ._comparison import plot_comparison, save_report
 from ._style import COLORS
@@ -18,9 +15,3 @@ from ._svg import bars_svg, steps_svg
 
 __all__ = ["COLORS", "bars_svg", "plot_comparison", "save_report", "steps_svg", "verdict_html"]
 check_sorted(__name__, __all__)
-
-MOVED = {name: f"loadeval_nb.viz._shared.{name}" for name in _shared.__all__}
-
-
-def __getattr__(name: str) -> Any:
-    return moved_name(__name__, name, MOVED)

@@ -2,7 +2,7 @@
 and as the standalone report's verdict.
 
 Pure functions of the results: each card renders the facts a result states once
-(:meth:`~loadeval_nb.Diagnosis.facts` and its kin), the same facts its plain-text
+(:meth:`~loadeval_nb.verdict.Diagnosis.facts` and its kin), the same facts its plain-text
 report prints. Every piece of text is escaped exactly once, here, where it meets HTML:
 callers pass plain text (``"<1%"``, a label with ``&``), never pre-escaped HTML.
 """

@@ -53,7 +53,7 @@ SETUP = textwrap.dedent(
             "restored": train_loader is original,
             "children": kids,
             "threads": extra,
-            "failed": getattr(res, "failed_run", None),
+            "failed": getattr(res, "failed", None),
             "real_steps": res.real.n_steps if res is not None and res.real else None,
             "ideal_steps": res.ideal.n_steps if res is not None and res.ideal else None,
         })
@@ -188,7 +188,7 @@ def test_stop_during_an_interleaved_pair(kernel, tmp_path):
     # real and ideal blocks in one loop: Stop lands in a block of either side; both sides'
     # partial runs are kept and their logs written (the ideal's blocks had begun)
     msg = kernel.start(cell(str(tmp_path / "logs"), sequential=False, at=150))
-    kernel.wait_for(msg, "running interleave")
+    kernel.wait_for(msg, "running pair")
     kernel.km.interrupt_kernel()
     reply = kernel.reply(msg)
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply

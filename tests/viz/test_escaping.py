@@ -122,10 +122,24 @@ def test_bokeh_models_of_the_report_carry_plain_text():
     assert titles and not any("&" in t for t in titles)
 
 
-@pytest.mark.parametrize("name", ["report_html", "verdict_html", "history_html", "sweep_html"])
+@pytest.mark.parametrize(
+    "name",
+    ["report_html", "verdict_html", "history_html", "pair_html", "ladder_html", "sweep_html"],
+)
 def test_the_notebook_and_the_report_share_one_card(name):
-    import loadeval_nb.viz as viz
-    import loadeval_nb.widgets as widgets
+    # one renderer, one place: each card is defined once, in viz, and the widgets layer has none
+    import pathlib
 
-    with pytest.warns(DeprecationWarning, match="moved to"):  # the old places, for one release
-        assert getattr(widgets, name) is getattr(viz, name)
+    import loadeval_nb
+    import loadeval_nb.widgets as widgets
+    from loadeval_nb.viz import _shared
+
+    root = pathlib.Path(loadeval_nb.__file__).parent
+    homes = [
+        p.relative_to(root).as_posix()
+        for p in sorted(root.rglob("*.py"))
+        if f"def {name}(" in p.read_text()
+    ]
+    assert homes == ["viz/_cards.py"]
+    assert callable(getattr(_shared, name, None) or getattr(loadeval_nb.viz, name))
+    assert not hasattr(widgets, name)

@@ -175,7 +175,7 @@ class LadderResult(Result):
         return split + ((Fact.of("advice", "what to do", what),) if what and not self.error else ())
 
     def facts(self) -> Facts:
-        """The ladder's facts, once: :meth:`report` and the notebook's card render this."""
+        """The ladder's facts, once: :meth:`text` and the notebook's card render this."""
         rows = []
         for r in self.table():
             if r["skipped"]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -28,27 +27,3 @@ class Result(Reported):
     @property
     def ok(self) -> bool:
         return self.error is None
-
-    # -- names of 0.x, for one release ---------------------------------------------------
-    @property
-    def loader(self) -> dict[str, Any]:
-        _renamed("loader", "loader_settings")
-        return self.loader_settings
-
-    @property
-    def failed_run(self) -> Optional[str]:
-        _renamed("failed_run", "failed")
-        return self.failed
-
-    @property
-    def failed_rung(self) -> Optional[str]:
-        _renamed("failed_rung", "failed")
-        return self.failed
-
-
-def _renamed(old: str, new: str) -> None:
-    warnings.warn(
-        f"result.{old} is now result.{new}; the old name goes in the next release.",
-        DeprecationWarning,
-        stacklevel=3,
-    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
@@ -23,7 +22,7 @@ class RunSettings:
     each run once its step time is known to ±5 %, see :class:`AutoStop`, whose
     ``auto_stop`` overrides its defaults), ``warmup`` (``--warmup``) and
     ``num_cached_batches`` (DALI's name; ``--cache`` for short, as ``%timeit -n`` is
-    ``number``). ``cache=`` is its old name, kept for one release.
+    ``number``).
     """
 
     steps: Any = 200
@@ -61,24 +60,13 @@ class RunSettings:
         repeat: int = 1,
         interleave: bool = True,
         checked: bool = False,
-        *,
-        cache: Optional[int] = None,
     ) -> None:
-        if cache is not None:
-            _renamed("cache", "num_cached_batches")
-            num_cached_batches = cache
         if isinstance(log_dir, (str, os.PathLike)):
             log_dir = expand_path(log_dir)  # ~/runs and $SCRATCH/runs, as a shell reads them
         values = dict(locals())
         for f in fields(self):
             object.__setattr__(self, f.name, values[f.name])
         self.validate()
-
-    @property
-    def cache(self) -> int:
-        """Deprecated: :attr:`num_cached_batches`."""
-        _renamed("cache", "num_cached_batches")
-        return self.num_cached_batches
 
     @property
     def auto(self) -> bool:
@@ -139,11 +127,3 @@ class RunHooks:
 
     def progress(self, text: str) -> None:
         """Work between runs that may take a while (the ladder making its samples)."""
-
-
-def _renamed(old: str, new: str) -> None:
-    warnings.warn(
-        f"RunSettings' {old} is now {new}; the old name goes in the next release.",
-        DeprecationWarning,
-        stacklevel=3,
-    )

@@ -188,7 +188,7 @@ class SweepResult(Result):
         return f"Recommended: {settings} ({fmt_rate(rate)} steps/s{vs_first}{of_ideal})."
 
     def facts(self) -> Facts:
-        """The sweep's facts, once: :meth:`report` and the notebook's card render this."""
+        """The sweep's facts, once: :meth:`text` and the notebook's card render this."""
         rows = []
         for r in self.table():
             if r["error"]:

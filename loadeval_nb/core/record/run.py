@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -204,33 +203,6 @@ class Run:
             "mean_workers_cpu_pct": self.mean_cpu_pct("workers_pct"),
         }
 
-    @property
-    def warmup_steps(self) -> int:
-        """Deprecated: :attr:`warmup`."""
-        _renamed("warmup_steps", "warmup")
-        return self.warmup
-
-    @warmup_steps.setter
-    def warmup_steps(self, value: int) -> None:
-        _renamed("warmup_steps", "warmup")
-        self.warmup = value
-
-    @property
-    def loader(self) -> dict[str, Any]:
-        """Deprecated: :attr:`loader_settings` (``loader`` is always a loader now)."""
-        _renamed("loader", "loader_settings")
-        return self.loader_settings
-
-    def to_run(self) -> Run:
-        """Deprecated: a result's ``real``/``ideal`` is a Run now; drop ``.to_run()``."""
-        warnings.warn(
-            "results hold Run records now: use result.real itself, not result.real.to_run(); "
-            "to_run() on a Run goes in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self
-
     # -- its file (the layout: record/runlog.py's docstring) ---------------------------
     def to_dict(self) -> dict[str, Any]:
         """The run log document (JSON-ready)."""
@@ -417,11 +389,3 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
         )
     except (KeyError, TypeError, ValueError) as e:
         raise RunLogError(f"{source} is a damaged run log ({e}); record the run again.") from None
-
-
-def _renamed(old: str, new: str) -> None:
-    warnings.warn(
-        f"Run.{old} is now Run.{new}; the old name goes in the next release.",
-        DeprecationWarning,
-        stacklevel=3,
-    )

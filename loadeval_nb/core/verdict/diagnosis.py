@@ -99,7 +99,7 @@ class Diagnosis(Reported):
         return d
 
     def facts(self) -> Facts:
-        """The diagnosis's facts, once: :meth:`report` and the notebook's verdict card
+        """The diagnosis's facts, once: :meth:`text` and the notebook's verdict card
         render this."""
         return diagnosis_facts(self)
 

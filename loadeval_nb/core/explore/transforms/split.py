@@ -99,7 +99,7 @@ class TransformSplit(Reported):
         return f"{listed} of each sample's time."
 
     def facts(self) -> Facts:
-        """The split's facts, once: :meth:`report` and an HTML card render this."""
+        """The split's facts, once: :meth:`text` and an HTML card render this."""
         facts = [Fact("measured", "measured on", self.where())]
         if self.collate_s is not None:
             facts.append(
