@@ -125,6 +125,18 @@ class LadderResult(Result):
     def rung(self, name: str) -> Optional[Rung]:
         return next((r for r in self.rungs if r.name == name), None)
 
+    def _cuda(self) -> Optional[bool]:
+        """Whether the rungs could use CUDA (None: unknown): the device rung ran, or the
+        runs' logs say so."""
+        device = self.rung("device")
+        if device is not None and device.run is not None:
+            return True
+        for r in self.rungs:
+            said = r.run.environment.get("cuda_available") if r.run is not None else None
+            if isinstance(said, bool):
+                return said
+        return None
+
     def table(self) -> list[dict[str, Any]]:
         """One row per rung: step statistics and the stage it adds (None when skipped)."""
         stages = {s.name: s for s in self.stages}
@@ -168,8 +180,12 @@ class LadderResult(Result):
 
     def _facts(self) -> tuple[Fact, ...]:
         top = self.transforms.costliest(1) if self.transforms else []
+        pin = self.loader_settings.get("pin_memory")
         what = ladder_advice(
-            self.largest.name if self.largest else None, top[0].name if top else None
+            self.largest.name if self.largest else None,
+            top[0].name if top else None,
+            pin_memory=pin if isinstance(pin, bool) else None,
+            cuda=self._cuda(),
         )
         split = (self.transforms.ladder_fact(),) if self.transforms else ()
         return split + ((Fact.of("advice", "what to do", what),) if what and not self.error else ())

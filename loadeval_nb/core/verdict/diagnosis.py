@@ -375,12 +375,6 @@ def _workers(d: Diagnosis) -> list[Piece]:
 
 
 _STAGE_ADVICE: dict[str, list[Piece]] = {
-    "host": [
-        "Host-to-device copies are the cost: make them pin_memory=True with "
-        ".to(device, non_blocking=True) so they overlap compute, or keep the data on the GPU (",
-        Action("cache_on", "device"),
-        ").",
-    ],
     "samples": [
         "Handing batches over is the cost (workers and collation): add DataLoader workers, "
         "lighten collate_fn, or hand over fewer, larger batches."
@@ -392,9 +386,41 @@ _STAGE_ADVICE: dict[str, list[Piece]] = {
 }
 
 
-def ladder_advice(stage: Optional[str], costliest: Optional[str] = None) -> Optional[list[Piece]]:
+def _copy_advice(pin_memory: Optional[bool], cuda: Optional[bool]) -> list[Piece]:
+    """The host stage's advice, like the pair's: pinned memory only where it is off and
+    there is a GPU to copy to."""
+    if pin_memory:
+        how = (
+            "the loader pins memory already; unless they already are, make the copies "
+            ".to(device, non_blocking=True) so they overlap compute"
+        )
+    elif cuda:
+        how = (
+            "unless they already are, make them pin_memory=True with "
+            ".to(device, non_blocking=True) so they overlap compute"
+        )
+    else:
+        how = "make fewer, larger copies"
+    return [
+        f"Host-to-device copies are the cost: {how}, or keep the data on the GPU (",
+        Action("cache_on", "device"),
+        ").",
+    ]
+
+
+def ladder_advice(
+    stage: Optional[str],
+    costliest: Optional[str] = None,
+    *,
+    pin_memory: Optional[bool] = None,
+    cuda: Optional[bool] = None,
+) -> Optional[list[Piece]]:
     """What to do about the ladder's largest stage (None: no stage stands out); for the
-    per-sample stage, the costliest transform step is where to start."""
+    per-sample stage, the costliest transform step is where to start. ``pin_memory`` (the
+    user's loader's) and ``cuda`` (whether the runs could use CUDA; None: unknown) keep
+    the copy advice to what can be followed, as :class:`Diagnosis`' advice does."""
+    if stage == "host":
+        return _copy_advice(pin_memory, cuda)
     pieces = _STAGE_ADVICE.get(stage or "")
     if pieces is None:
         return None

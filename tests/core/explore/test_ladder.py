@@ -293,3 +293,34 @@ def test_a_rung_faster_than_a_more_cached_one_is_called_out(fake_time):
         "ran faster than the host rung" in n and "rerun it on a quiet machine" in n
         for n in res.notes
     )
+
+
+def _copy_bound_ladder(pin_memory):
+    # the device rung at 10 ms a step, every rung below it at 16 ms: the host-to-device
+    # copy is the largest stage (a ladder on a GPU; this machine has none, so by hand)
+    from loadeval_nb.core import Run
+    from loadeval_nb.core.explore.ladder import LadderResult, Rung, compare_rungs
+
+    def run(ms, mode):
+        steps = [int((ms + 0.01 * (i % 3)) * 1e6) for i in range(60)]
+        start = [sum(steps[:i]) for i in range(60)]
+        env = {"cuda_available": True}
+        return Run(mode=mode, start_ns=start, step_ns=steps, warmup=2, environment=env)
+
+    res = LadderResult(label="", loader_settings={"num_workers": 2, "pin_memory": pin_memory})
+    res.rungs = [
+        Rung("device", run=run(10, "replay")),
+        Rung("host", run=run(16, "replay")),
+        Rung("samples", run=run(16, "log")),
+        Rung("real", run=run(16, "log")),
+    ]
+    compare_rungs(res)
+    assert res.largest is not None and res.largest.name == "host"
+    return res.text()
+
+
+def test_the_ladder_advises_pinned_memory_only_where_it_is_off():
+    # a loader that pins already is told what is left (non_blocking copies), not to pin
+    pinned = _copy_bound_ladder(pin_memory=True)
+    assert "pin_memory=True" not in pinned and "the loader pins memory already" in pinned
+    assert "pin_memory=True" in _copy_bound_ladder(pin_memory=False)

@@ -285,7 +285,7 @@ def test_the_ladder_advises_on_its_largest_stage():
         return said(ladder_advice(*a))
 
     assert ladder_advice(None) is None and ladder_advice("device") is None
-    assert "pin_memory=True" in advice("host")
+    assert "pin_memory=True" in said(ladder_advice("host", cuda=True))
     assert advice("host").endswith("(cache_on='device').")
     assert said(ladder_advice("host"), "options").endswith("(--cache-on device).")
     assert "add DataLoader workers" in advice("samples")
@@ -294,3 +294,25 @@ def test_the_ladder_advises_on_its_largest_stage():
         "Start with ColorJitter, the costliest step."
     )
     assert "Start with" not in advice("real")
+
+
+@pytest.mark.parametrize(
+    ("pin_memory", "cuda", "pin", "already"),
+    [
+        (False, True, True, False),
+        (True, True, False, True),
+        (None, True, True, False),
+        (False, False, False, False),
+        (False, None, False, False),
+    ],
+)
+def test_the_ladders_copy_advice_can_be_followed(pin_memory, cuda, pin, already):
+    # like the pair's: pin_memory=True only where the loader does not pin and CUDA is used
+    from loadeval_nb.core._shared import said
+    from loadeval_nb.core.verdict.diagnosis import ladder_advice
+
+    text = said(ladder_advice("host", pin_memory=pin_memory, cuda=cuda))
+    assert text.startswith("Host-to-device copies are the cost")
+    assert ("pin_memory=True" in text) is pin
+    assert ("pins memory already" in text) is already
+    assert text.endswith("(cache_on='device').")
