@@ -1,7 +1,7 @@
 """One measured run: raw per-step arrays plus context, and the statistics derived from them.
 
-A :class:`Run` is built from an evaluator's epoch stamps by :func:`build_run` and
-written and read as a run log by :mod:`._runlog`.
+A :class:`Run` is built from an evaluator's epoch stamps by
+:func:`~..measure.build_run.build_run` and written and read as a run log by :mod:`.runlog`.
 """
 
 from __future__ import annotations
