@@ -365,18 +365,6 @@ def test_the_front_face_is_narrow():
         assert not name.startswith("_") or name == "__version__"
 
 
-def test_the_evaluators_old_argument_names_still_warn():
-    # what is left of the deprecation layer: core/measure/evaluator.py's _renamed_argument
-    # and pair.py's run_pair(repeats=) (untested); both go with those files' refactor
-    from loadeval_nb import LoaderEvaluator
-
-    with pytest.warns(DeprecationWarning, match="max_steps argument is now steps"):
-        ev = LoaderEvaluator([1, 2, 3], max_steps=2, sample_interval_s=None)
-    assert ev.steps == 2
-    with pytest.warns(DeprecationWarning, match="warmup_steps argument is now warmup"):
-        assert LoaderEvaluator([1], warmup_steps=1, sample_interval_s=None).warmup == 1
-
-
 def test_renamed_members_are_gone():
     from loadeval_nb import Run, RunSettings, diagnose
 
@@ -388,3 +376,11 @@ def test_renamed_members_are_gone():
     assert not hasattr(RunSettings(), "cache")
     d = diagnose(run, Run(mode="replay", start_ns=[0], step_ns=[1]))
     assert not hasattr(d, "report") and d.text()
+    from loadeval_nb import LoaderEvaluator, run_pair
+
+    with pytest.raises(TypeError, match="max_steps"):
+        LoaderEvaluator([1, 2, 3], max_steps=2, sample_interval_s=None)
+    ev = LoaderEvaluator([1, 2, 3], steps=2, warmup=1, sample_interval_s=None)
+    assert not hasattr(ev, "warmup_steps") and not hasattr(ev, "max_steps")
+    with pytest.raises(TypeError, match="repeats"):
+        run_pair([1, 2], lambda loader: None, repeats=2)

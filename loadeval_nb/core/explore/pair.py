@@ -6,9 +6,7 @@ Framework-agnostic: ``run_once(wrapper)`` is whatever runs the user's loop with
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -85,19 +83,18 @@ def run_pair(
     hooks: Optional[RunHooks] = None,
     label: str = "",
     loader_name: str = "the loader",
-    repeats: Optional[int] = None,
 ) -> PairResult:
-    """Run ``run_once`` with a log-mode wrapper of ``loader`` (the real run), then with a
-    replay wrapper (the ideal run).
+    """Measure the pair over ``run_once``: by default one pass of the loader in which real
+    and replayed (ideal) blocks are interleaved (``LoaderEvaluator(mode="pair")``), the
+    replay cache filled from the pass's first batches; with ``settings.interleave``
+    off (or a loader too short for blocks, said in a note), a log-mode run of ``loader``
+    (the real run), then a replay run (the ideal run), the loader started twice.
 
-    ``settings.repeat`` runs the pair that many times in A B B A order (real, ideal,
-    ideal, real, real, ideal, ...), each side's repeats as epochs of one wrapper, so that
-    load on the machine lands on both sides and the interval holds the spread between
-    repeats. (``repeats=`` is the old name of ``settings.repeat``, for one release.)
-
-    The user's loader is started exactly twice: by the real run and by the replay's cache
-    fill. A cache that would not fit is refused from the real run's first batch, before
-    the real run goes on.
+    ``settings.repeat`` runs a one-after-the-other pair that many times in A B B A order
+    (real, ideal, ideal, real, real, ideal, ...), each side's repeats as epochs of one
+    wrapper, so that load on the machine lands on both sides and the interval holds the
+    spread between repeats. A cache that would not fit is refused from the real side's
+    first batch, before it goes on.
 
     Never raises for a failure inside a run: the error is stored in the result
     (``error``, ``failed``) after everything is cleaned up and the partial run kept, so
@@ -105,13 +102,6 @@ def run_pair(
     raises :class:`LoadEvalError` before anything runs.
     """
     settings = check_run_args(loader, run_once, settings)
-    if repeats is not None:
-        warnings.warn(
-            "run_pair(repeats=N) is now RunSettings(repeat=N); repeats= goes in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        settings = dataclasses.replace(settings, repeat=repeats)
     if not settings.checked:
         check_pair(loader, settings, loader_name, "keywords")
     hooks = hooks or RunHooks()

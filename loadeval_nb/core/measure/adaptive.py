@@ -74,7 +74,7 @@ def mean_ci(xs: Sequence[float], n_batches: int = 10) -> tuple[float, float, flo
 
 @dataclass(frozen=True)
 class AutoStop:
-    """When to stop a run (``LoaderEvaluator(..., max_steps="auto")`` uses the defaults).
+    """When to stop a run (``LoaderEvaluator(..., steps="auto")`` uses the defaults).
 
     Args:
         rel: stop once both intervals are within ± this fraction of their centre.

@@ -10,7 +10,6 @@ stamps into a :class:`~loadeval_nb.core.record.run.Run` and its file in :mod:`.b
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
@@ -62,8 +61,7 @@ class LoaderEvaluator(Evaluator):
             whole loader; ``"auto"``: an adaptive stop with defaults). ``steps`` means
             the same in :class:`RunSettings` and in ``%%loadeval --steps``.
         warmup: steps at the start of each epoch excluded from statistics (kept in
-            the log). ``max_steps`` and ``warmup_steps`` are the old names of these two,
-            kept for one release.
+            the log).
         cache_on: ``"host"`` keeps batches as produced (pinned stays pinned);
             ``"device"`` moves them to the GPU once, so replay also excludes the
             host-to-device copy.
@@ -110,17 +108,7 @@ class LoaderEvaluator(Evaluator):
         auto_stop: Optional[AutoStop] = None,
         worker_timing: bool = False,
         first_batch: Optional[Callable[[Any], None]] = None,
-        max_steps: Any = None,
-        warmup_steps: Optional[int] = None,
     ) -> None:
-        if max_steps is not None:
-            _renamed_argument("max_steps", "steps")
-            if steps is not None:
-                raise LoadEvalError("steps and max_steps are one setting; pass steps only.")
-            steps = max_steps
-        if warmup_steps is not None:
-            _renamed_argument("warmup_steps", "warmup")
-            warmup = warmup_steps
         check_choice("mode", mode, (*MODES, "pair"))
         if steps == "auto" or auto_stop is not None:
             if auto_stop is not None and not isinstance(auto_stop, AutoStop):
@@ -181,18 +169,6 @@ class LoaderEvaluator(Evaluator):
         """What the modes read (copied once; the modes never read the evaluator back)."""
         self._mode: LogMode | ReplayMode = MODES[mode](self.config)
         self.sides = (self._mode.side,)
-
-    @property
-    def max_steps(self) -> Optional[int]:
-        """Deprecated: :attr:`steps`."""
-        _renamed_argument("max_steps", "steps", "attribute")
-        return self.steps
-
-    @property
-    def warmup_steps(self) -> int:
-        """Deprecated: :attr:`warmup`."""
-        _renamed_argument("warmup_steps", "warmup", "attribute")
-        return self.warmup
 
     # -- the replay cache, as DALI names it ---------------------------------------------
     @property
@@ -513,13 +489,4 @@ def _pair(
         num_cached_batches=num_cached_batches,
         metrics_file=metrics_file,
         **kwargs,
-    )
-
-
-def _renamed_argument(old: str, new: str, what: str = "argument") -> None:
-    warnings.warn(
-        f"LoaderEvaluator's {old} {what} is now {new} (one name from %%loadeval --{new} to "
-        "here); the old name goes in the next release.",
-        DeprecationWarning,
-        stacklevel=3,
     )
