@@ -102,3 +102,69 @@ def fake_time(monkeypatch, clock) -> FakeClock:
     if probe.clock is not clock or pair.clock is not clock:
         pytest.fail("an evaluator no longer reads measure.base.DEFAULT_CLOCK: fix fake_time")
     return clock
+
+
+# ---- the fault catalogue's user (tests/catalogue.py; the cases are in tests/*/test_faults.py) --
+
+
+@pytest.fixture
+def user(tmp_path, monkeypatch):
+    """A user's data and loader in a working folder of the case's own."""
+    import torch
+
+    from tests.catalogue import User
+
+    monkeypatch.chdir(tmp_path)
+    return User(torch.arange(128.0).reshape(64, 2), str(tmp_path))
+
+
+@pytest.fixture
+def input_user(tmp_path, monkeypatch):
+    """The bad-input catalogue's user: a loader over 16 rows, in a folder of its own."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tests.catalogue import InputUser
+
+    monkeypatch.chdir(tmp_path)
+    data = torch.arange(32.0).reshape(16, 2)
+    return InputUser(data, DataLoader(TensorDataset(data), batch_size=4), str(tmp_path))
+
+
+@pytest.fixture
+def quiet_frameworks():
+    """Lightning and transformers (when imported) say only errors; warnings are ignored."""
+    import logging
+    import sys
+    import warnings
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:
+        transformers.logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the frameworks' advice on workers, logging, ...
+        yield
+
+
+@pytest.fixture
+def earlier_children():
+    """The child processes running before the case (``catalogue.no_children`` leaves them out)."""
+    from tests.catalogue import EARLIER
+
+    EARLIER.clear()
+    EARLIER.update(p.pid for p in psutil.Process().children(recursive=True))
+    yield
+
+
+@pytest.fixture
+def sigint_put_back():
+    """No case hands another SIGINT handler to the cases after it (a package fault that
+    leaves one is a case of its own: ``test_a_failed_pair_..._puts_sigint_back``)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    if signal.getsignal(signal.SIGINT) is not before:
+        signal.signal(signal.SIGINT, before)

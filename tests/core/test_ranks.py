@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from loadeval_nb import LoadEvalError, Run
@@ -181,3 +182,52 @@ def test_gather_logs_says_it_cannot_read_a_loop_of_links(tmp_path):
     loop.symlink_to(loop)
     with pytest.raises(LoadEvalError, match=r"^Cannot read the run log .*symbolic links"):
         gather_logs(tmp_path)
+
+
+# ---- stragglers: a late phase is not a slow loader (from the second fault round) ----------------
+
+
+def _rank(rank: int, wait_ms: list[float], load_ms: float, workers: int):
+    from loadeval_nb.ranks import RankResult
+
+    n = len(wait_ms)
+    step = [int((w + 10) * 1e6) for w in wait_ms]
+    run = Run(
+        mode="log",
+        start_ns=[sum(step[:i]) for i in range(n)],
+        step_ns=step,
+        wait_ns=[int(w * 1e6) for w in wait_ms],
+        samples=[8] * n,
+        loader_settings={"num_workers": workers},
+        worker_load_ns=[int(load_ms * 1e6)] * 200,
+    )
+    ideal = Run(
+        mode="replay", start_ns=[i * 10_000_000 for i in range(n)], step_ns=[10_000_000] * n
+    )
+    return RankResult(rank, "h", run.to_dict(), ideal.to_dict())
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_a_late_phase_among_equal_loaders_is_not_a_straggler(workers):
+    from loadeval_nb.core._shared import ranks_result
+
+    rng = np.random.default_rng(workers)
+    # rank 0 waits in next() for a whole run (its batch arrives later: a phase), rank 1 in
+    # the all-reduce; both loaders make a batch in the same time
+    late = list(12 + rng.normal(0, 0.5, 300))
+    early = list(2 + rng.normal(0, 0.3, 300))
+    res = ranks_result(
+        [_rank(0, late, 32 * workers, workers), _rank(1, early, 32 * workers, workers)]
+    )
+    assert res.straggler is None and res.skew_s and res.skew_s > 0.005
+    assert "a phase of the gradient all-reduce" in res.text()
+
+
+def test_a_rank_whose_loader_is_slower_is_a_straggler():
+    from loadeval_nb.core._shared import ranks_result
+
+    rng = np.random.default_rng(3)
+    slow = list(20 + rng.normal(0, 0.5, 300))
+    fast = list(2 + rng.normal(0, 0.3, 300))
+    res = ranks_result([_rank(0, fast, 32, 2), _rank(1, slow, 64, 2)])
+    assert res.straggler == 1
