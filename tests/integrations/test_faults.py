@@ -361,6 +361,7 @@ def test_a_rank_that_dies_fails_the_launch_in_one_error(tmp_path, monkeypatch, f
     assert os.listdir(errors) == []  # no pytorch-errorfile-* left
 
 
+@pytest.mark.slow
 def test_launch_ranks_refuses_unbounded_processes_and_stops_hung_ranks():
     from loadeval_nb.integrations import launch_ranks
 

@@ -123,6 +123,7 @@ def test_compute_bound_ground_truth(tmp_path):
         assert d.speedup < 1.05, d
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_counts_batches_not_updates(tmp_path):
     tr = hf_trainer(tmp_path, SleepyRegressor(), SleepyRecords(400), gradient_accumulation_steps=4)
     res = train_pair(
@@ -140,6 +141,7 @@ def test_train_for_measurement_refuses_other_objects():
             pass
 
 
+@pytest.mark.slow
 def test_magic_finds_the_trainer_in_the_cell(tmp_path):
     tr = hf_trainer(tmp_path, SleepyRegressor(0.001), SleepyRecords(400))
     with ipython_shell(trainer=tr) as ip:
@@ -154,6 +156,7 @@ def test_magic_finds_the_trainer_in_the_cell(tmp_path):
 # ---- accelerate -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_prepared_loader_is_measured_like_any_loader():
     acc = accelerate.Accelerator(cpu=True)
     dl = acc.prepare(DataLoader(SleepyRecords(160, 0.002), batch_size=8))  # 16 ms a batch
@@ -173,6 +176,7 @@ def test_preparing_our_wrapper_leaves_it_working():
     assert sum(1 for _ in ev) == 5 and ev.to_run().n_steps == 5
 
 
+@pytest.mark.slow
 def test_an_optimizer_the_trainer_has_is_put_back_as_it_was(tmp_path):
     model = SleepyRegressor()
     tr = hf_trainer(tmp_path, model, SleepyRecords(160), max_steps=4)

@@ -166,6 +166,7 @@ def test_fit_for_measurement_refuses_other_trainers():
             pass
 
 
+@pytest.mark.slow
 def test_a_failing_fit_restores_weights_and_trainer(tmp_path):
     class Boom(SleepyModule):
         def training_step(self, batch, batch_idx):
@@ -201,6 +202,7 @@ def lshell(tmp_path):
         yield ip
 
 
+@pytest.mark.slow
 def test_magic_measures_a_fit_cell_on_a_finished_trainer(lshell):
     # the report: the second fit returned at once, "The cell never iterated train_loader"
     lshell.run_cell_magic(
@@ -214,6 +216,7 @@ def test_magic_measures_a_fit_cell_on_a_finished_trainer(lshell):
     assert lshell.user_ns["train_loader"].__class__ is DataLoader  # the name is restored
 
 
+@pytest.mark.slow
 def test_magic_finds_a_datamodule_in_the_cell(lshell):
     lshell.run_cell_magic(
         "loadeval", "--steps 20 --warmup 2 --cache 3 --quiet", "trainer.fit(model, datamodule=dm)\n"
@@ -235,6 +238,7 @@ def test_the_trainer_does_not_keep_our_wrapper(tmp_path):
     assert t.fit_loop.epoch_loop._batches_that_stepped == 0
 
 
+@pytest.mark.slow
 def test_magic_refuses_a_trainer_made_in_the_cell(lshell):
     from IPython.core.error import UsageError
 

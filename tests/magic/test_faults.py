@@ -306,6 +306,7 @@ def test_a_ladder_or_sweep_cell_that_fails(user, what):
     nothing_left("logs", tuple(logs))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("presses", "gap_s"), [(1, 0.0), (3, 0.05), (12, 0.02)], ids=["once", "three-quick", "burst"]
 )
@@ -316,6 +317,7 @@ def test_stop_during_the_real_run(kernel, tmp_path, presses, gap_s):
     check_logs(str(tmp_path / "logs"), 1)
 
 
+@pytest.mark.slow
 def test_stop_during_the_ideal_run(kernel, tmp_path):
     st = interrupted(kernel, tmp_path, 3, 0.05, "replay")
     assert st["restored"] and not st["children"] and not st["threads"], st
@@ -323,6 +325,7 @@ def test_stop_during_the_ideal_run(kernel, tmp_path):
     check_logs(str(tmp_path / "logs"), 2)
 
 
+@pytest.mark.slow
 def test_stop_during_an_interleaved_pair(kernel, tmp_path):
     # real and ideal blocks in one loop: Stop lands in a block of either side; both sides'
     # partial runs are kept and their logs written (the ideal's blocks had begun)
@@ -337,6 +340,7 @@ def test_stop_during_an_interleaved_pair(kernel, tmp_path):
     check_logs(str(tmp_path / "logs"), 2)
 
 
+@pytest.mark.slow
 def test_an_error_in_the_cell_with_workers_running(kernel, tmp_path):
     fail = "    if k == 20:\n        raise ValueError('loss is nan')\n"
     r = kernel.execute(cell(str(tmp_path / "logs"), fail))
@@ -347,6 +351,7 @@ def test_an_error_in_the_cell_with_workers_running(kernel, tmp_path):
     check_logs(str(tmp_path / "logs"), 1)
 
 
+@pytest.mark.slow
 def test_the_kernel_still_measures_after_the_faults(kernel, tmp_path):
     r = kernel.execute(cell(str(tmp_path / "logs"), steps=40))
     assert r["status"] == "ok", r
@@ -356,6 +361,7 @@ def test_the_kernel_still_measures_after_the_faults(kernel, tmp_path):
     check_logs(str(tmp_path / "logs"), 2)
 
 
+@pytest.mark.slow
 def test_a_kernel_killed_mid_run_leaves_no_worker(tmp_path):
     # the kernel dies (killed by the OS, say): the workers must not outlive it
     k = Kernel(str(tmp_path))

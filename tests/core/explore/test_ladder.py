@@ -76,6 +76,7 @@ class Stream(IterableDataset):
             yield torch.zeros(2) + i
 
 
+@pytest.mark.slow
 def test_iterable_dataset_skips_the_sample_rung_and_says_why():
     dl = DataLoader(Stream(), batch_size=2)
     res = run_ladder(
@@ -221,6 +222,7 @@ def test_sample_rung_makes_only_what_fits_the_budget():
     assert sl is None and "would not fit the cache budget (test budget)" in why
 
 
+@pytest.mark.slow
 def test_sample_rung_reports_progress_while_making_samples():
     dl = DataLoader(SleepyItems(400, 0.01), batch_size=4)
     seen = []

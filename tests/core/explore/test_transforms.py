@@ -203,6 +203,7 @@ def test_spawned_workers_get_the_timed_steps_through_pickling(resource_tracker):
     assert pipe.transforms[0].__class__ is RandomResizedCrop
 
 
+@pytest.mark.slow
 def test_the_ladder_splits_the_real_rung_and_says_so():
     pipe = Compose([RandomResizedCrop(0.004), Normalize(0.0005)])
     dl = DataLoader(Images(200, 0.0, pipe), batch_size=2)

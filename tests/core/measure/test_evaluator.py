@@ -260,6 +260,7 @@ def test_save_metrics_is_json(tmp_path):
     assert doc["environment"]["torch_version"] == torch.__version__
 
 
+@pytest.mark.slow
 def test_break_with_workers_stops_them_and_sampler():
     before = children_now()
     dl = tensor_loader(n=512, batch_size=8, num_workers=2)
@@ -285,6 +286,7 @@ def test_exception_in_loop_body_keeps_partial_run(tmp_path):
     assert not ev._sampler.running
 
 
+@pytest.mark.slow
 def test_mapstyle_dataset_with_sleep_and_workers_roundtrip():
     class Slow(Dataset):
         def __len__(self):

@@ -432,6 +432,7 @@ def test_odd_batches_are_replayed_as_they_came(user, kind):
     nothing_left(user.tmp, ("run.json",))
 
 
+@pytest.mark.slow
 def test_a_sampler_that_fails_does_not_stop_the_run(user, monkeypatch):
 
     def broken(self, *a, **k):
@@ -595,6 +596,7 @@ def test_a_batch_nested_past_the_depth_limit_is_one_leaf():
     assert sum(1 for _ in ev) == 3
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_in_next_is_a_stop_not_a_source_error(tmp_path):
     path = str(tmp_path / "r.json")
     ev = LoaderEvaluator(

@@ -77,6 +77,7 @@ def test_the_blocks_go_real_ideal_ideal_real_and_each_step_gets_its_sides_batch(
     assert len(real.steady_step_s()) == plan.blocks * plan.block + plan.drain * plan.blocks // 2
 
 
+@pytest.mark.slow
 @retry_once  # worker processes in real time: a busy machine excuses a slow hand-over
 def test_a_real_block_after_an_ideal_one_leaves_out_the_batches_its_queue_held():
     """Two workers, prefetch 2: four batches wait in the queue when an ideal block ends, and
@@ -269,6 +270,7 @@ def test_bad_input_to_the_interleaved_wrapper_is_one_sentence():
         RunSettings(interleave="yes")
 
 
+@pytest.mark.slow
 @retry_once  # a ground truth that sleeps: retried once, a busy machine excuses it
 def test_a_drifting_sleep_truth_is_measured_within_five_percent():
     """The step sleeps 10 ms growing to 12 ms over the pair; the loader 2 ms a batch in the

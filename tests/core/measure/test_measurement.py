@@ -27,6 +27,7 @@ from tests.timing import Interleaved, excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps, take
 
 
+@pytest.mark.slow
 def test_one_sampler_thread_for_all_epochs_and_no_join_at_an_epoch_end(monkeypatch):
     ev = LoaderEvaluator(list(range(20)), sample_interval_s=0.01)
     started = []
@@ -139,6 +140,7 @@ def test_start_up_is_reported_apart_and_never_in_the_steady_mean(tmp_path, clock
     assert run.step_ns[0] == 310_000_000 and run.steady_step_s() == pytest.approx([0.011] * 29)
 
 
+@pytest.mark.slow
 @retry_once
 def test_a_compute_bound_loop_with_workers_is_not_input_bound_at_default_settings():
     # workers take ~0.25 s to start; each batch is ready long before the 60 ms step needs it

@@ -128,6 +128,7 @@ def time_weighted_mean(t_ns, pct):
     return sum(v * dt for v, dt in pairs) / sum(dt for _, dt in pairs)
 
 
+@pytest.mark.slow
 @retry_once
 def test_cpu_sampler_sees_a_busy_child_process():
     t_ns, cpu, truth, _ = sampled_child()
@@ -136,6 +137,7 @@ def test_cpu_sampler_sees_a_busy_child_process():
     assert max(cpu["workers"]) >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU clocks of other processes")
 @retry_once
 def test_known_workers_are_read_from_their_cpu_clocks_without_listing(monkeypatch):

@@ -192,6 +192,7 @@ def test_spawn_context_pickles_the_hook(tmp_path, resource_tracker):
     assert [p.name.split("-")[0] for p in tmp_path.iterdir()] == ["w0"]
 
 
+@pytest.mark.slow
 def test_second_timer_on_persistent_workers_keeps_timing():
     """A cell run twice on a persistent_workers loader: the second run still gets timings
     (its timer reads the buffer the still-running, still-patched workers fill)."""

@@ -212,6 +212,7 @@ def test_out_of_range_fields(tmp_path, change, reason):
         load_run(p)
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_epoch_keeps_every_finished_epoch(user):
     path = os.path.join(user.tmp, "run.json")
     proc = subprocess.Popen(
@@ -413,6 +414,7 @@ def test_a_failed_write_keeps_the_previous_log(user, monkeypatch, caplog):
     assert load_run(path).step_ns == second.to_run().step_ns != before
 
 
+@pytest.mark.slow
 def test_a_process_killed_after_many_epochs_keeps_them(user):
     path = os.path.join(user.tmp, "run.json")
     proc = subprocess.Popen([sys.executable, "-c", KILLED, path], stdout=subprocess.PIPE, text=True)

@@ -50,6 +50,7 @@ SETTINGS = RunSettings(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["ideal", "real"])
 @retry_once  # other work on the machine (not our busy loops) excuses a failure: retried
 def test_a_busy_machine_during_one_run_is_said(which):
@@ -70,6 +71,7 @@ def test_a_busy_machine_during_one_run_is_said(which):
         assert all(v in (None, 0.0) for v in workers)
 
 
+@pytest.mark.slow
 @retry_once  # called busy when other work ran: retried, then skipped (never on a quiet one)
 def test_a_quiet_machine_is_not_called_busy():
     loader = DataLoader(SleepyItems(200, 0.002), batch_size=4, num_workers=0)
@@ -77,6 +79,7 @@ def test_a_quiet_machine_is_not_called_busy():
     assert d.disturbed == [] and not any("busy with other work" in n for n in d.notes)
 
 
+@pytest.mark.slow
 @retry_once
 def test_a_sweep_with_a_disturbed_ideal_recommends_nothing_above_it():
     hooks = Disturb("ideal")

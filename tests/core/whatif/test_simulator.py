@@ -227,6 +227,7 @@ def run_real(num_workers: int) -> tuple[float, list[float], list[float]]:
     return MEASURED / (got[WARM + MEASURED] - got[WARM]), steps, loads
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 @retry_once  # real worker processes and a stopwatch: a busy machine excuses a failure
 def test_model_matches_a_real_sleep_loader():
