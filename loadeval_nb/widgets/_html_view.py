@@ -76,8 +76,10 @@ class HtmlPusher(Pusher):
         return next_push_wait(cost, self.dash.push_interval_s, self.dash.push_budget)
 
     def _push(self) -> None:
-        for name, _first, steps, startups in self.read_steps():
-            self.dash.live_steps(name).add(steps, startups)
+        new = self.read_steps()
+        with self.dash.lock:  # not while the cell's thread draws (it reads the arrays)
+            for name, _first, steps, startups in new:
+                self.dash.live_steps(name).add(steps, startups)
         self.dash.set_status(self.status_text())
 
 
@@ -97,7 +99,8 @@ class HtmlDashboard(Dashboard):
         self._steps: dict[str, LiveSteps] = {}
         self._runs: dict[str, Run] = {}  # whole runs, drawn in place of their live steps
         self._color = "#333"
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held while the live steps grow or are drawn."""
         if self.live:
             self.status.layout.display = "none"  # the live view says it
 
@@ -150,7 +153,7 @@ class HtmlDashboard(Dashboard):
         """Draw the live output again (from the pusher's thread or the cell's)."""
         if self.handle is None:
             return
-        with self._lock:
+        with self.lock:
             self.handle.update(self.live_bundle(), raw=True)
             self.renders += 1
 

@@ -1,7 +1,7 @@
 """A host without jupyter_bokeh's widget JavaScript, for real: JupyterLab on 127.0.0.1 with
-the ``@bokeh/jupyter_bokeh`` labextension disabled (``jupyter labextension disable`` into
-the test's own JUPYTER_CONFIG_DIR: what VS Code without ``jupyter.widgetScriptSources`` and
-Colab get), driven by headless Debian Chromium through Playwright.
+the ``@bokeh/jupyter_bokeh`` labextension disabled in the test's own JUPYTER_CONFIG_DIR
+(its ``labconfig/page_config.json``: what VS Code without ``jupyter.widgetScriptSources``
+and Colab get), driven by headless Debian Chromium through Playwright.
 
 A ``%%loadeval --view html`` cell: its live output (the status line and the step-time SVG,
 refreshed through a display handle) grows between reads while the cell is busy, with no
@@ -117,13 +117,21 @@ def lab_without_bokeh_js():
     }
     for name in ("LOADEVAL_VIEW", "VSCODE_PID"):
         env.pop(name, None)
+    # jupyter_bokeh's labextension disabled in this server's own config only (the
+    # command, `jupyter labextension disable`, writes to the environment's sys-prefix
+    # config by default: every JupyterLab of the environment would lose it)
     (root / ".jupyter" / "labconfig").mkdir(parents=True)
     (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+        json.dumps(
+            {
+                "disabledExtensions": {
+                    "@jupyterlab/apputils-extension:announcements": True,
+                    "@bokeh/jupyter_bokeh": True,
+                }
+            }
+        )
     )
     jupyter = [sys.executable, "-m", "jupyter"]
-    subprocess.run([*jupyter, "labextension", "disable", "@bokeh/jupyter_bokeh"],
-                   env=env, check=True, capture_output=True)  # fmt: skip
     listed = subprocess.run(
         [*jupyter, "labextension", "list"], env=env, capture_output=True, text=True
     )
@@ -237,7 +245,8 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
             cell2.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=60_000)
             assert page.evaluate(IN_CELL, [1, ".loadeval-dashboard .loadeval-verdict"]) == 1
             done = page.evaluate(LIVE)
-            assert done["status"].startswith("Done: ") and done["points"] > reads[-1]["points"]
+            assert done["status"].startswith("Done: ") and done["points"] >= reads[-1]["points"]
+            assert done["points"] >= 300  # the whole runs: about 190 steps a side
             assert cell2.locator(".loadeval-live polyline").count() == 2  # real, ideal
             # the static copy stays hidden while the widgets show
             assert page.evaluate(IN_CELL, [1, ".loadeval-not-yet, [class$='-static']"]) == 0
