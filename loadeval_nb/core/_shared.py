@@ -16,7 +16,7 @@ from ._errors import check_sorted
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._env import interrupts_deferred, is_dataloader, torch_threads
     from ._errors import a_kind, check_choice, check_int, close_match
-    from ._facts import Action, option_name, said
+    from ._facts import Action, Reported, option_name, said
     from ._files import write_text_atomic
     from ._format import fmt_rate, fmt_seconds, fmt_times
     from .explore.ladder import RUNGS
@@ -42,6 +42,7 @@ _LAZY_NAMES = {
     "NotInterleavable": (".measure.interleave", "NotInterleavable"),
     "PAIR_NEEDS_TWO_PASSES": (".explore.runner", "PAIR_NEEDS_TWO_PASSES"),
     "RUNGS": (".explore.ladder", "RUNGS"),
+    "Reported": ("._facts", "Reported"),
     "RunFollower": (".record.follow", "RunFollower"),
     "a_kind": ("._errors", "a_kind"),
     "as_run": (".verdict.diagnose", "as_run"),
@@ -80,6 +81,7 @@ __all__ = [
     "NotInterleavable",
     "PAIR_NEEDS_TWO_PASSES",
     "RUNGS",
+    "Reported",
     "RunFollower",
     "a_kind",
     "as_run",
