@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
 import sys
-import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Optional
 
 from .core import LoadEvalError, OptionError, RunSettings
 from .core._shared import check_workers
+from .integrations._shared import CLI, add_run_parser, run_command, split_run
 
 __all__ = ["main"]
 
-CLI = "cli"
-"""How every verdict and result this command prints spells a next step: as its own
-options (``--steps 400``), not as a script's keywords (``steps=400``)."""
 DEMO_FLAGS = {"steps": "--steps", "warmup": "--warmup", "num_cached_batches": "--cache"}
-RUN_USAGE = (
-    "python -m loadeval_nb run [options] SCRIPT [ARGS...]\n"
-    "       python -m loadeval_nb run [options] -m MODULE [ARGS...]"
-)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     d.add_argument("--out", default="loadeval-demo.html", help="HTML report path ('' for none)")
     d.add_argument("--log-dir", default=None, help="also write the two run logs here")
-    _run_parser(sub)
+    add_run_parser(sub)  # the run command's options live with it (integrations/_script)
     g = sub.add_parser("diagnose", help="print the verdict for two run logs")
     g.add_argument("real")
     g.add_argument("ideal")
@@ -71,277 +61,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _run_parser(sub: Any) -> None:
-    r = sub.add_parser(
-        "run",
-        usage=RUN_USAGE,
-        help="measure a training script as it is: a real run, then an ideal run, each in a "
-        "fresh process",
-        description="Run SCRIPT unmodified in a fresh process for each side (the real run, "
-        "then the ideal run with its training DataLoader's batches replayed from memory), "
-        "print the verdict and exit 0. Options go before SCRIPT; everything after it is "
-        "the script's. See docs/scripts.md.",
-    )
-    r.add_argument(
-        "--steps",
-        default="200",
-        help="steps per run, warm-up included, or 'auto' (default 200)",
-    )
-    r.add_argument("--warmup", type=int, default=10, help="warm-up steps per run (default 10)")
-    r.add_argument(
-        "--cache", type=int, default=20, help="batches cached for the ideal run (default 20)"
-    )
-    r.add_argument(
-        "--cache-on",
-        choices=["host", "device"],
-        default="host",
-        help="keep the cached batches in host or GPU memory (default host)",
-    )
-    r.add_argument("--log-dir", default=None, help="keep the run logs here")
-    r.add_argument("-o", "--out", default=None, help="write an HTML report here")
-    r.add_argument(
-        "--loader",
-        type=int,
-        default=None,
-        metavar="K",
-        help="measure the K-th DataLoader the script iterates (default: the first pass "
-        "with gradients on that draws more than the warm-up's batches)",
-    )
-    r.add_argument(
-        "--sequential",
-        action="store_true",
-        help="a fresh process per side: the real run, then the ideal run (default: one "
-        "process measures both, interleaved in blocks, so that a drift of the machine lands "
-        "on both and the live plots move block by block)",
-    )
-    r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
-    r.add_argument(
-        "--timeout",
-        type=float,
-        default=1800.0,
-        help="seconds a side may run before its steps are measured (default 1800)",
-    )
-    t = r.add_argument_group("ranks (torch.distributed.run)")
-    t.add_argument(
-        "--nproc-per-node", type=int, default=None, help="launch each side on N ranks per node"
-    )
-    t.add_argument("--nnodes", type=int, default=1, help="nodes (default 1)")
-    t.add_argument("--rdzv-endpoint", default=None, help="HOST:PORT where the nodes meet")
-    t.add_argument("--rdzv-id", default=None, help="the job's id, the same on every node")
-
-
-RUN_VALUED = {
-    "--steps",
-    "--warmup",
-    "--cache",
-    "--cache-on",
-    "--log-dir",
-    "-o",
-    "--out",
-    "--loader",
-    "--timeout",
-    "--nproc-per-node",
-    "--nnodes",
-    "--rdzv-endpoint",
-    "--rdzv-id",
-}
-
-
-def split_run(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``run``'s own options, and the script with its arguments (``SCRIPT ARGS...`` or
-    ``-m MODULE ARGS...``): everything from the first word that is not one of ours is the
-    script's, options included."""
-    ours: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "-m":
-            return ours, list(argv[i:])
-        if a == "--":
-            return ours, list(argv[i + 1 :])
-        if a.split("=", 1)[0] in RUN_VALUED and "=" not in a:
-            ours += argv[i : i + 2]
-            i += 2
-            continue
-        if a.startswith("-") and a != "-":
-            ours.append(a)  # ours, or argparse says it is not
-            i += 1
-            continue
-        return ours, list(argv[i:])
-    return ours, []
-
-
-def _check_out(path: str) -> None:
-    """One sentence for a report path that cannot be written, before the script runs."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise LoadEvalError(
-            f"Cannot write the report to {path!r}; pass -o a file path in a folder you can "
-            "write to."
-        )
-
-
-def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Any]:
-    """``run``'s options (parsed by its parser) as the settings and the ranks
-    (``Torchrun`` or None) to run a script with; :class:`LoadEvalError` naming the option
-    for a bad one. ``%loadeval_run`` takes the same options through here."""
-    from .integrations import Torchrun
-
-    steps: Any = "auto" if args.steps == "auto" else args.steps
-    if steps != "auto":
-        try:
-            steps = int(steps)
-        except ValueError:
-            raise LoadEvalError(
-                f"--steps must be a number of steps or auto, not {args.steps!r}."
-            ) from None
-    try:
-        settings = RunSettings(
-            steps=steps,
-            warmup=args.warmup,
-            num_cached_batches=args.cache,
-            cache_on=args.cache_on,
-            log_dir=args.log_dir,
-            interleave=not args.sequential,
-        )
-    except OptionError as e:
-        raise LoadEvalError(e.renamed(DEMO_FLAGS.get(e.option, e.option))) from None
-    if args.out:
-        _check_out(args.out)
-    ranks = None
-    if args.nproc_per_node is not None or args.nnodes != 1:
-        if args.nproc_per_node is None:
-            raise LoadEvalError("--nnodes needs --nproc-per-node (ranks on each node).")
-        if args.nproc_per_node < 1:
-            raise LoadEvalError(
-                f"--nproc-per-node must be a number of ranks from 1, not {args.nproc_per_node}."
-            )
-        check_workers(args.nproc_per_node, "--nproc-per-node")
-        if args.nnodes < 1:
-            raise LoadEvalError(f"--nnodes must be 1 or more, not {args.nnodes}.")
-        if args.nnodes > 1 and not (args.rdzv_endpoint and args.rdzv_id):
-            raise LoadEvalError(
-                "Several nodes meet at a rendezvous: pass --rdzv-endpoint HOST:PORT and "
-                "--rdzv-id JOB, the same on every node (and a --log-dir they share)."
-            )
-        ranks = Torchrun(
-            nproc_per_node=args.nproc_per_node,
-            nnodes=args.nnodes,
-            rdzv_endpoint=args.rdzv_endpoint,
-            rdzv_id=args.rdzv_id,
-        )
-    return settings, ranks
-
-
-def run_parser(prog: str = "python -m loadeval_nb") -> argparse.ArgumentParser:
-    """The ``run`` command's own options (``split_run`` separates them from the script's)."""
-    p = argparse.ArgumentParser(prog=prog)
-    sub = p.add_subparsers(dest="command", required=True)
-    _run_parser(sub)
-    return sub.choices["run"]
-
-
-def _run(args: argparse.Namespace, target: list[str]) -> int:
-    from .integrations import ScriptHooks, run_script
-    from .integrations._shared import Signalled, stop_on_signals
-
-    settings, ranks = script_settings(args)
-
-    class Say(ScriptHooks):
-        def side_started(self, which: str, log_dir: str, stamp: str) -> None:
-            what = {
-                "real": "the real run (the script as it is)",
-                "ideal": "the ideal run (its training loader's batches replayed from memory)",
-                "interleave": "the real and the ideal run, interleaved",
-            }[which]
-            print(f"loadeval_nb: {what} ...", file=sys.stderr, flush=True)
-
-    with stop_on_signals() as stop:
-        started = time.time()
-        try:
-            result = run_script(
-                target,
-                settings,
-                ranks=ranks,
-                loader=args.loader,
-                timeout_s=args.timeout,
-                hooks=Say(),
-            )
-        except OptionError as e:
-            raise LoadEvalError(e.renamed(RUN_FLAGS.get(e.option, e.option))) from None
-        except Signalled:
-            result = None  # every process of the script was stopped; ``stop`` says by what
-        except KeyboardInterrupt:  # where no handler could be installed
-            result, stop.signum = None, signal.SIGINT
-        code = 0
-        if stop.signum is None and result is not None:
-            code = _say_result(args, target, result)
-        if stop.signum is not None:  # also one that came while the result was written
-            with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) takes no line
-                print(
-                    f"loadeval_nb: {_stopped(stop.name, args.log_dir, started)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            return stop.exit_code
-    return code
-
-
-def _stopped(by: str, log_dir: Optional[str], started: float) -> str:
-    """The sentence for a run a signal stopped: by what, and where the logs written so far
-    are (without --log-dir they were in a temporary folder, removed with the unfinished
-    pair they held)."""
-    said = f"stopped ({by}); the script's processes were stopped"
-    if not log_dir:
-        return (
-            f"{said} and no run log was kept (pass --log-dir DIR to keep the logs a stopped "
-            "run has written)."
-        )
-    try:
-        written = [
-            n
-            for n in os.listdir(log_dir)
-            if n.startswith("loadeval-")
-            and n.endswith(".json")
-            and os.path.getmtime(os.path.join(log_dir, n)) >= started - 1
-        ]
-    except OSError:
-        written = []
-    if not written:
-        return f"{said}; no run log had been written to {log_dir} yet."
-    if len(written) == 1:
-        return f"{said}; the run log written so far is in {log_dir}."
-    return f"{said}; the {len(written)} run logs written so far are in {log_dir}."
-
-
-def _say_result(args: argparse.Namespace, target: list[str], result: Any) -> int:
-    if not result.ok:
-        print(f"loadeval_nb: {result.error}", file=sys.stderr)
-        return 1
-    print((result.ranks if result.ranks is not None else result.diagnosis).text(CLI))
-    for note in result.notes:
-        print(f"loadeval_nb: note: {note}", file=sys.stderr)
-    if args.log_dir:
-        print(f"loadeval_nb: run logs: {', '.join(result.log_paths.values())}", file=sys.stderr)
-    if args.out:
-        from .viz import save_report
-
-        title = f"loadeval_nb run {' '.join(target)}"
-        if result.ranks is not None:
-            print(save_report(path=args.out, title=title, ranks=result.ranks))
-        else:
-            print(save_report(result.real, result.ideal, args.out, title=title))
-    return 0
-
-
-RUN_FLAGS = {
-    **DEMO_FLAGS,
-    "cache_on": "--cache-on",
-    "loader": "--loader",
-    "timeout": "--timeout",
-}
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     target: list[str] = []
@@ -351,7 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
-            return _run(args, target)
+            return run_command(args, target)
         if args.command == "ranks":
             from .core import gather_logs
 

@@ -1,5 +1,7 @@
 """The integrations' private door: what the magic needs to find a framework's loop in a
-cell, which users do not (see :mod:`loadeval_nb.core._shared` for the same idea in core)."""
+cell, and what the script runner's two front ends (``python -m loadeval_nb run`` and
+``%loadeval_run``) share: its options, their sentences, the sides' words; which users do
+not (see :mod:`loadeval_nb.core._shared` for the same idea in core)."""
 
 from __future__ import annotations
 
@@ -7,23 +9,46 @@ from ._common import bound_method
 from ._huggingface import AUTO_REFUSED as HF_NO_AUTO
 from ._huggingface import is_hf_trainer, trainer_train_loader
 from ._lightning import datamodule_train_loader, is_lightning_datamodule, is_lightning_trainer
+from ._script.command import CLI, run_command, save_script_report
 from ._script.launch import Signalled, StopRequest, stop_on_signals
-from ._script.run import check_target, describe_target, label_of
+from ._script.options import (
+    RUN_USAGE,
+    add_run_parser,
+    description,
+    option_sentence,
+    run_parser,
+    script_settings,
+    split_run,
+)
+from ._script.run import LOADER_CHANGES, check_target, describe_target, label_of
+from ._script.spec import SIDES
 from ._target import Target, target_for
 
 __all__ = [
+    "CLI",
     "HF_NO_AUTO",
+    "LOADER_CHANGES",
+    "RUN_USAGE",
+    "SIDES",
     "Signalled",
     "StopRequest",
     "Target",
+    "add_run_parser",
     "bound_method",
     "check_target",
     "datamodule_train_loader",
     "describe_target",
+    "description",
     "is_hf_trainer",
     "is_lightning_datamodule",
     "is_lightning_trainer",
     "label_of",
+    "option_sentence",
+    "run_command",
+    "run_parser",
+    "save_script_report",
+    "script_settings",
+    "split_run",
     "stop_on_signals",
     "target_for",
     "trainer_train_loader",

@@ -19,31 +19,34 @@ from typing import Any, Optional
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..__main__ import RUN_FLAGS, RUN_USAGE, run_parser, script_settings, split_run
-from ..core import LoadEvalError, OptionError, PairResult, RunSettings
+from ..core import LoadEvalError, PairResult, RunSettings
 from ..core._shared import config_label, interrupts_deferred
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
-from ..integrations._shared import check_target, describe_target, label_of
+from ..integrations._shared import (
+    LOADER_CHANGES,
+    RUN_USAGE,
+    SIDES,
+    check_target,
+    describe_target,
+    description,
+    label_of,
+    option_sentence,
+    run_parser,
+    save_script_report,
+    script_settings,
+    split_run,
+)
 from ._busy import reads_busy
 from ._session import claim_cell, let_go
 
 USAGE = RUN_USAGE.replace("python -m loadeval_nb run", "%loadeval_run")
-
-SIDES = {
-    "real": "the real run (the script as it is)",
-    "ideal": "the ideal run (its training loader's batches replayed from memory)",
-    "interleave": "the real and the ideal run, interleaved",
-}
-LOADER_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 FAILED_COLOR = "#c62828"
 
 
 def said(e: LoadEvalError) -> str:
     """The sentence, naming the option as the line spells it (``--cache``, not
     ``num_cached_batches``)."""
-    if isinstance(e, OptionError):
-        return e.renamed(RUN_FLAGS.get(e.option, e.option))
-    return str(e).replace("python -m loadeval_nb run", "%loadeval_run")
+    return option_sentence(e, "%loadeval_run")
 
 
 def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optional[Torchrun]]]:
@@ -59,12 +62,9 @@ def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optiona
     ours, target = split_run(argv)
     parser = run_parser("%loadeval_run")
     parser.usage = USAGE.replace("%", "%%")  # argparse formats the usage with %
-    parser.description = (
-        "Run SCRIPT unmodified in a fresh process for each side (the real run, then the "
-        "ideal run with its training DataLoader's batches replayed from memory), with the "
-        "live dashboard, then the verdict card and a rerun panel; the result is kept in "
-        "_loadeval. Options go before SCRIPT; everything after it is the script's. See "
-        "docs/scripts.md."
+    parser.description = description(
+        ", with the live dashboard, then the verdict card and a rerun panel; the result is "
+        "kept in _loadeval"
     )
 
     def refuse(message: str) -> None:
@@ -205,13 +205,8 @@ class ScriptSession:
         for note in result.notes:
             print(f"loadeval_nb: note: {note}")
         if result.ok and self.args.out:
-            from ..viz import save_report
-
             title = f"%loadeval_run {' '.join(self.target)}"
-            if result.ranks is not None:
-                print(save_report(path=self.args.out, title=title, ranks=result.ranks))
-            else:
-                print(save_report(result.real, result.ideal, self.args.out, title=title))
+            print(save_script_report(result, self.args.out, title))
         self._write_static()
 
     def _add_panel(self, result: ScriptResult) -> None:
@@ -222,7 +217,7 @@ class ScriptSession:
         kind = str(info.get("type") or "")
         fixed = kind.split(".")[0] == "accelerate"
         self.panel = RerunPanel(
-            {k: info.get(k) for k in LOADER_KNOBS},
+            {k: info.get(k) for k in LOADER_CHANGES},
             self.settings.num_cached_batches,
             self.rerun,
             rebuildable=not fixed,
@@ -237,7 +232,7 @@ class ScriptSession:
 
     def rerun(self, changes: dict[str, Any], cache: int) -> None:
         """ "Rerun pair": the script again, its training loader rebuilt with ``changes``."""
-        changes = {k: v for k, v in changes.items() if k in LOADER_KNOBS}
+        changes = {k: v for k, v in changes.items() if k in LOADER_CHANGES}
         info = self.results[-1].real.loader_settings if self.results[-1].real else {}
         nw = changes.get("num_workers", info.get("num_workers"))
         shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
@@ -306,7 +301,7 @@ class _Follow(ScriptHooks):
                 log_dir, prefix=f"loadeval-{stamp}-{label_of(self.session.target)}-"
             )
             view.follow(self.folder)
-        view.title = f"{self.label}: {SIDES.get(which, which)}"
+        view.title = f"{self.label}: {SIDES[which]}"
         view.dashboard.set_status(view.status_text())
         if self.ticker is None:
             self.ticker = Ticker(view)
@@ -315,7 +310,7 @@ class _Follow(ScriptHooks):
     def side_ended(self, which: str, statuses: Any) -> None:
         view = self.session.view
         view.tick()  # before the runner removes a temporary log folder
-        sides = ("real", "ideal") if which == "interleave" else (which,)
+        sides = ("real", "ideal") if which == "pair" else (which,)
         view.end([name for name in view.followers() if name.split(" ")[0] in sides])
 
     def close(self) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadeval_nb.__main__ import main, split_run
+from loadeval_nb.__main__ import main
 from loadeval_nb.integrations import Torchrun, run_script
+from loadeval_nb.integrations._shared import split_run
 
 from .cli import fixture
 
@@ -58,18 +59,6 @@ def test_bad_input_is_one_sentence(argv, said, capsys):
 def test_ranks_in_a_folder_without_rank_logs(tmp_path, capsys):
     assert main(["ranks", str(tmp_path)]) == 2
     assert "No per-rank run logs" in capsys.readouterr().err
-
-
-def test_interleave_is_refused_in_one_sentence_when_the_core_has_none(capsys, monkeypatch):
-    from loadeval_nb.integrations._script import run as run_module
-
-    monkeypatch.setattr(run_module, "interleave_available", lambda: False)
-    assert main(["run", "--interleave", PLAIN]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "loadeval_nb: --interleave is not available in this version of loadeval_nb (its core "
-        "has no interleaved pair yet); run without it to measure the real and the ideal run "
-        "one after the other."
-    )
 
 
 def test_the_launchers_command_lines():

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from loadeval_nb import diagnose
-from loadeval_nb.integrations._script.sides import interleave_available
 from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 from tests.timing import excused_if_busy, retry_once
 
@@ -85,7 +84,6 @@ def test_a_compute_bound_plain_loop(tmp_path):
         assert d.speedup < 1.05, d
 
 
-@pytest.mark.skipif(not interleave_available(), reason="the core has no interleaved pair")
 @retry_once
 def test_both_sides_interleaved_in_one_child_by_default(tmp_path):
     tmp_path = fresh(tmp_path)
@@ -199,6 +197,20 @@ def test_the_verdicts_advice_is_spelled_as_runs_options(tmp_path):
     d = diagnose(*runs(tmp_path))
     assert p.stdout == f"{d.text('cli')}\n"
     assert "Verdict: NOT ENOUGH DATA" in p.stdout
+    # the child found the pass too short for blocks (the core's rule, its reason) and the
+    # parent only reported it: the pair's child first, then a child per side
+    said = [line for line in p.stderr.splitlines() if line.endswith(" ...")]
+    assert [line.split(" (")[0] for line in said] == [
+        "loadeval_nb: the real and the ideal run, interleaved ...",
+        "loadeval_nb: the real run",
+        "loadeval_nb: the ideal run",
+    ], said
+    notes = [line for line in p.stderr.splitlines() if "note:" in line]
+    assert any(
+        "an epoch of the loader has 30 batches and interleaved blocks need" in n
+        and "so a child per side measured the real run, then the ideal run" in n
+        for n in notes
+    ), notes
     assert "(--steps 400, or --steps auto)" in p.stdout  # run's own option
     assert "steps=" not in p.stdout  # never a script's keyword
     assert leftovers() == []

@@ -24,7 +24,6 @@ import pytest
 
 from loadeval_nb import load_run
 from loadeval_nb.integrations._script.launch import Signalled, run_side, stop_on_signals
-from loadeval_nb.integrations._script.sides import interleave_available
 
 from .cli import env, fixture, fresh
 
@@ -35,9 +34,6 @@ SEQUENTIAL = [*QUICK, "--sequential"]  # a child per side: the script hangs in t
 LATE = ["--hang-at", "30"]
 """Both sides interleaved, the script hanging once blocks of both are measured: the real
 run's log is written by then."""
-needs_interleave = pytest.mark.skipif(
-    not interleave_available(), reason="the core has no interleaved pair"
-)
 TOKEN = "LOADEVAL_NB_TEST_SIGNALS"
 """Each run's processes carry a token of their own (cli.MARK is the session's): an orphan
 of this run is found, and only this run's are stopped after a failed test."""
@@ -112,7 +108,7 @@ def gone_within(token: str, seconds: float, but: int = -1) -> list[psutil.Proces
     ("sig", "keep"),
     [
         (signal.SIGTERM, False),
-        pytest.param(signal.SIGHUP, True, marks=needs_interleave),
+        (signal.SIGHUP, True),
         (signal.SIGINT, False),
     ],
     ids=["SIGTERM", "SIGHUP-log-dir", "SIGINT"],
@@ -149,7 +145,6 @@ def test_a_stop_signal_stops_every_process_and_leaves_nothing(tmp_path, sig, kee
         assert lines[-1] == f"{said}; the {len(written)} run logs written so far are in {logs}."
 
 
-@needs_interleave
 def test_a_parent_killed_with_sigkill_takes_its_child_along(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -173,7 +168,7 @@ def test_a_parent_killed_with_sigkill_takes_its_child_along(tmp_path):
     "script",
     [
         pytest.param((), id="before-any-log"),
-        pytest.param(LATE, id="after-logs", marks=needs_interleave),
+        pytest.param(LATE, id="after-logs"),
     ],
 )
 def test_a_parent_killed_with_sigkill_leaves_in_tmpdir_only_the_folder_it_names(tmp_path, script):

@@ -77,7 +77,7 @@ def main(target: list[str]) -> int:
         )
         return 2
     rank = os.environ.get("RANK", "")
-    settings = spec.settings()
+    settings = spec.settings
     pick = spec.picks.get(rank)
     want: Optional[tuple[int, Optional[int]]] = None
     if pick is not None:
@@ -86,7 +86,7 @@ def main(target: list[str]) -> int:
         want = (spec.loader, spec.pass_index)
     picker = Picker(
         side_for(spec.side, settings, spec.stamp, spec.label),
-        spec.warmup,
+        settings.warmup,
         want=want,
         expect=spec.expect.get(rank),
         changes=spec.loader_changes,

@@ -221,7 +221,7 @@ class _Watch:
                 Ended(None, timed_out=True),
                 {self.rank: status},
                 1,
-                self.spec.settings(),
+                self.spec.settings,
                 self.spec.timeout_s,
             )
         )

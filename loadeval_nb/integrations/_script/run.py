@@ -12,7 +12,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ...core import (
@@ -27,13 +27,13 @@ from ...core import (
     gather_logs,
     load_run,
 )
-from ...core._shared import check_writable_dir, plan_blocks
+from ...core._shared import Reported, check_writable_dir
 from .launch import Ended, Torchrun, command, run_side
-from .sides import INTERLEAVE_MISSING, interleave_available
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
 
 LOADER_CHANGES = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-"""The training loader's settings a run may change (``run_script(loader_changes=...)``)."""
+"""The training loader's settings a run may change (``run_script(loader_changes=...)``,
+the notebook's rerun panel): ``rebuild_loader``'s, which core keeps to itself."""
 
 DEFAULT_TIMEOUT_S = 1800.0
 """How long one side may run before its steps are measured (a hung script, a deadlock
@@ -41,7 +41,8 @@ between ranks) before it is stopped."""
 
 
 class ScriptHooks:
-    """Callbacks around each side (a notebook follows the child's logs in ``log_dir``)."""
+    """Callbacks around each child (a notebook follows the child's logs in ``log_dir``);
+    ``which`` is what the child measures: ``"real"``, ``"ideal"`` or ``"pair"``."""
 
     def side_started(self, which: str, log_dir: str, stamp: str) -> None:
         pass
@@ -51,9 +52,11 @@ class ScriptHooks:
 
 
 @dataclass
-class ScriptResult:
+class ScriptResult(Reported):
     """What ``run_script`` found: the runs (or every rank's, gathered), the verdict, or
-    the one sentence that says why there is none. Plain data: no process, no wrapper."""
+    the one sentence that says why there is none. Plain data: no process, no wrapper.
+    Shown as every result is (``text()``, ``print``, IPython's display), from
+    :meth:`facts`."""
 
     target: list[str]
     label: str
@@ -67,7 +70,7 @@ class ScriptResult:
     error: Optional[str] = None
     """Why there is no verdict, in one sentence."""
     failed: Optional[str] = None
-    """The side that failed (``"real"``, ``"ideal"`` or ``"interleave"``)."""
+    """The child that failed: ``"real"``, ``"ideal"`` or ``"pair"`` (both interleaved)."""
     notes: list[str] = field(default_factory=list)
     """What the user should know beside the verdict (the script ended a pass itself, a
     process that had to be stopped)."""
@@ -82,12 +85,6 @@ class ScriptResult:
         if self.diagnosis is not None:
             return self.diagnosis.facts()
         return Facts(kind="verdict", title=self.label, headline=self.error or "no verdict")
-
-    def text(self, spelling: str = "keywords") -> str:
-        return self.facts().text(spelling)
-
-    def __str__(self) -> str:
-        return self.text()
 
 
 def describe_target(target: Sequence[str]) -> str:
@@ -155,7 +152,8 @@ def run_script(
     ARGS...]``) as it is: a fresh child process runs it with its training loader
     measured in log mode (the real run), then another replays that loader's cached
     batches (the ideal run); with ``interleave`` (default: ``settings.interleave``, True),
-    one child measures both in blocks (a pair too short for blocks runs a child per side,
+    one child measures both in blocks, the pair (where the child finds the training pass
+    too short for blocks, by the core's one rule, a child per side measures them in turn,
     and a note says so).
     ``ranks`` launches each side with ``torch.distributed.run``. ``loader`` picks the
     ``loader``-th distinct DataLoader the script iterates instead of the rule (see
@@ -191,14 +189,9 @@ def run_script(
             f"Cannot change {', '.join(unknown)} on a script's loader; only "
             f"{', '.join(LOADER_CHANGES)} can be changed."
         )
-    if interleave is None:
-        interleave = settings.interleave
-    if interleave and not interleave_available():
-        raise LoadEvalError(INTERLEAVE_MISSING)
+    if interleave is not None:
+        settings = replace(settings, interleave=interleave)
     check_cache_on(settings)
-    # steps too few for blocks with any loader: one after the other from the start (the
-    # child decides with the loader itself otherwise: its length and queue depth)
-    too_short = interleave and not settings.auto and _too_few_steps(settings)
     if timeout_s is not None and not timeout_s > 0:
         raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
     keep = bool(settings.log_dir)
@@ -213,15 +206,15 @@ def run_script(
     )
     label = label_of(target)
     result = ScriptResult(target=target, label=label, log_dir=log_dir)
-    if too_short:
-        interleave = False
-        result.notes.append(_in_turn(f"{settings.steps} steps a side are too few for blocks"))
-    rest = (timeout_s, hooks or ScriptHooks(), env, changes)
+    # the children's settings, whole: their log folder is this one (a temporary one
+    # without --log-dir, which ``temporary`` tells them)
+    child = replace(settings, log_dir=log_dir)
+    rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes)
     try:
-        why = _run_sides(result, settings, log_dir, stamp, ranks, loader, interleave, *rest)
-        if why is not None:  # the training pass was too short for blocks: in turn, said
+        why = _run_sides(result, child, stamp, ranks, loader, *rest)
+        if why is not None:  # the child found the pass too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
-            _run_sides(result, settings, log_dir, stamp, ranks, loader, False, *rest)
+            _run_sides(result, replace(child, interleave=False), stamp, ranks, loader, *rest)
     finally:
         kept = result.error is not None and bool(result.log_paths)
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
@@ -240,45 +233,41 @@ def _in_turn(why: str) -> str:
 def _run_sides(
     result: ScriptResult,
     settings: RunSettings,
-    log_dir: str,
     stamp: str,
     ranks: Optional[Torchrun],
     loader: Optional[int],
-    interleave: bool,
+    temporary: bool,
     timeout_s: Optional[float],
     hooks: ScriptHooks,
     env: Optional[dict[str, str]],
     changes: dict[str, Any],
 ) -> Optional[str]:
-    """Measure the sides; the reason, when the child found the training pass too short to
-    interleave (the caller then measures the sides in turn), else None."""
+    """Measure the sides with ``settings`` (``settings.interleave``: the pair in one child,
+    else a child per side; ``settings.log_dir``: the folder the children write to); the
+    reason, when the child found the training pass too short to interleave (the caller
+    then measures the sides in turn), else None."""
     name = describe_target(result.target)
+    log_dir = str(settings.log_dir)
     local = ranks.nproc_per_node if ranks is not None else 1
     picks: dict[str, list[int]] = {}
     expect: dict[str, dict[str, Any]] = {}
     found: dict[str, str] = {}
-    for which in ("interleave",) if interleave else ("real", "ideal"):
-        spec = ChildSpec(
-            side=which,
-            steps=settings.steps,
-            warmup=settings.warmup,
-            num_cached_batches=settings.num_cached_batches,
-            cache_on=settings.cache_on,
-            log_dir=log_dir,
-            stamp=stamp,
-            label=result.label,
-            status_dir="",
-            loader=loader,
-            picks=picks,
-            expect=expect,
-            sample_interval_s=settings.sample_interval_s,
-            loader_changes=changes,
-            timeout_s=timeout_s,
-            log_dir_temporary=not settings.log_dir,
-        )
+    for which in ("pair",) if settings.interleave else ("real", "ideal"):
         status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
         try:
-            spec = ChildSpec(**{**spec.__dict__, "status_dir": status_dir})
+            spec = ChildSpec(
+                side=which,
+                settings=settings,
+                stamp=stamp,
+                label=result.label,
+                status_dir=status_dir,
+                loader=loader,
+                picks=picks,
+                expect=expect,
+                loader_changes=changes,
+                timeout_s=timeout_s,
+                log_dir_temporary=temporary,
+            )
             child_env = {**(env if env is not None else os.environ), ENV: spec.to_env()}
             hooks.side_started(which, log_dir, stamp)
 
@@ -297,7 +286,7 @@ def _run_sides(
             shutil.rmtree(status_dir, ignore_errors=True)
         hooks.side_ended(which, statuses)
         short = [s for s in statuses.values() if s.outcome == "not-interleavable"]
-        if short and which == "interleave":
+        if short and which == "pair":  # the child's decision, by the core's rule: reported
             return short[0].message
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader)
         if error is not None:
@@ -352,7 +341,7 @@ def _side_error(
     loader: Optional[int] = None,
 ) -> Optional[str]:
     """The one sentence for a side that did not measure its steps on every rank, or None."""
-    side = "the interleaved runs" if which == "interleave" else f"the {which} run"
+    side = _side_words(which)
     bad = {r: s for r, s in statuses.items() if s.outcome not in ("measured", "running")}
     if ended.timed_out:
         if not any(s.passes for s in statuses.values()):
@@ -462,28 +451,28 @@ def _sentence(
     )
 
 
+def _side_words(which: str) -> str:
+    """``the real run``, ``the ideal run``, or ``the interleaved runs`` (the pair)."""
+    return "the interleaved runs" if which == "pair" else f"the {which} run"
+
+
 def _side_notes(name: str, which: str, ended: Ended, statuses: dict[str, ChildStatus]) -> list[str]:
+    side = _side_words(which)
     notes = []
     short = sorted({s.steps for s in statuses.values() if s.stopped_by_script})
     if short:
         notes.append(
-            f"{name} ended the measured pass itself in the {which} run, after "
+            f"{name} ended the measured pass itself in {side}, after "
             f"{'/'.join(map(str, short))} steps (its own step limit): the run has those."
         )
     if ended.lingered:
         notes.append(
-            f"{name} was still running a minute after the {which} run's steps were measured "
+            f"{name} was still running a minute after the steps of {side} were measured "
             "(a thread or a process of its own) and was stopped."
         )
     if ended.leftovers:
         notes.append(
             f"{ended.leftovers} process{'es' if ended.leftovers > 1 else ''} the script left "
-            f"running after the {which} run {'were' if ended.leftovers > 1 else 'was'} stopped."
+            f"running after {side} {'were' if ended.leftovers > 1 else 'was'} stopped."
         )
     return notes
-
-
-def _too_few_steps(settings: RunSettings) -> bool:
-    """Whether the steps are too few for blocks whatever the loader (no queue, no end)."""
-    steps = settings.steps if isinstance(settings.steps, int) else 0
-    return plan_blocks(steps, settings.warmup, settings.num_cached_batches, 0) is None

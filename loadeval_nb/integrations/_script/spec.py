@@ -8,17 +8,38 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
-from ...core import RunSettings
+from ...core import AutoStop, RunSettings
 from ...core._shared import write_text_atomic
 
 ENV = "LOADEVAL_NB_CHILD"
 """The environment variable that carries a child's :class:`ChildSpec`."""
 
-SIDES = ("real", "ideal", "interleave")
-"""What one child measures: the real run, the ideal run, or both interleaved."""
+SIDES = {
+    "real": "the real run (the script as it is)",
+    "ideal": "the ideal run (its training loader's batches replayed from memory)",
+    "pair": "the real and the ideal run, interleaved",
+}
+"""What one child measures (its ``side``: the real run, the ideal run, or the pair, both
+interleaved in one pass), as the front ends say it when the child starts."""
+
+
+def settings_to_dict(settings: RunSettings) -> dict[str, Any]:
+    """Every field of ``settings`` as plain JSON values (its :class:`AutoStop` as a dict)."""
+    out = {f.name: getattr(settings, f.name) for f in fields(settings)}
+    if out["auto_stop"] is not None:
+        out["auto_stop"] = out["auto_stop"].to_dict()
+    return out
+
+
+def settings_from_dict(values: dict[str, Any]) -> RunSettings:
+    """The settings :func:`settings_to_dict` wrote, checked again as they are made."""
+    values = dict(values)
+    if values.get("auto_stop") is not None:
+        values["auto_stop"] = AutoStop(**values["auto_stop"])
+    return RunSettings(**values)
 
 
 @dataclass(frozen=True)
@@ -26,12 +47,11 @@ class ChildSpec:
     """One side, as the parent asks a child to measure it."""
 
     side: str
-    """``"real"``, ``"ideal"`` or ``"interleave"``."""
-    steps: Any
-    warmup: int
-    num_cached_batches: int
-    cache_on: str
-    log_dir: str
+    """A key of :data:`SIDES`: ``"real"``, ``"ideal"`` or ``"pair"``."""
+    settings: RunSettings
+    """The run's settings, whole and checked (``log_dir``: the folder the child writes
+    its logs to, the parent's temporary one without ``--log-dir``); the child measures
+    with them as they are."""
     stamp: str
     """The job's name in its log names (a time stamp, or the rendezvous id on several
     nodes, so that every node names one job alike)."""
@@ -49,7 +69,6 @@ class ChildSpec:
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per rank: the loader settings the real run measured (the ideal run checks it found
     the same loader)."""
-    sample_interval_s: Optional[float] = 0.1
     loader_changes: dict[str, Any] = field(default_factory=dict)
     """DataLoader settings to change on the measured loader before it is measured
     (``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``: a rerun
@@ -59,30 +78,32 @@ class ChildSpec:
     long after it started ends itself, with every process it started (its guard), should
     the parent not be there to stop it. None: no limit."""
     log_dir_temporary: bool = False
-    """``log_dir`` is a temporary folder the parent made (no ``--log-dir``): a child whose
-    parent is gone removes it, unless it holds run logs, which the child's last sentence
-    then names (the parent removes it otherwise, or names it in a failure's sentence)."""
+    """``settings.log_dir`` is a temporary folder the parent made (no ``--log-dir``): a
+    child whose parent is gone removes it, unless it holds run logs, which the child's
+    last sentence then names (the parent removes it otherwise, or names it in a failure's
+    sentence)."""
     parent_pid: int = field(default_factory=os.getpid)
     """The process that runs the side (made where the spec is made): a child whose
     ``parent_pid`` is gone ends itself, with every process it started."""
 
-    def settings(self) -> RunSettings:
-        return RunSettings(
-            steps=self.steps,
-            warmup=self.warmup,
-            num_cached_batches=self.num_cached_batches,
-            cache_on=self.cache_on,
-            log_dir=self.log_dir,
-            sample_interval_s=self.sample_interval_s,
-        )
+    @property
+    def log_dir(self) -> str:
+        """The folder the child writes its run logs to."""
+        return str(self.settings.log_dir)
 
     def to_env(self) -> str:
-        return json.dumps(asdict(self))
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["settings"] = settings_to_dict(self.settings)
+        return json.dumps(values)
 
     @classmethod
     def from_env(cls, environ: Optional[dict[str, str]] = None) -> Optional[ChildSpec]:
         text = (environ if environ is not None else os.environ).get(ENV)
-        return cls(**json.loads(text)) if text else None
+        if not text:
+            return None
+        values = json.loads(text)
+        values["settings"] = settings_from_dict(values["settings"])
+        return cls(**values)
 
 
 OUTCOMES = (

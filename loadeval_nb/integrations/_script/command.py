@@ -1,0 +1,115 @@
+"""``python -m loadeval_nb run``: the command line's front end over :func:`run_script`
+(``%loadeval_run`` is the notebook's): a line on stderr as each side starts, the verdict
+on stdout, the exit status, and the sentence for a run a signal stopped."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import time
+from typing import Any, Optional
+
+from ...core import LoadEvalError, OptionError
+from .launch import Signalled, stop_on_signals
+from .options import option_sentence, script_settings
+from .run import ScriptHooks, ScriptResult, run_script
+from .spec import SIDES
+
+CLI = "cli"
+"""How the command spells a next step: as its own options (``--steps 400``), not as a
+script's keywords (``steps=400``)."""
+
+
+def run_command(args: argparse.Namespace, target: list[str]) -> int:
+    """Run ``target`` with the options ``args`` (parsed by the ``run`` command's parser);
+    the exit status: 0 with a verdict, 1 when the script failed, ``128 + n`` when signal
+    ``n`` stopped it. :class:`LoadEvalError` for a bad option (the caller's exit 2)."""
+    settings, ranks = script_settings(args)
+
+    class Say(ScriptHooks):
+        def side_started(self, which: str, log_dir: str, stamp: str) -> None:
+            print(f"loadeval_nb: {SIDES[which]} ...", file=sys.stderr, flush=True)
+
+    with stop_on_signals() as stop:
+        started = time.time()
+        try:
+            result = run_script(
+                target,
+                settings,
+                ranks=ranks,
+                loader=args.loader,
+                timeout_s=args.timeout,
+                hooks=Say(),
+            )
+        except OptionError as e:
+            raise LoadEvalError(option_sentence(e)) from None
+        except Signalled:
+            result = None  # every process of the script was stopped; ``stop`` says by what
+        except KeyboardInterrupt:  # where no handler could be installed
+            result, stop.signum = None, signal.SIGINT
+        code = 0
+        if stop.signum is None and result is not None:
+            code = _say_result(args, target, result)
+        if stop.signum is not None:  # also one that came while the result was written
+            with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) takes no line
+                print(
+                    f"loadeval_nb: {_stopped(stop.name, args.log_dir, started)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return stop.exit_code
+    return code
+
+
+def _stopped(by: str, log_dir: Optional[str], started: float) -> str:
+    """The sentence for a run a signal stopped: by what, and where the logs written so far
+    are (without --log-dir they were in a temporary folder, removed with the unfinished
+    pair they held)."""
+    said = f"stopped ({by}); the script's processes were stopped"
+    if not log_dir:
+        return (
+            f"{said} and no run log was kept (pass --log-dir DIR to keep the logs a stopped "
+            "run has written)."
+        )
+    try:
+        written = [
+            n
+            for n in os.listdir(log_dir)
+            if n.startswith("loadeval-")
+            and n.endswith(".json")
+            and os.path.getmtime(os.path.join(log_dir, n)) >= started - 1
+        ]
+    except OSError:
+        written = []
+    if not written:
+        return f"{said}; no run log had been written to {log_dir} yet."
+    if len(written) == 1:
+        return f"{said}; the run log written so far is in {log_dir}."
+    return f"{said}; the {len(written)} run logs written so far are in {log_dir}."
+
+
+def _say_result(args: argparse.Namespace, target: list[str], result: ScriptResult) -> int:
+    if not result.ok:
+        print(f"loadeval_nb: {result.error}", file=sys.stderr)
+        return 1
+    print(result.text(CLI))
+    for note in result.notes:
+        print(f"loadeval_nb: note: {note}", file=sys.stderr)
+    if args.log_dir:
+        print(f"loadeval_nb: run logs: {', '.join(result.log_paths.values())}", file=sys.stderr)
+    if args.out:
+        print(save_script_report(result, args.out, f"loadeval_nb run {' '.join(target)}"))
+    return 0
+
+
+def save_script_report(result: ScriptResult, path: str, title: str) -> Any:
+    """Write ``result``'s standalone HTML report (the pair's, or the ranks') to ``path``;
+    what ``save_report`` returns (the path). Both front ends save through here."""
+    from ...viz import save_report
+
+    if result.ranks is not None:
+        return save_report(path=path, title=title, ranks=result.ranks)
+    return save_report(result.real, result.ideal, path, title=title)

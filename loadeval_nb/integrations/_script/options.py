@@ -1,0 +1,225 @@
+"""The ``run`` command's options, for both of its front ends: ``python -m loadeval_nb run``
+and ``%loadeval_run`` (IPython's ``%run`` and the ``python`` command line share theirs
+the same way). Their parser and defaults (:func:`add_run_parser`), the split between
+ours and the script's words (:func:`split_run`), their checks (:func:`script_settings`:
+the checked :class:`~loadeval_nb.RunSettings` and the ranks) and the sentence that names
+a bad one by its option (:func:`option_sentence`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from ...core import LoadEvalError, OptionError, RunSettings
+from ...core._shared import check_workers
+
+if TYPE_CHECKING:  # imported when ranks are asked for (psutil, subprocess)
+    from .launch import Torchrun
+
+COMMAND = "python -m loadeval_nb run"
+"""How the command line spells the command (``%loadeval_run`` in a notebook)."""
+
+RUN_USAGE = f"{COMMAND} [options] SCRIPT [ARGS...]\n       {COMMAND} [options] -m MODULE [ARGS...]"
+
+RUN_FLAGS = {
+    "steps": "--steps",
+    "warmup": "--warmup",
+    "num_cached_batches": "--cache",
+    "cache_on": "--cache-on",
+    "loader": "--loader",
+    "timeout": "--timeout",
+}
+"""Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
+command's option."""
+
+RUN_HELP = (
+    "measure a training script as it is: the real and the ideal run interleaved in one "
+    "fresh process (--sequential: a fresh process for each)"
+)
+
+
+def description(front_end: str = "") -> str:
+    """The command's description; ``front_end`` adds what a front end shows beside the
+    verdict (the notebook's dashboard and panel)."""
+    return (
+        "Run SCRIPT unmodified in a fresh process that measures its training DataLoader's "
+        "real run and its ideal run (the loader's batches replayed from memory), interleaved "
+        "in blocks (--sequential: a fresh process for each, the real run, then the ideal "
+        f"run){front_end}. Options go before SCRIPT; everything after it is the script's. See "
+        "docs/scripts.md."
+    )
+
+
+def add_run_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``run`` command to the subparsers ``sub``; returns its parser."""
+    r: argparse.ArgumentParser = sub.add_parser(
+        "run", usage=RUN_USAGE, help=RUN_HELP, description=description()
+    )
+    r.add_argument(
+        "--steps",
+        default="200",
+        help="steps per run, warm-up included, or 'auto' (default 200)",
+    )
+    r.add_argument("--warmup", type=int, default=10, help="warm-up steps per run (default 10)")
+    r.add_argument(
+        "--cache", type=int, default=20, help="batches cached for the ideal run (default 20)"
+    )
+    r.add_argument(
+        "--cache-on",
+        choices=["host", "device"],
+        default="host",
+        help="keep the cached batches in host or GPU memory (default host)",
+    )
+    r.add_argument("--log-dir", default=None, help="keep the run logs here")
+    r.add_argument("-o", "--out", default=None, help="write an HTML report here")
+    r.add_argument(
+        "--loader",
+        type=int,
+        default=None,
+        metavar="K",
+        help="measure the K-th DataLoader the script iterates (default: the first pass "
+        "with gradients on that draws more than the warm-up's batches)",
+    )
+    r.add_argument(
+        "--sequential",
+        action="store_true",
+        help="a fresh process per side: the real run, then the ideal run (default: one "
+        "process measures both, interleaved in blocks, so that a drift of the machine lands "
+        "on both and the live plots move block by block)",
+    )
+    r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="seconds a side may run before its steps are measured (default 1800)",
+    )
+    t = r.add_argument_group("ranks (torch.distributed.run)")
+    t.add_argument(
+        "--nproc-per-node", type=int, default=None, help="launch each side on N ranks per node"
+    )
+    t.add_argument("--nnodes", type=int, default=1, help="nodes (default 1)")
+    t.add_argument("--rdzv-endpoint", default=None, help="HOST:PORT where the nodes meet")
+    t.add_argument("--rdzv-id", default=None, help="the job's id, the same on every node")
+    return r
+
+
+def run_parser(prog: str = "python -m loadeval_nb") -> argparse.ArgumentParser:
+    """The ``run`` command's own options (:func:`split_run` separates them from the
+    script's)."""
+    p = argparse.ArgumentParser(prog=prog)
+    return add_run_parser(p.add_subparsers(dest="command", required=True))
+
+
+RUN_VALUED = {
+    "--steps",
+    "--warmup",
+    "--cache",
+    "--cache-on",
+    "--log-dir",
+    "-o",
+    "--out",
+    "--loader",
+    "--timeout",
+    "--nproc-per-node",
+    "--nnodes",
+    "--rdzv-endpoint",
+    "--rdzv-id",
+}
+"""The options that take a value (the next word is theirs, not the script's)."""
+
+
+def split_run(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``run``'s own options, and the script with its arguments (``SCRIPT ARGS...`` or
+    ``-m MODULE ARGS...``): everything from the first word that is not one of ours is the
+    script's, options included."""
+    ours: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m":
+            return ours, list(argv[i:])
+        if a == "--":
+            return ours, list(argv[i + 1 :])
+        if a.split("=", 1)[0] in RUN_VALUED and "=" not in a:
+            ours += argv[i : i + 2]
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            ours.append(a)  # ours, or argparse says it is not
+            i += 1
+            continue
+        return ours, list(argv[i:])
+    return ours, []
+
+
+def option_sentence(e: LoadEvalError, command: str = COMMAND) -> str:
+    """The sentence of ``e`` as ``command`` says it: a setting named by its option
+    (``--cache``, not ``num_cached_batches``), the command by its own name."""
+    if isinstance(e, OptionError):
+        return e.renamed(RUN_FLAGS.get(e.option, e.option))
+    return str(e).replace(COMMAND, command)
+
+
+def check_out(path: str) -> None:
+    """One sentence for a report path that cannot be written, before the script runs."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise LoadEvalError(
+            f"Cannot write the report to {path!r}; pass -o a file path in a folder you can "
+            "write to."
+        )
+
+
+def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Torchrun]]:
+    """``run``'s options (parsed by its parser) as the checked settings and the ranks
+    (``Torchrun`` or None) to run a script with; :class:`LoadEvalError` naming the option
+    for a bad one. Both front ends take their options through here."""
+    steps: Any = "auto" if args.steps == "auto" else args.steps
+    if steps != "auto":
+        try:
+            steps = int(steps)
+        except ValueError:
+            raise LoadEvalError(
+                f"--steps must be a number of steps or auto, not {args.steps!r}."
+            ) from None
+    try:
+        settings = RunSettings(
+            steps=steps,
+            warmup=args.warmup,
+            num_cached_batches=args.cache,
+            cache_on=args.cache_on,
+            log_dir=args.log_dir,
+            interleave=not args.sequential,
+        )
+    except OptionError as e:
+        raise LoadEvalError(option_sentence(e)) from None
+    if args.out:
+        check_out(args.out)
+    ranks = None
+    if args.nproc_per_node is not None or args.nnodes != 1:
+        if args.nproc_per_node is None:
+            raise LoadEvalError("--nnodes needs --nproc-per-node (ranks on each node).")
+        if args.nproc_per_node < 1:
+            raise LoadEvalError(
+                f"--nproc-per-node must be a number of ranks from 1, not {args.nproc_per_node}."
+            )
+        check_workers(args.nproc_per_node, "--nproc-per-node")
+        if args.nnodes < 1:
+            raise LoadEvalError(f"--nnodes must be 1 or more, not {args.nnodes}.")
+        if args.nnodes > 1 and not (args.rdzv_endpoint and args.rdzv_id):
+            raise LoadEvalError(
+                "Several nodes meet at a rendezvous: pass --rdzv-endpoint HOST:PORT and "
+                "--rdzv-id JOB, the same on every node (and a --log-dir they share)."
+            )
+        from .launch import Torchrun
+
+        ranks = Torchrun(
+            nproc_per_node=args.nproc_per_node,
+            nnodes=args.nnodes,
+            rdzv_endpoint=args.rdzv_endpoint,
+            rdzv_id=args.rdzv_id,
+        )
+    return settings, ranks
