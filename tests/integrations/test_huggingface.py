@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import pytest
@@ -17,7 +16,7 @@ from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 
 from ..ipython_shell import ipython_shell
 from ..timing import excused_if_busy, retry_once
-from ..workloads import sleep_steps
+from ..workloads import sleep_steps, take
 
 transformers = pytest.importorskip("transformers")
 accelerate = pytest.importorskip("accelerate")
@@ -42,7 +41,7 @@ class SleepyRecords(Dataset):
 
     def __getitem__(self, i):
         if self.item_s:
-            time.sleep(self.item_s)
+            take(self.item_s)
         return {"x": torch.full((4,), float(i % 7)), "labels": torch.ones(1)}
 
 
@@ -55,7 +54,7 @@ class SleepyRegressor(nn.Module):
         self.step_s = step_s
 
     def forward(self, x, labels=None):
-        time.sleep(self.step_s if self.training else 0.05)
+        take(self.step_s if self.training else 0.05)
         out = self.layer(x)
         return {"loss": ((out - labels) ** 2).mean(), "logits": out}
 

@@ -16,7 +16,7 @@ from loadeval_nb.integrations import launch_ranks
 from loadeval_nb.ranks import gather_pair
 
 from ..timing import retry_once
-from ..workloads import SleepyItems
+from ..workloads import SleepyItems, take
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def _pair_on_each_rank():
 
     def train(batches):
         for x in batches:
-            time.sleep(0.005)
+            take(0.005)
             loss = model(x).pow(2).mean()
             opt.zero_grad()
             loss.backward()

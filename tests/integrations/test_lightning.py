@@ -5,7 +5,6 @@ Real Lightning, tiny modules made here, sleep-based costs whose truth is known."
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 
 import pytest
@@ -18,7 +17,7 @@ from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 
 from ..ipython_shell import ipython_shell
 from ..timing import excused_if_busy, retry_once
-from ..workloads import SleepyItems
+from ..workloads import SleepyItems, take
 
 L = pytest.importorskip("lightning.pytorch")
 
@@ -42,11 +41,11 @@ class SleepyModule(L.LightningModule):
         self.step_s = step_s
 
     def training_step(self, batch, batch_idx):
-        time.sleep(self.step_s)
+        take(self.step_s)
         return self.layer(batch).pow(2).mean()
 
     def validation_step(self, batch, batch_idx):
-        time.sleep(0.05)
+        take(0.05)
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)

@@ -101,9 +101,6 @@ SHELL = [
 ]
 
 
-jupyter_client = pytest.importorskip("jupyter_client")
-
-
 SETUP = textwrap.dedent(
     """
     import os, threading, time, json, psutil, torch
@@ -145,6 +142,8 @@ SETUP = textwrap.dedent(
 
 class Kernel:
     def __init__(self, cwd: str) -> None:
+        # only the kernel cases need it: skipped without it, the in-process cases run
+        jupyter_client = pytest.importorskip("jupyter_client")
         self.km = jupyter_client.KernelManager(kernel_name="python3")
         self.km.start_kernel(cwd=cwd)
         self.kc = self.km.client()

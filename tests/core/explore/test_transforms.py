@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 
 import pytest
 import torch
@@ -87,7 +86,7 @@ class Images(Dataset):
         if callable(self.load):
             self.load()
         elif self.load:
-            time.sleep(self.load)
+            take(self.load)
         x = torch.full((3, 4, 4), float(i))
         y = i % 10
         if self.transform is not None:

@@ -10,10 +10,11 @@ import warnings
 import psutil
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
 from loadeval_nb.errors import CacheBudgetError, CacheMutationWarning
+from tests.workloads import SleepyItems
 
 
 def tensor_loader(n=64, batch_size=8, **kw):
@@ -288,17 +289,9 @@ def test_exception_in_loop_body_keeps_partial_run(tmp_path):
 
 @pytest.mark.slow
 def test_mapstyle_dataset_with_sleep_and_workers_roundtrip():
-    class Slow(Dataset):
-        def __len__(self):
-            return 16
-
-        def __getitem__(self, i):
-            time.sleep(0.001)
-            return torch.tensor([i])
-
-    dl = DataLoader(Slow(), batch_size=4, num_workers=2)
+    dl = DataLoader(SleepyItems(16, 0.001), batch_size=4, num_workers=2)
     ev = LoaderEvaluator(dl, sample_interval_s=0.05)
-    assert sorted(int(v) for b in ev for v in b) == list(range(16))
+    assert sorted(int(row[0]) for b in ev for row in b) == list(range(16))
     run = ev.to_run()
     assert run.util is not None and run.util["cpu"]["process_pct"] is not None
     assert run.util["gpu"]["util_pct"] is None or torch.cuda.is_available()

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from collections import namedtuple
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from tests.catalogue import (
     loop,
     nothing_left,
 )
+from tests.workloads import SleepyItems, sleep_steps
 
 # the added catalogue's cases ran with these around each
 pytestmark = pytest.mark.usefixtures("earlier_children", "sigint_put_back")
@@ -270,15 +270,6 @@ def _replay(src: list, steps: int, body) -> list[warnings.WarningMessage]:
     return list(seen)
 
 
-class _SlowItems(Dataset):
-    def __len__(self) -> int:
-        return 400
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        time.sleep(0.02)
-        return torch.zeros(2)
-
-
 @pytest.mark.parametrize("interval", [float("inf"), 1e-9, True, "0.1"])
 def test_sample_intervals_that_would_crash_or_spin(interval):
     with pytest.raises(
@@ -441,8 +432,7 @@ def test_a_sampler_that_fails_does_not_stop_the_run(user, monkeypatch):
     monkeypatch.setattr(psutil.Process, "cpu_percent", broken)
     path = os.path.join(user.tmp, "run.json")
     ev = LoaderEvaluator(user.loader(), metrics_file=path, sample_interval_s=0.01)
-    for _ in ev:
-        time.sleep(0.005)
+    sleep_steps(0.005)(ev)
     ev.close()
     logged(path, 16, "complete")
     nothing_left(user.tmp, ("run.json",))
@@ -600,7 +590,7 @@ def test_a_batch_nested_past_the_depth_limit_is_one_leaf():
 def test_ctrl_c_while_waiting_in_next_is_a_stop_not_a_source_error(tmp_path):
     path = str(tmp_path / "r.json")
     ev = LoaderEvaluator(
-        DataLoader(_SlowItems(), batch_size=4), metrics_file=path, sample_interval_s=None
+        DataLoader(SleepyItems(400, 0.02), batch_size=4), metrics_file=path, sample_interval_s=None
     )
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()

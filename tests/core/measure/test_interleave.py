@@ -20,7 +20,7 @@ from loadeval_nb import LoadEvalError, RunSettings, run_pair
 from loadeval_nb.core.measure.interleave import plan_blocks
 from loadeval_nb.explore import RunHooks
 from loadeval_nb.measure import InterleavedEvaluator
-from tests.timing import retry_once
+from tests.timing import abba, retry_once
 from tests.workloads import FakeGPU, SleepyItems, take
 
 
@@ -88,7 +88,7 @@ def test_a_real_block_after_an_ideal_one_leaves_out_the_batches_its_queue_held()
         loader, steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None
     )
     for _ in ev:
-        time.sleep(0.002)  # input-bound: 20 ms a batch a worker, 10 ms with two: ~8 ms waits
+        take(0.002)  # input-bound: 20 ms a batch a worker, 10 ms with two: ~8 ms waits
     ev.close()
     real = ev.to_runs()["real"]
     after_ideal = [e["warmup"] for e in real.epochs][1::2]
@@ -285,17 +285,22 @@ def test_a_drifting_sleep_truth_is_measured_within_five_percent():
 
     def step():
         k[0] += 1
-        time.sleep(0.010 * (1 + 0.2 * min(1.0, k[0] / K)))
+        take(0.010 * (1 + 0.2 * min(1.0, k[0] / K)))
 
-    real, ideal = [], []
     it = iter(loader)
-    for side in ("real", "ideal", "ideal", "real"):
-        t = time.perf_counter()
-        for j in range(n):
-            _ = next(it) if side == "real" else cache[j % 10]
-            step()
-        (real if side == "real" else ideal).append(time.perf_counter() - t)
-    watch = sum(real) / sum(ideal)
+
+    def block(side: str):
+        def timed() -> float:
+            t = time.perf_counter()
+            for j in range(n):
+                _ = next(it) if side == "real" else cache[j % 10]
+                step()
+            return time.perf_counter() - t
+
+        return timed
+
+    order = abba(block("real"), block("ideal"))  # real, ideal, ideal, real
+    watch = sum(order.stopwatch) / sum(order.tool)
     d = res.diagnosis
     assert d.verdict == "PARTLY INPUT-BOUND", d
     assert d.speedup == pytest.approx(watch, rel=0.05), (d.speedup, watch, truth)

@@ -47,7 +47,7 @@ def test_one_sampler_thread_for_all_epochs_and_no_join_at_an_epoch_end(monkeypat
     monkeypatch.setattr(threading.Thread, "join", no_join)
     for _ in range(5):
         for _ in ev:
-            time.sleep(0.002)
+            take(0.002)
     assert started == ["loadeval-sampler"]
     assert ev.util_sampler._thread is thread and thread.is_alive()
     monkeypatch.undo()

@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from loadeval_nb.core import LoadEvalError, WorkerFetchTimer
 from tests.workloads import SleepyItems, take
@@ -196,21 +196,11 @@ def test_spawn_context_pickles_the_hook(tmp_path, resource_tracker):
 def test_second_timer_on_persistent_workers_keeps_timing():
     """A cell run twice on a persistent_workers loader: the second run still gets timings
     (its timer reads the buffer the still-running, still-patched workers fill)."""
-    import time as _t
-
     from torch.utils.data import DataLoader
 
     from loadeval_nb.core import WorkerFetchTimer
 
-    class Slow(Dataset):
-        def __len__(self):
-            return 24
-
-        def __getitem__(self, i):
-            _t.sleep(0.002)
-            return i
-
-    dl = DataLoader(Slow(), batch_size=4, num_workers=2, persistent_workers=True)
+    dl = DataLoader(SleepyItems(24, 0.002), batch_size=4, num_workers=2, persistent_workers=True)
     first = WorkerFetchTimer(dl)
     assert len(list(first.iter())) == 6
     n_first = len(first.load_ns())

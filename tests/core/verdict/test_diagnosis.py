@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import replace
 
 import pytest
@@ -148,13 +147,11 @@ def _pair(item_s, step_s, workers=2, batch=8, steps=60, warmup=6):
         SleepyItems(batch * (steps + warmup), item_s), batch_size=batch, num_workers=workers
     )
     real = LoaderEvaluator(dl, mode="log", warmup=warmup, sample_interval_s=0.05)
-    for _ in real:
-        time.sleep(step_s)
+    sleep_steps(step_s)(real)
     ideal = LoaderEvaluator(
         dl, mode="replay", num_cached_batches=5, warmup=warmup, sample_interval_s=0.05
     )
-    for _ in ideal:
-        time.sleep(step_s)
+    sleep_steps(step_s)(ideal)
     return diagnose(real, ideal)
 
 

@@ -6,11 +6,12 @@ import math
 import time
 
 import pytest
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from loadeval_nb.core import LoadEvalError, WorkerFetchTimer, predict, simulate
 from loadeval_nb.core.whatif.simulator import usable_cores
 from tests.timing import retry_once
+from tests.workloads import SleepyItems, take
 
 L, S = 0.100, 0.030  # load per batch, compute per step (seconds)
 
@@ -197,20 +198,11 @@ BATCH_LOAD_S, STEP_S = 0.040, 0.015
 WARM, MEASURED = 5, 40
 
 
-class SleepBatch(Dataset):
-    """Each batch (batch_size=None) takes 40 ms to make; sleeping needs no core."""
-
-    def __len__(self) -> int:
-        return WARM + MEASURED + 20
-
-    def __getitem__(self, i: int) -> int:
-        time.sleep(BATCH_LOAD_S)
-        return i
-
-
 def run_real(num_workers: int) -> tuple[float, list[float], list[float]]:
     """Measured steps/s over MEASURED steps after WARM, step times, worker load times."""
-    loader = DataLoader(SleepBatch(), batch_size=None, num_workers=num_workers)
+    # each batch (batch_size=None) takes 40 ms to make; sleeping needs no core
+    batches = SleepyItems(WARM + MEASURED + 20, BATCH_LOAD_S)
+    loader = DataLoader(batches, batch_size=None, num_workers=num_workers)
     timer = WorkerFetchTimer(loader)
     it = timer.iter()
     got: list[float] = []
@@ -219,7 +211,7 @@ def run_real(num_workers: int) -> tuple[float, list[float], list[float]]:
         next(it)
         t = time.perf_counter()
         got.append(t)
-        time.sleep(STEP_S)
+        take(STEP_S)
         steps.append(time.perf_counter() - t)
     del it  # shuts the workers down
     loads = [x / 1e9 for x in timer.load_ns()]
