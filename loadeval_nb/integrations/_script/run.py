@@ -86,6 +86,10 @@ class ScriptResult(Reported):
             return self.diagnosis.facts()
         return Facts(kind="verdict", title=self.label, headline=self.error or "no verdict")
 
+    # IPython takes a class's own __repr__ (the dataclass's) before an inherited
+    # _repr_pretty_: the tail's, named here, so that the display is the text
+    _repr_pretty_ = Reported._repr_pretty_
+
 
 def describe_target(target: Sequence[str]) -> str:
     """``train.py`` or ``-m pkg.train``: how sentences name the script."""
