@@ -454,7 +454,7 @@ def patched_dataloader(picker: Picker) -> Iterator[None]:
         return picker.start_pass(self, original)
 
     __iter__.__wrapped__ = original  # type: ignore[attr-defined]
-    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
+    DataLoader.__iter__ = __iter__  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:

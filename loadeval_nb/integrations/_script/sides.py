@@ -5,7 +5,7 @@ each built from the run's settings as the parent checked them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ...core import InterleavedEvaluator, RunSettings
 from ...core._shared import evaluator_for, log_path
@@ -19,6 +19,7 @@ def pair_evaluator(
     writing their logs to ``metrics_files`` (``{"real": path, "ideal": path}``). Whether
     the pass interleaves is the core's one rule (its plan, made as the wrapper is): a
     pass too short raises ``NotInterleavable``, which the child reports."""
+    files: dict[str, Optional[str]] = dict(metrics_files)
     return InterleavedEvaluator(
         loader,
         steps=settings.steps,
@@ -28,7 +29,7 @@ def pair_evaluator(
         sample_interval_s=settings.sample_interval_s,
         auto_stop=settings.auto_stop,
         worker_timing=settings.worker_timing,
-        metrics_files=metrics_files,
+        metrics_files=files,
     )
 
 
