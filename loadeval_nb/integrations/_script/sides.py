@@ -1,6 +1,6 @@
 """The wrapper each kind of child puts around the script's training loader: a log-mode
 :class:`~loadeval_nb.LoaderEvaluator` (the real run), a replay one (the ideal run), or
-an :class:`~loadeval_nb.InterleavedEvaluator` that measures both in blocks (the pair),
+an :class:`~loadeval_nb.core.InterleavedEvaluator` that measures both in blocks (the pair),
 each built from the run's settings as the parent checked them."""
 
 from __future__ import annotations
