@@ -149,5 +149,12 @@ class Reported:
     def __str__(self) -> str:
         return self.text()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # IPython takes a class's own __repr__ (a dataclass makes one) before an inherited
+        # _repr_pretty_: each result class gets its own, so IPython shows the text
+        super().__init_subclass__(**kwargs)
+        if "_repr_pretty_" not in cls.__dict__:
+            cls._repr_pretty_ = Reported._repr_pretty_  # type: ignore[method-assign]
+
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the text
         p.text(self.text())

@@ -313,3 +313,19 @@ def test_the_ladders_copy_advice_can_be_followed(pin_memory, cuda, pin, already)
     assert ("pin_memory=True" in text) is pin
     assert ("pins memory already" in text) is already
     assert text.endswith("(cache_on='device').")
+
+
+def test_every_result_shows_as_its_text_in_ipython():
+    """A dataclass's own ``__repr__`` came before the inherited ``_repr_pretty_``, so a
+    terminal IPython showed ``Diagnosis(verdict=..., ...)`` instead of the verdict."""
+    from IPython.lib.pretty import pretty
+
+    from loadeval_nb import Run, diagnose
+    from loadeval_nb.explore import PairResult
+
+    real = Run(mode="log", start_ns=list(range(0, 10**9, 10**7)), step_ns=[10**7] * 100)
+    ideal = Run(mode="replay", start_ns=list(range(0, 10**9, 10**7)), step_ns=[5 * 10**6] * 100)
+    d = diagnose(real, ideal)
+    assert pretty(d) == d.text() and pretty(d).startswith("Verdict:")
+    pair = PairResult(label="", loader_settings={}, real=real, ideal=ideal, diagnosis=d)
+    assert pretty(pair) == pair.text()
