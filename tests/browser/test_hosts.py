@@ -16,17 +16,14 @@ overrides).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
 
 from .test_jupyterlab import (
@@ -35,8 +32,8 @@ from .test_jupyterlab import (
     CHROMIUM,
     KERNEL_IDLE,
     _diagnose,
-    _free_port,
     _need_browser,
+    serve_lab,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -109,73 +106,23 @@ def lab_without_bokeh_js():
     _need_browser()
     root = Path(tempfile.mkdtemp(prefix="loadeval-hosts-"))
     (root / "hosts.ipynb").write_text(json.dumps(_notebook()))
-    port, token = _free_port(), "loadeval-test-token"
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(root / ".jupyter"),
-        "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
-    }
-    for name in ("LOADEVAL_VIEW", "VSCODE_PID"):
-        env.pop(name, None)
     # jupyter_bokeh's labextension disabled in this server's own config only (the
     # command, `jupyter labextension disable`, writes to the environment's sys-prefix
     # config by default: every JupyterLab of the environment would lose it)
-    (root / ".jupyter" / "labconfig").mkdir(parents=True)
-    (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
-        json.dumps(
-            {
-                "disabledExtensions": {
-                    "@jupyterlab/apputils-extension:announcements": True,
-                    "@bokeh/jupyter_bokeh": True,
-                }
-            }
-        )
-    )
-    jupyter = [sys.executable, "-m", "jupyter"]
-    listed = subprocess.run(
-        [*jupyter, "labextension", "list"], env=env, capture_output=True, text=True
-    )
-    listing = listed.stdout + listed.stderr
-    assert re.search(r"@bokeh/jupyter_bokeh.*disabled", listing), listing
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen(
-        [*jupyter, "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
-         "--LabApp.extension_manager=readonly", "--LabApp.news_url=",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:]
-                    ) from None
-                time.sleep(0.3)
-        yield url, token, root, env
+        with serve_lab(
+            root, disabled=("@bokeh/jupyter_bokeh",), drop_env=("LOADEVAL_VIEW", "VSCODE_PID")
+        ) as (url, token, env):
+            listed = subprocess.run(
+                [sys.executable, "-m", "jupyter", "labextension", "list"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            listing = listed.stdout + listed.stderr
+            assert re.search(r"@bokeh/jupyter_bokeh.*disabled", listing), listing
+            yield url, token, root, env
     finally:
-        kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for k in kids:  # kernels that outlived the server
-            try:
-                k.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(kids, timeout=10)
-        log.close()
         shutil.rmtree(root, ignore_errors=True)
 
 

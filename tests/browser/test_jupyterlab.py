@@ -20,6 +20,7 @@ overrides).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,22 +68,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab():
-    _need_browser()
-    root = Path(tempfile.mkdtemp(prefix="loadeval-lab-"))
-    for name in ("quickstart.ipynb", "watch_torchrun.ipynb"):
-        shutil.copy(ROOT / "notebooks" / name, root / name)
+@contextlib.contextmanager
+def serve_lab(root: Path, disabled: tuple[str, ...] = (), drop_env: tuple[str, ...] = ()):
+    """JupyterLab on 127.0.0.1 over ``root`` with a config of its own (``disabled``
+    labextensions off in its own page_config, never the environment's), stopped with
+    the kernels it started; yields ``(url, token, env)``."""
     port, token = _free_port(), "loadeval-test-token"
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(root / ".jupyter"),
         "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
     }
+    for name in drop_env:
+        env.pop(name, None)
     # no "get notified about Jupyter news?" pop-up over the page
+    off = {"@jupyterlab/apputils-extension:announcements": True, **dict.fromkeys(disabled, True)}
     (root / ".jupyter" / "labconfig").mkdir(parents=True)
     (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+        json.dumps({"disabledExtensions": off})
     )
     log = open(root / "server.log", "w")
     proc = subprocess.Popen(
@@ -121,7 +124,7 @@ def lab():
                         "JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:]
                     ) from None
                 time.sleep(0.3)
-        yield url, token, root
+        yield url, token, env
     finally:
         kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
         proc.terminate()
@@ -137,6 +140,18 @@ def lab():
                 pass
         psutil.wait_procs(kids, timeout=10)
         log.close()
+
+
+@pytest.fixture
+def lab():
+    _need_browser()
+    root = Path(tempfile.mkdtemp(prefix="loadeval-lab-"))
+    for name in ("quickstart.ipynb", "watch_torchrun.ipynb"):
+        shutil.copy(ROOT / "notebooks" / name, root / name)
+    try:
+        with serve_lab(root) as (url, token, _env):
+            yield url, token, root
+    finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
