@@ -168,7 +168,9 @@ def test_the_real_step_is_split_into_wait_copies_and_compute(monkeypatch):
             x = x @ w
     assert torch.Tensor.to is to_before
     run = ev.to_run()
-    assert len(syncs) == 1  # the epoch's closing synchronisation, never one a step
+    # where the steady steps begin (the warm-up's queued work) and the epoch's closing one,
+    # never one a step
+    assert len(syncs) == 2
     assert run.h2d_ns is not None and all(v > 0 for v in run.h2d_ns)
     replay = LoaderEvaluator(big, mode="replay", steps=40, sample_interval_s=None)
     for batch in replay:
