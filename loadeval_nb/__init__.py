@@ -7,32 +7,26 @@ The names a user learns first::
 The rest lives in public sub-namespaces, one job each: ``loadeval_nb.measure`` (the
 wrapper, samplers), ``.record`` (run logs), ``.verdict`` (diagnosis, comparison),
 ``.whatif`` (the simulator), ``.explore`` (pair, ladder, sweep and their results),
-``.ranks`` (torchrun) and ``.errors``. Plotting (``plot_comparison``, ``save_report``)
+``.ranks`` (torchrun) and ``.errors``: each is the same module as its home in core
+(``loadeval_nb.measure`` is ``loadeval_nb.core.measure``). Plotting (``plot_comparison``, ``save_report``)
 is imported on first use, so ``import loadeval_nb`` does not load Bokeh. In a
 notebook: ``%load_ext loadeval_nb``.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .core._shared import check_sorted
+from .core._shared import check_sorted, lazy_face
 
-if TYPE_CHECKING:  # imported on first use: `import loadeval_nb` stays cheap
-    from .core import (
-        LoaderEvaluator,
-        LoadEvalError,
-        Run,
-        RunSettings,
-        compare_runs,
-        diagnose,
-        load_run,
-        run_ladder,
-        run_pair,
-        run_sweep,
-    )
+if TYPE_CHECKING:  # where each name lives; imported on first use: `import loadeval_nb` stays cheap
+    from .core.errors import LoadEvalError
+    from .core.explore import RunSettings, run_ladder, run_pair, run_sweep
+    from .core.measure import LoaderEvaluator
+    from .core.record import Run, load_run
+    from .core.verdict import compare_runs, diagnose
+    from .viz import plot_comparison, save_report
 
 __all__ = [
     "LoadEvalError",
@@ -66,35 +60,4 @@ def unload_ipython_extension(ip: Any) -> None:
     stop_all()
 
 
-_LAZY = {
-    "plot_comparison": "loadeval_nb.viz",
-    "save_report": "loadeval_nb.viz",
-    **{
-        name: "loadeval_nb.core"
-        for name in [
-            "LoaderEvaluator",
-            "LoadEvalError",
-            "Run",
-            "RunSettings",
-            "compare_runs",
-            "diagnose",
-            "load_run",
-            "run_ladder",
-            "run_pair",
-            "run_sweep",
-        ]
-    },
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        if _LAZY[name] == "loadeval_nb.core":
-            globals()[name] = value  # kept: the next use is a plain lookup
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_face(__name__)

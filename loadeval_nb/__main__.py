@@ -7,8 +7,9 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from .core import LoadEvalError, OptionError, RunSettings
 from .core._shared import check_workers
+from .core.errors import LoadEvalError, OptionError
+from .core.explore import RunSettings
 from .integrations._shared import CLI, add_run_parser, run_command, split_run
 
 __all__ = ["main"]
@@ -72,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "run":
             return run_command(args, target)
         if args.command == "ranks":
-            from .core import gather_logs
+            from .core.ranks import gather_logs
 
             report = gather_logs(args.dir)
             print(report.text(CLI))
@@ -115,7 +116,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 log_dir=args.log_dir,
             )
         elif args.command == "diagnose":
-            from .core import diagnose
+            from .core.verdict import diagnose
 
             print(diagnose(args.real, args.ideal).text(CLI))
         elif args.command == "report":
@@ -123,7 +124,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             print(save_report(args.real, args.ideal, args.out))
         elif args.command == "compare":
-            from .core import compare_runs
+            from .core.verdict import compare_runs
 
             result = compare_runs(args.before, args.after, max_slowdown=args.max_slowdown)
             print(result.text(CLI))

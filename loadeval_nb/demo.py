@@ -15,7 +15,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .core import Diagnosis, LoadEvalError, RunHooks, RunSettings, run_pair
+from .core.errors import LoadEvalError
+from .core.explore import RunHooks, RunSettings, run_pair
+from .core.verdict import Diagnosis
 
 __all__ = ["SyntheticImages", "SmallConvNet", "train_steps", "run_demo"]
 

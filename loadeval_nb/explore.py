@@ -1,49 +1,14 @@
-"""loadeval_nb.explore: Running the user's loop to find what to change: the pair, the caching ladder, the settings sweep, the per-transform split."""
+"""loadeval_nb.explore: Running the user's loop to find what to change: the pair, the caching ladder, the settings sweep, the per-transform split.
 
-from __future__ import annotations
+The same module as :mod:`loadeval_nb.core.explore` (its one home), under a shorter name.
+"""
 
-from .core import (
-    LadderResult,
-    PairResult,
-    Rung,
-    RunHooks,
-    RunSettings,
-    Stage,
-    SweepHooks,
-    SweepPlan,
-    SweepPoint,
-    SweepResult,
-    TransformPart,
-    TransformSplit,
-    parse_sweep,
-    plan_run,
-    prepare_sweep,
-    rebuild_loader,
-    run_ladder,
-    run_pair,
-    run_sweep,
-    split_transforms,
-)
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "LadderResult",
-    "PairResult",
-    "RunHooks",
-    "RunSettings",
-    "Rung",
-    "Stage",
-    "SweepHooks",
-    "SweepPlan",
-    "SweepPoint",
-    "SweepResult",
-    "TransformPart",
-    "TransformSplit",
-    "parse_sweep",
-    "plan_run",
-    "prepare_sweep",
-    "rebuild_loader",
-    "run_ladder",
-    "run_pair",
-    "run_sweep",
-    "split_transforms",
-]
+import loadeval_nb.core.explore as _home
+
+if TYPE_CHECKING:  # what type checkers and editors read
+    from .core.explore import *  # noqa: F403
+
+sys.modules[__name__] = _home

@@ -1,23 +1,14 @@
-"""loadeval_nb.measure: Measuring one run: the DataLoader wrapper and what it reads while the loop runs."""
+"""loadeval_nb.measure: Measuring one run: the DataLoader wrapper and what it reads while the loop runs.
 
-from __future__ import annotations
+The same module as :mod:`loadeval_nb.core.measure` (its one home), under a shorter name.
+"""
 
-from .core import (
-    AutoStop,
-    InterleavedEvaluator,
-    LoaderEvaluator,
-    UtilSampler,
-    WorkerFetchTimer,
-    gpu_status,
-    step_path,
-)
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AutoStop",
-    "InterleavedEvaluator",
-    "LoaderEvaluator",
-    "UtilSampler",
-    "WorkerFetchTimer",
-    "gpu_status",
-    "step_path",
-]
+import loadeval_nb.core.measure as _home
+
+if TYPE_CHECKING:  # what type checkers and editors read
+    from .core.measure import *  # noqa: F403
+
+sys.modules[__name__] = _home

@@ -1,15 +1,14 @@
-"""loadeval_nb.record: A measured run as a record, and its versioned JSON file."""
+"""loadeval_nb.record: A measured run as a record, and its versioned JSON file.
 
-from __future__ import annotations
+The same module as :mod:`loadeval_nb.core.record` (its one home), under a shorter name.
+"""
 
-from .core import (
-    SCHEMA_VERSION,
-    Run,
-    load_run,
-)
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Run",
-    "SCHEMA_VERSION",
-    "load_run",
-]
+import loadeval_nb.core.record as _home
+
+if TYPE_CHECKING:  # what type checkers and editors read
+    from .core.record import *  # noqa: F403
+
+sys.modules[__name__] = _home

@@ -1,29 +1,14 @@
-"""loadeval_nb.verdict: What two runs say: the diagnosis of a real and an ideal run, and the CI comparison of two runs."""
+"""loadeval_nb.verdict: What two runs say: the diagnosis of a real and an ideal run, and the CI comparison of two runs.
 
-from __future__ import annotations
+The same module as :mod:`loadeval_nb.core.verdict` (its one home), under a shorter name.
+"""
 
-from .core import (
-    INPUT_BOUND,
-    NOT_ENOUGH_DATA,
-    NOT_INPUT_BOUND,
-    PARTLY_INPUT_BOUND,
-    Comparison,
-    Diagnosis,
-    Fact,
-    Facts,
-    compare_runs,
-    diagnose,
-)
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Comparison",
-    "Diagnosis",
-    "Fact",
-    "Facts",
-    "INPUT_BOUND",
-    "NOT_ENOUGH_DATA",
-    "NOT_INPUT_BOUND",
-    "PARTLY_INPUT_BOUND",
-    "compare_runs",
-    "diagnose",
-]
+import loadeval_nb.core.verdict as _home
+
+if TYPE_CHECKING:  # what type checkers and editors read
+    from .core.verdict import *  # noqa: F403
+
+sys.modules[__name__] = _home

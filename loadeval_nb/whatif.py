@@ -1,19 +1,14 @@
-"""loadeval_nb.whatif: What other loader settings would buy: the worker/queue simulator and its predictions."""
+"""loadeval_nb.whatif: What other loader settings would buy: the worker/queue simulator and its predictions.
 
-from __future__ import annotations
+The same module as :mod:`loadeval_nb.core.whatif` (its one home), under a shorter name.
+"""
 
-from .core import (
-    Prediction,
-    SimResult,
-    predict,
-    predict_from_runs,
-    simulate,
-)
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Prediction",
-    "SimResult",
-    "predict",
-    "predict_from_runs",
-    "simulate",
-]
+import loadeval_nb.core.whatif as _home
+
+if TYPE_CHECKING:  # what type checkers and editors read
+    from .core.whatif import *  # noqa: F403
+
+sys.modules[__name__] = _home

@@ -20,6 +20,8 @@ PKG = ROOT / "loadeval_nb"
 FORBIDDEN = ("IPython", "ipywidgets", "bokeh", "jupyter_bokeh")
 LAYERS = ("core", "viz", "widgets", "integrations", "magic")
 SHARED = {"loadeval_nb._version"}  # the package's version: anyone may read it
+CORE_FACES = ("measure", "record", "verdict", "whatif", "explore", "ranks", "errors")
+"""core is a layer, not a face: its public names live on these, one home each."""
 DOORS = {  # each layer's one private door, for the layers above it
     "loadeval_nb.core._shared",
     "loadeval_nb.viz._shared",
@@ -76,8 +78,11 @@ def seam_violations(source: str, module: str, is_package: bool = False) -> list[
         where = f"{module}:{line} imports {target}"
         if target in DOORS or target.rsplit(".", 1)[0] in DOORS:
             continue
-        if target != f"loadeval_nb.{theirs}":
-            bad.append(f"{where}: use the public loadeval_nb.{theirs}")
+        faces = {f"loadeval_nb.{theirs}"}
+        if theirs == "core":
+            faces = {f"loadeval_nb.core.{f}" for f in CORE_FACES}
+        if target not in faces:
+            bad.append(f"{where}: use a public face ({', '.join(sorted(faces))})")
         elif mine is not None and LAYERS.index(theirs) > LAYERS.index(mine):
             bad.append(
                 f"{where}: {mine} must not depend on {theirs} (core → viz → widgets → integrations → magic)"
@@ -107,12 +112,15 @@ def test_the_seam_check_catches_a_crossing(source, module):
 
 
 def test_the_seam_check_allows_public_and_same_layer_imports():
-    assert seam_violations("from ..core import run_pair", "loadeval_nb.widgets._cards") == []
+    assert (
+        seam_violations("from ..core.explore import run_pair", "loadeval_nb.widgets._cards") == []
+    )
+    assert seam_violations("from ..core import run_pair", "loadeval_nb.widgets._cards") != []
     assert (
         seam_violations("from ._cards import verdict_html", "loadeval_nb.widgets._dashboard") == []
     )
     assert seam_violations("from .._version import __version__", "loadeval_nb.core._env") == []
-    assert seam_violations("from .core import RunSettings", "loadeval_nb", is_package=True) == []
+    assert seam_violations("from .core.explore import RunSettings", "loadeval_nb", True) == []
 
 
 PRIVATE = re.compile(r"loadeval_nb(\.[a-z_]+)*\._[a-z]\w*")
@@ -157,6 +165,8 @@ def test_viz_is_lazy_but_reachable():
         ("loadeval_nb", "Report"),  # never released: now Facts, under one name
         ("loadeval_nb.core", "fmt_seconds"),  # behind the private door
         ("loadeval_nb.core", "mean_ci"),  # in its module only
+        ("loadeval_nb.core", "LoaderEvaluator"),  # core is a layer: loadeval_nb.core.measure
+        ("loadeval_nb.explore", "rebuild_loader"),  # one home: loadeval_nb.measure
         ("loadeval_nb.integrations", "is_hf_trainer"),
         ("loadeval_nb.viz", "pair_html"),
         ("loadeval_nb.widgets", "report_html"),
@@ -169,7 +179,10 @@ def test_a_name_that_is_not_on_a_face_is_an_ordinary_attribute_error(face, old):
     mod = importlib.import_module(face)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning on the way: the name simply is not there
-        with pytest.raises(AttributeError, match=f"{face}' has no attribute '{old}'"):
+        # (loadeval_nb.explore is loadeval_nb.core.explore: the message names its home)
+        with pytest.raises(
+            AttributeError, match=f"{face.split('.')[-1]}' has no attribute '{old}'"
+        ):
             getattr(mod, old)
         with pytest.raises(ImportError):
             exec(f"from {face} import {old}", {})
@@ -243,8 +256,10 @@ def test_the_circle_check_finds_a_deferred_circle():
 
 def floors(graph: dict[str, set[str]], inside: str) -> int:
     """How many floors the modules under ``inside`` stand on (the longest import chain
-    among them, counted in modules)."""
-    mods = {m for m in graph if m.startswith(inside) and m not in DOORS}
+    among them, counted in modules). The sub-packages' faces are their fronts, not floors:
+    nothing inside core imports one."""
+    faces = {f"loadeval_nb.core.{f}" for f in CORE_FACES if (PKG / "core" / f).is_dir()}
+    mods = {m for m in graph if m.startswith(inside) and m not in DOORS | faces}
     depth: dict[str, int] = {}
 
     def d(m: str) -> int:
@@ -286,7 +301,9 @@ def _subpackage(module: str) -> str:
     parts = module.split(".")
     if len(parts) > 3:
         return parts[2]
-    return "" if parts[2].startswith("_") else parts[2]  # ranks.py: a job of its own
+    if parts[2].startswith("_") or parts[2] == "errors":  # the floor (errors: its face)
+        return ""
+    return parts[2]  # ranks.py: a job of its own
 
 
 def private_crossings(source: str, module: str, is_package: bool = False) -> list[str]:
@@ -343,11 +360,9 @@ def test_the_private_crossing_check_allows_public_and_sibling_names():
 
 @pytest.mark.parametrize(
     "face",
-    ["loadeval_nb", "loadeval_nb.core", "loadeval_nb.core._shared"]
-    + [
-        f"loadeval_nb.{f}"
-        for f in ("measure", "record", "verdict", "whatif", "explore", "ranks", "errors")
-    ],
+    ["loadeval_nb", "loadeval_nb.core._shared"]
+    + [f"loadeval_nb.{f}" for f in CORE_FACES]
+    + [f"loadeval_nb.core.{f}" for f in CORE_FACES],
 )
 def test_every_face_is_sorted_importable_and_public_only(face):
     import importlib
@@ -384,3 +399,60 @@ def test_renamed_members_are_gone():
     assert not hasattr(ev, "warmup_steps") and not hasattr(ev, "max_steps")
     with pytest.raises(TypeError, match="repeats"):
         run_pair([1, 2], lambda loader: None, repeats=2)
+
+
+def test_every_public_name_has_one_home_and_the_address_the_folders_suggest_works():
+    import importlib
+
+    from loadeval_nb.core.measure import LoaderEvaluator  # the folders' address
+
+    homes: dict[str, list[str]] = {}
+    for f in CORE_FACES:
+        short, home = (importlib.import_module(f"loadeval_nb.{x}") for x in (f, f"core.{f}"))
+        assert short is home  # another spelling of the same module, not a copy
+        for name in home.__all__:
+            homes.setdefault(name, []).append(f)
+    assert {n: fs for n, fs in homes.items() if len(fs) > 1} == {}
+    assert homes["LoaderEvaluator"] == ["measure"] and homes["rebuild_loader"] == ["measure"]
+    import loadeval_nb
+
+    for name in loadeval_nb.__all__:  # the front face picks from the homes, nothing of its own
+        assert name == "__version__" or name in homes or name in ("plot_comparison", "save_report")
+    assert loadeval_nb.LoaderEvaluator is LoaderEvaluator
+
+
+def test_a_name_that_is_also_a_module_resolves_to_the_name():
+    # verdict/diagnose.py beside the function diagnose: importing the module first must not
+    # leave the module where the function belongs
+    code = (
+        "import sys, loadeval_nb.core.verdict.diagnose, loadeval_nb.core.whatif.predict\n"
+        "m, p = (sys.modules[f'loadeval_nb.core.{x}'] for x in ('verdict.diagnose', 'whatif.predict'))\n"
+        "from loadeval_nb.verdict import diagnose\nfrom loadeval_nb.whatif import predict\n"
+        "print(callable(diagnose) and diagnose is not m, callable(predict) and predict is not p)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_a_face_whose_all_and_imports_differ_refuses_to_load(tmp_path, monkeypatch):
+    pkg = tmp_path / "face_pkg"
+    pkg.mkdir()
+    (pkg / "mod.py").write_text("A = 1\nB = 2\n")
+    (pkg / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from loadeval_nb.core._face import lazy_face\n"
+        "if TYPE_CHECKING:\n    from .mod import A\n"
+        "__all__ = ['A', 'B']\n__getattr__, __dir__ = lazy_face(__name__)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="differ in B"):
+        import face_pkg  # noqa: F401
+    (pkg / "__init__.py").write_text(
+        (pkg / "__init__.py").read_text().replace("import A", "import A, B")
+    )
+    sys.modules.pop("face_pkg", None)
+    import face_pkg
+
+    assert "A" not in vars(face_pkg) and face_pkg.A == 1 and "A" in vars(face_pkg)
+    assert dir(face_pkg)[:2] == ["A", "B"]
+    sys.modules.pop("face_pkg", None)

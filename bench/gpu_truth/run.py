@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 
 from loadeval_nb import __version__
-from loadeval_nb.core import step_path
+from loadeval_nb.core.measure import step_path
 
 from . import __doc__ as DOC
 from . import fake_nvml

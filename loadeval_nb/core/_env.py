@@ -50,7 +50,7 @@ def agree(topic: str, mine: Any, timeout_s: Optional[float] = None) -> Optional[
     import time
     from datetime import timedelta
 
-    from ._errors import LoadEvalError
+    from .errors import LoadEvalError
 
     where = dist_rank()
     if where is None:

@@ -8,10 +8,10 @@ module, never another of core's modules.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._errors import check_sorted
+from ._face import lazy_face
 
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._env import interrupts_deferred, is_dataloader, torch_threads
@@ -34,45 +34,6 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
     from .verdict.diagnose import as_run
-
-_LAZY_NAMES = {
-    "Action": ("._facts", "Action"),
-    "FolderFollower": (".record.follow", "FolderFollower"),
-    "HistoryRow": (".record.history", "HistoryRow"),
-    "NotInterleavable": (".measure.interleave", "NotInterleavable"),
-    "PAIR_NEEDS_TWO_PASSES": (".explore.runner", "PAIR_NEEDS_TWO_PASSES"),
-    "RUNGS": (".explore.ladder", "RUNGS"),
-    "Reported": ("._facts", "Reported"),
-    "RunFollower": (".record.follow", "RunFollower"),
-    "a_kind": ("._errors", "a_kind"),
-    "as_run": (".verdict.diagnose", "as_run"),
-    "check_choice": ("._errors", "check_choice"),
-    "check_int": ("._errors", "check_int"),
-    "check_workers": (".measure.loader", "check_workers"),
-    "check_writable_dir": (".explore.runner", "check_writable_dir"),
-    "close_match": ("._errors", "close_match"),
-    "config_label": (".explore.sweep_spec", "config_label"),
-    "evaluator_for": (".explore.runner", "evaluator_for"),
-    "fmt_rate": ("._format", "fmt_rate"),
-    "fmt_seconds": ("._format", "fmt_seconds"),
-    "fmt_times": ("._format", "fmt_times"),
-    "interrupts_deferred": ("._env", "interrupts_deferred"),
-    "is_dataloader": ("._env", "is_dataloader"),
-    "load_history": (".record.history", "load_history"),
-    "loader_knobs": (".measure.loader", "loader_knobs"),
-    "log_path": (".explore.runner", "log_path"),
-    "looks_final": (".record.follow", "looks_final"),
-    "option_name": ("._facts", "option_name"),
-    "parse_log_name": (".record.follow", "parse_log_name"),
-    "plan_blocks": (".measure.interleave", "plan_blocks"),
-    "ranks_result": (".ranks", "ranks_result"),
-    "refuse_one_shot": (".explore.runner", "refuse_one_shot"),
-    "said": ("._facts", "said"),
-    "save_history": (".record.history", "save_history"),
-    "shutdown_persistent_workers": (".measure.loader", "shutdown_persistent_workers"),
-    "torch_threads": ("._env", "torch_threads"),
-    "write_text_atomic": ("._files", "write_text_atomic"),
-}
 
 __all__ = [
     "Action",
@@ -98,6 +59,7 @@ __all__ = [
     "fmt_times",
     "interrupts_deferred",
     "is_dataloader",
+    "lazy_face",
     "load_history",
     "loader_knobs",
     "log_path",
@@ -115,14 +77,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _LAZY_NAMES.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0], __package__), where[1])
-    globals()[name] = value  # imported on first use, then kept here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_face(__name__)

@@ -34,15 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from ._env import agree, dist_rank
-from ._errors import LoadEvalError
 from ._facts import Fact, Facts, Reported
 from ._files import expand_path
 from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._stats import bootstrap_mean_ci
+from .errors import LoadEvalError
 from .record.run import Run, describe_steady
 from .record.runlog import load_run
 from .verdict.diagnose import diagnose
 from .verdict.diagnosis import PARTLY_HEADROOM, Diagnosis
+
+__all__ = ["RankResult", "RanksResult", "gather_logs", "gather_pair"]
 
 MIN_SKEW_SHARE = PARTLY_HEADROOM
 """A wait difference under this share of the mean step is not called a straggler (the

@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import LoaderEvaluator, LoadEvalError
 from ..core._shared import Action, a_kind
+from ..core.errors import LoadEvalError
+from ..core.measure import LoaderEvaluator
 from ._common import bound_method, cpu_snapshot
 
 AUTO_REFUSED = (

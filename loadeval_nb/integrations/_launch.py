@@ -19,8 +19,8 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
-from ..core import LoadEvalError
 from ..core._shared import check_workers
+from ..core.errors import LoadEvalError
 
 
 def _remove_error_files(procs: Any) -> None:

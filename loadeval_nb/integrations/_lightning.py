@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..core import LoadEvalError
 from ..core._shared import a_kind
+from ..core.errors import LoadEvalError
 
 
 def _lightning(kind: str) -> Any:

@@ -6,8 +6,9 @@ from typing import Any, Callable, Optional
 
 import lightning.pytorch as pl
 
-from ..core import LoaderEvaluator, LoadEvalError
 from ..core._shared import check_choice, check_int
+from ..core.errors import LoadEvalError
+from ..core.measure import LoaderEvaluator
 from ._common import cpu_snapshot
 
 

@@ -7,8 +7,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..core import LoaderEvaluator, LoadEvalError, PairResult, RunHooks, RunSettings, run_pair
 from ..core._shared import a_kind, said
+from ..core.errors import LoadEvalError
+from ..core.explore import PairResult, RunHooks, RunSettings, run_pair
+from ..core.measure import LoaderEvaluator
 from ._common import bound_method
 from ._huggingface import (
     AUTO_REFUSED,

@@ -12,8 +12,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..core import LoadEvalError, OptionError, RunSettings, plan_run, prepare_sweep
 from ..core._shared import a_kind, said
+from ..core.errors import LoadEvalError, OptionError
+from ..core.explore import RunSettings, plan_run, prepare_sweep
 from ..integrations._shared import (
     Target,
     is_hf_trainer,

@@ -19,8 +19,9 @@ from typing import Any, Optional
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..core import LoadEvalError, PairResult, RunSettings
 from ..core._shared import config_label, interrupts_deferred
+from ..core.errors import LoadEvalError
+from ..core.explore import PairResult, RunSettings
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
 from ..integrations._shared import (
     LOADER_CHANGES,

@@ -17,18 +17,6 @@ from typing import Any, Optional
 
 from IPython.display import display
 
-from ..core import (
-    LadderResult,
-    PairResult,
-    RunSettings,
-    SweepPlan,
-    SweepResult,
-    prepare_sweep,
-    rebuild_loader,
-    run_ladder,
-    run_pair,
-    run_sweep,
-)
 from ..core._shared import (
     RUNGS,
     config_label,
@@ -39,6 +27,18 @@ from ..core._shared import (
     shutdown_persistent_workers,
     torch_threads,
 )
+from ..core.explore import (
+    LadderResult,
+    PairResult,
+    RunSettings,
+    SweepPlan,
+    SweepResult,
+    prepare_sweep,
+    run_ladder,
+    run_pair,
+    run_sweep,
+)
+from ..core.measure import rebuild_loader
 from ..integrations._shared import Target
 from ._busy import reads_busy
 from ._cell import StopLatch, run_cell_body

@@ -19,8 +19,11 @@ from typing import Any, Optional
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..core import LoadEvalError, PairResult, diagnose, gather_logs
 from ..core._shared import FolderFollower, interrupts_deferred
+from ..core.errors import LoadEvalError
+from ..core.explore import PairResult
+from ..core.ranks import gather_logs
+from ..core.verdict import diagnose
 from ._busy import reads_busy
 from ._session import claim_cell, let_go
 

@@ -13,8 +13,9 @@ import html
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ..core import Diagnosis, Fact, Facts, LadderResult, PairResult, SweepResult
 from ..core._shared import HistoryRow, fmt_rate, fmt_seconds, fmt_times
+from ..core.explore import LadderResult, PairResult, SweepResult
+from ..core.verdict import Diagnosis, Fact, Facts
 from ._live import RUNS
 from ._style import COLORS
 from ._svg import bars_svg, steps_svg

@@ -24,8 +24,10 @@ from bokeh.models import (
 )
 from bokeh.resources import INLINE
 
-from ..core import Facts, LoadEvalError, Run, diagnose
 from ..core._shared import as_run, write_text_atomic
+from ..core.errors import LoadEvalError
+from ..core.record import Run
+from ..core.verdict import Facts, diagnose
 from ._cards import advice_html, esc, report_html
 from ._data import hist_data, startup_data, steps_data, util_data
 from ._style import UTIL_SERIES, base_figure, color_of, startup_markers, startup_scale

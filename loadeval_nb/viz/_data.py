@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..core import Run
 from ..core._shared import fmt_seconds
+from ..core.record import Run
 
 nan = float("nan")
 

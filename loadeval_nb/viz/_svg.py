@@ -12,8 +12,8 @@ import html
 from collections.abc import Sequence
 from typing import Callable, Optional, Union
 
-from ..core import Run
 from ..core._shared import fmt_seconds
+from ..core.record import Run
 from ._data import startup_data, steps_data
 from ._style import COLORS
 

@@ -27,16 +27,9 @@ import ipywidgets as W
 from bokeh.layouts import column
 from IPython.display import display
 
-from ..core import (
-    LadderResult,
-    LoaderEvaluator,
-    PairResult,
-    SweepHooks,
-    SweepPoint,
-    SweepResult,
-    gpu_status,
-)
 from ..core._shared import HistoryRow, fmt_times
+from ..core.explore import LadderResult, PairResult, SweepHooks, SweepPoint, SweepResult
+from ..core.measure import LoaderEvaluator, gpu_status
 from ..viz import verdict_html
 from ..viz._shared import (
     DISTURBED_COLOR,

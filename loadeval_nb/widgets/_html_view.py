@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 from IPython.display import display
 
-from ..core import LoaderEvaluator, Run
+from ..core.measure import LoaderEvaluator
+from ..core.record import Run
 from ..viz import steps_svg
 from ._dashboard import Dashboard
 from ._pusher import Pusher, next_push_wait, series_of

@@ -9,8 +9,8 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
-from ..core import Facts
 from ..core._shared import Action
+from ..core.verdict import Facts
 from ._comms import on_main_shell
 
 

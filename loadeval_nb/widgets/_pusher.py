@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ..core import LoaderEvaluator
+from ..core.measure import LoaderEvaluator
 from ..viz._shared import LIVE_ROLLOVER, startup_rows
 
 log = logging.getLogger("loadeval_nb")

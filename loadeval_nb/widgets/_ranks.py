@@ -6,7 +6,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..core import RanksResult
+from ..core.ranks import RanksResult
 from ..viz import plot_comparison
 from ..viz._shared import report_html
 from ._bokeh import DisplayOnlyBokehModel, load_bokehjs, unload_bokehjs_output

@@ -15,8 +15,9 @@ from typing import Any, Optional
 
 from IPython.display import display
 
-from ..core import LadderResult, LoaderEvaluator, PairResult, SweepHooks, SweepPoint, SweepResult
 from ..core._shared import HistoryRow
+from ..core.explore import LadderResult, PairResult, SweepHooks, SweepPoint, SweepResult
+from ..core.measure import LoaderEvaluator
 from ._dashboard import RUN_TITLES, done_status, gpu_notice
 from ._pusher import Pusher
 from ._saved import static_bundle

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from loadeval_nb import LoadEvalError, Run
-from loadeval_nb.core import RankResult, gather_logs, gather_pair
 from loadeval_nb.core._shared import ranks_result
-from loadeval_nb.core.ranks import _payload
+from loadeval_nb.core.ranks import RankResult, _payload, gather_logs, gather_pair
 
 MS = 1_000_000
 

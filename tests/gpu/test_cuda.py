@@ -104,7 +104,7 @@ def test_pair_on_gpu_diagnoses():
 def test_ladder_device_rung_isolates_the_host_to_device_copy():
     """Big pageable host batches (32 x 3 x 256 x 256 float32 = 25 MiB), a tiny GPU step: the
     copy dominates, so the host rung is clearly slower than the device rung."""
-    from loadeval_nb.core import RunSettings, run_ladder
+    from loadeval_nb.core.explore import RunSettings, run_ladder
 
     dl = DataLoader(
         TensorDataset(torch.randn(64 * 32, 3, 256, 256), torch.arange(64 * 32)), batch_size=32

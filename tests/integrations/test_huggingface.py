@@ -10,8 +10,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, RunSettings, run_pair
-from loadeval_nb.explore import rebuild_loader
 from loadeval_nb.integrations import train_for_measurement, train_pair
+from loadeval_nb.measure import rebuild_loader
 from loadeval_nb.verdict import INPUT_BOUND, NOT_INPUT_BOUND
 
 from ..ipython_shell import ipython_shell

@@ -15,14 +15,10 @@ import torch
 from IPython.lib.pretty import pretty
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core import (
-    AutoStop,
-    InterleavedEvaluator,
-    LoadEvalError,
-    OptionError,
-    RunSettings,
-)
 from loadeval_nb.core._shared import Reported
+from loadeval_nb.core.errors import LoadEvalError, OptionError
+from loadeval_nb.core.explore import RunSettings
+from loadeval_nb.core.measure import AutoStop, InterleavedEvaluator
 from loadeval_nb.integrations import ScriptResult
 from loadeval_nb.integrations._script.sides import side_for
 from loadeval_nb.integrations._script.spec import ENV, ChildSpec, settings_to_dict

@@ -11,8 +11,9 @@ import pytest
 from bokeh.models import ColumnDataSource, Title
 
 from loadeval_nb import Run, diagnose, save_report
-from loadeval_nb.core import Fact, Facts, SweepPoint, SweepResult
 from loadeval_nb.core._shared import HistoryRow
+from loadeval_nb.core.explore import SweepPoint, SweepResult
+from loadeval_nb.core.verdict import Fact, Facts
 from loadeval_nb.viz import bars_svg, verdict_html
 from loadeval_nb.viz._shared import history_data, history_html, report_html, sweep_data, sweep_html
 

@@ -10,8 +10,8 @@ import re
 from bokeh.models import ColumnDataSource, DataRange1d, GlyphRenderer, Legend
 
 from loadeval_nb import Run, diagnose
-from loadeval_nb.core import PairResult, RunSettings
 from loadeval_nb.core._shared import HistoryRow
+from loadeval_nb.core.explore import PairResult, RunSettings
 from loadeval_nb.viz import plot_comparison, steps_svg, verdict_html
 from loadeval_nb.viz._shared import (
     config_words,

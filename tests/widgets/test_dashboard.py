@@ -10,8 +10,8 @@ from bokeh.plotting import figure
 from jupyter_bokeh import BokehModel
 
 from loadeval_nb import LoaderEvaluator, Run, diagnose
-from loadeval_nb.core import PairResult
 from loadeval_nb.core._shared import HistoryRow
+from loadeval_nb.core.explore import PairResult
 from loadeval_nb.viz import verdict_html
 from loadeval_nb.viz._shared import LIVE_ROLLOVER, history_html, pair_html
 from loadeval_nb.widgets import Dashboard
@@ -280,8 +280,8 @@ def test_pusher_paces_itself_by_the_measured_cost_of_a_push():
 def test_ranks_view_shows_each_rank():
     from bokeh.models import ColumnDataSource
 
-    from loadeval_nb.core import RankResult
     from loadeval_nb.core._shared import ranks_result
+    from loadeval_nb.core.ranks import RankResult
     from loadeval_nb.widgets import ranks_view
 
     real, ideal = _runs()

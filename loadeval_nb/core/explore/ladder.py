@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .._env import loader_settings
-from .._errors import LoadEvalError
 from .._facts import Fact, Facts
 from .._format import fmt_bytes, fmt_pct, fmt_seconds
 from .._stats import blocks_disagree, bootstrap_ratio_ci
+from ..errors import LoadEvalError
 from ..measure.batches import batch_nbytes
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import shutdown_persistent_workers

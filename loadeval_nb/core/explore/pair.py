@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
-from .._errors import CacheBudgetError, LoadEvalError, OptionError
 from .._facts import Action, Facts, option_name, said
+from ..errors import CacheBudgetError, LoadEvalError, OptionError
 from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator

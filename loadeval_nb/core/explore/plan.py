@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from .._errors import LoadEvalError, a_kind
+from .._errors import a_kind
+from ..errors import LoadEvalError
 from .ladder import check_ladder
 from .pair import check_pair
 from .settings import RunSettings

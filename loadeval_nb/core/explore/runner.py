@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred
-from .._errors import LoadEvalError, OptionError, a_kind
+from .._errors import a_kind
 from .._facts import option_name
 from .._files import cannot_write_in
+from ..errors import LoadEvalError, OptionError
 from ..measure.cache import nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..record.run import Run

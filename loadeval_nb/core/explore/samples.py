@@ -10,8 +10,8 @@ import time
 from typing import Any, Callable, Optional
 
 from .._env import safe_len
-from .._errors import LoadEvalError
 from .._format import fmt_bytes
+from ..errors import LoadEvalError
 from ..measure.batches import batch_nbytes
 from ..measure.cache import host_budget
 from ..measure.loader import rebuild_loader, rng_kept

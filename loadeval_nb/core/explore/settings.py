@@ -6,8 +6,9 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from .._errors import OptionError, check_choice, check_int, check_interval
+from .._errors import check_choice, check_int, check_interval
 from .._files import expand_path
+from ..errors import OptionError
 from ..measure.adaptive import AutoStop
 
 

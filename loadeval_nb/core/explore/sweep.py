@@ -17,7 +17,7 @@ import functools
 from typing import Any, Callable, Optional
 
 from .._env import loader_settings, torch_threads
-from .._errors import LoadEvalError
+from ..errors import LoadEvalError
 from ..measure.adaptive import mean_ci
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import loader_knobs, shutdown_persistent_workers

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._env import cpu_count, is_dataloader
-from .._errors import LoadEvalError, a_kind, close_match
+from .._errors import a_kind, close_match
+from ..errors import LoadEvalError
 from ..measure.loader import TUNABLE, WORKERS_PER_CPU, check_workers, rebuild_loader
 
 SWEEPABLE = (*TUNABLE, "num_threads")

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from itertools import islice
 from typing import Any, Callable, Optional
 
-from .._errors import LoadEvalError, check_int
+from .._errors import check_int
+from ..errors import LoadEvalError
 
 _Z = {0.90: 1.6449, 0.95: 1.96, 0.99: 2.5758}
 # two-sided Student t quantiles (level 0.95) for small numbers of batch means

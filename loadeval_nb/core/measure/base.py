@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from .._env import SigintStamp, environment, loader_settings
-from .._errors import LoadEvalError, a_kind, check_choice, check_int, check_interval
+from .._errors import a_kind, check_choice, check_int, check_interval
+from ..errors import LoadEvalError
 from ..record.run import Run
 from .adaptive import AutoStop
 from .build_run import build_run

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._env import agree, loader_settings, safe_len
-from .._errors import LoadEvalError
+from ..errors import LoadEvalError
 from .adaptive import AutoStop
 
 SIDES = ("real", "ideal")

@@ -16,8 +16,8 @@ from itertools import islice
 from typing import Any, Callable, Optional
 
 from .._env import cuda_synchronize, is_dataloader
-from .._errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from .._format import fmt_bytes
+from ..errors import CacheBudgetError, CacheMutationWarning, LoadEvalError
 from .batches import (
     batch_nbytes,
     is_array,

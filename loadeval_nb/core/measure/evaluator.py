@@ -20,9 +20,10 @@ from .._env import (
     interrupts_deferred,
     safe_len,
 )
-from .._errors import LoadEvalError, check_choice, check_int
+from .._errors import check_choice, check_int
 from .._files import expand_path
 from .._format import fmt_bytes, fmt_seconds
+from ..errors import LoadEvalError
 from ..record.journal import MetricsWriter
 from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file

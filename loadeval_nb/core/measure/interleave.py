@@ -43,8 +43,9 @@ from itertools import cycle, islice
 from typing import Any, Callable, Optional
 
 from .._env import agree, cuda_in_use, cuda_synchronize, interrupts_deferred
-from .._errors import LoadEvalError, check_int
+from .._errors import check_int
 from .._files import expand_path
+from ..errors import LoadEvalError
 from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop

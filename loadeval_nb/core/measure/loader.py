@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._env import cpu_count, is_dataloader
-from .._errors import LoadEvalError, OptionError, a_kind, check_int
+from .._errors import a_kind, check_int
+from ..errors import LoadEvalError, OptionError
 
 TUNABLE = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The settings :func:`rebuild_loader` may change; everything else is carried over."""

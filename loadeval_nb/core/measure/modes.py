@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any, Callable, Optional
 
 from .._env import cuda_in_use, safe_len
-from .._errors import LoadEvalError
+from ..errors import LoadEvalError
 from .adaptive import AutoChunker
 from .batches import leading_dim
 from .cache import ReplayCache

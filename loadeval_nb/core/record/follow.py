@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._errors import RunLogError
+from ..errors import RunLogError
 from .journal import journal_path, merge_journal_lines
 from .run import RUN_KIND, Run, run_from_dict
 

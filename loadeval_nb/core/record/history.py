@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .._errors import RunLogError
 from .._files import expand_path, write_text_atomic
+from ..errors import RunLogError
 from .run import PathLike
 
 HISTORY_KIND = "loadeval_nb.history"

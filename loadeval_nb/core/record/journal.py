@@ -31,8 +31,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
-from .._errors import LoadEvalError
 from .._files import expand_path
+from ..errors import LoadEvalError
 from .run import Run
 
 try:

@@ -15,9 +15,9 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .._errors import RunLogError
 from .._files import atomic_open, expand_path
 from .._stats import describe
+from ..errors import RunLogError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

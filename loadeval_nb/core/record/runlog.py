@@ -42,8 +42,9 @@ import os
 import stat
 from typing import Any
 
-from .._errors import LoadEvalError, RunLogError, a_kind
+from .._errors import a_kind
 from .._files import cannot_write_in, expand_path
+from ..errors import LoadEvalError, RunLogError
 from .journal import check_free, read_journal
 from .run import RUN_KIND, PathLike, Run, run_from_dict
 

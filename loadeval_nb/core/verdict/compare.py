@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .._errors import LoadEvalError
 from .._facts import Fact, Facts, Reported
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci
+from ..errors import LoadEvalError
 from ..record.run import describe_steady
 from .diagnose import as_run, setup_changes, setup_differences
 from .diagnosis import MIN_STEADY_STEPS

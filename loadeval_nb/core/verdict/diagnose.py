@@ -12,9 +12,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .._errors import LoadEvalError, a_kind
+from .._errors import a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
+from ..errors import LoadEvalError
 from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
 from ..whatif.from_runs import predict_from_runs

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._env import cpu_count
-from .._errors import LoadEvalError, check_int, check_number
+from .._errors import check_int, check_number
+from ..errors import LoadEvalError
 from .simulator import (
     Draw,
     SimResult,

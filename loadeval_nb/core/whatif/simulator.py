@@ -74,7 +74,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from .._errors import LoadEvalError, a_kind, check_int, check_number
+from .._errors import a_kind, check_int, check_number
+from ..errors import LoadEvalError
 
 Draw = Union[Sequence[float], Callable[[random.Random], float]]
 """Measured samples (seconds) to bootstrap from, or ``draw(rng) -> seconds``."""

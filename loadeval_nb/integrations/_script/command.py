@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Optional
 
-from ...core import LoadEvalError, OptionError
+from ...core.errors import LoadEvalError, OptionError
 from .launch import Signalled, stop_on_signals
 from .options import option_sentence, script_settings
 from .run import ScriptHooks, ScriptResult, run_script

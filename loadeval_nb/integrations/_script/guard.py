@@ -284,7 +284,7 @@ def _logs(folder: str) -> list[str]:
 
 def _measured(path: str) -> bool:
     """Whether the run log at ``path`` holds a step past the warm-up (worth keeping)."""
-    from ...core import load_run
+    from ...core.record import load_run
 
     try:
         return bool(load_run(path).steady_indices())

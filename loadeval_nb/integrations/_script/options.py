@@ -12,8 +12,9 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ...core import LoadEvalError, OptionError, RunSettings
 from ...core._shared import check_workers
+from ...core.errors import LoadEvalError, OptionError
+from ...core.explore import RunSettings
 
 if TYPE_CHECKING:  # imported when ranks are asked for (psutil, subprocess)
     from .launch import Torchrun

@@ -34,8 +34,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ...core import LoadEvalError, rebuild_loader
 from ...core._shared import NotInterleavable, shutdown_persistent_workers
+from ...core.errors import LoadEvalError
+from ...core.measure import rebuild_loader
 from .spec import ChildStatus
 
 

@@ -15,19 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from ...core import (
-    Diagnosis,
-    Facts,
-    LoadEvalError,
-    OptionError,
-    RanksResult,
-    Run,
-    RunSettings,
-    diagnose,
-    gather_logs,
-    load_run,
-)
 from ...core._shared import Reported, check_writable_dir
+from ...core.errors import LoadEvalError, OptionError
+from ...core.explore import RunSettings
+from ...core.ranks import RanksResult, gather_logs
+from ...core.record import Run, load_run
+from ...core.verdict import Diagnosis, Facts, diagnose
 from .launch import Ended, Torchrun, command, run_side
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
 

@@ -1,14 +1,15 @@
 """The wrapper each kind of child puts around the script's training loader: a log-mode
 :class:`~loadeval_nb.LoaderEvaluator` (the real run), a replay one (the ideal run), or
-an :class:`~loadeval_nb.core.InterleavedEvaluator` that measures both in blocks (the pair),
+an :class:`~loadeval_nb.core.measure.InterleavedEvaluator` that measures both in blocks (the pair),
 each built from the run's settings as the parent checked them."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from ...core import InterleavedEvaluator, RunSettings
 from ...core._shared import evaluator_for, log_path
+from ...core.explore import RunSettings
+from ...core.measure import InterleavedEvaluator
 from .pick import Side
 
 

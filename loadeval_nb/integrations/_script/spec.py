@@ -11,8 +11,9 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
-from ...core import AutoStop, RunSettings
 from ...core._shared import write_text_atomic
+from ...core.explore import RunSettings
+from ...core.measure import AutoStop
 
 ENV = "LOADEVAL_NB_CHILD"
 """The environment variable that carries a child's :class:`ChildSpec`."""

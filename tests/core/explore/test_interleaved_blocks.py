@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core import RunHooks, RunSettings, SweepHooks, run_ladder, run_sweep
 from loadeval_nb.core._stats import blocks_disagree
+from loadeval_nb.core.explore import RunHooks, RunSettings, SweepHooks, run_ladder, run_sweep
 from tests.workloads import SleepyItems, take
 
 SETTINGS = dict(steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None)

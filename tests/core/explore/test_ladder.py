@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core import RunHooks, RunSettings, run_ladder
+from loadeval_nb.core.explore import RunHooks, RunSettings, run_ladder
 from loadeval_nb.core.explore.samples import CachedSamples, sample_rung_loader
 from tests.workloads import SleepyItems, sleep_steps, take
 
@@ -300,8 +300,8 @@ def test_a_rung_faster_than_a_more_cached_one_is_called_out(fake_time):
 def _copy_bound_ladder(pin_memory):
     # the device rung at 10 ms a step, every rung below it at 16 ms: the host-to-device
     # copy is the largest stage (a ladder on a GPU; this machine has none, so by hand)
-    from loadeval_nb.core import Run
     from loadeval_nb.core.explore.ladder import LadderResult, Rung, compare_rungs
+    from loadeval_nb.core.record import Run
 
     def run(ms, mode):
         steps = [int((ms + 0.01 * (i % 3)) * 1e6) for i in range(60)]

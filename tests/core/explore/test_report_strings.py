@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from loadeval_nb import Run
-from loadeval_nb.core import LadderResult, Rung, Stage, SweepPoint, SweepResult
 from loadeval_nb.core._shared import config_label
+from loadeval_nb.core.explore import LadderResult, Rung, Stage, SweepPoint, SweepResult
 
 MS = 1_000_000
 

@@ -7,8 +7,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core import RunSettings, SweepHooks, parse_sweep, run_sweep
 from loadeval_nb.core._shared import config_label
+from loadeval_nb.core.explore import RunSettings, SweepHooks, parse_sweep, run_sweep
 from tests.timing import excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps, take
 
@@ -128,7 +128,7 @@ def test_noisy_config_is_repeated_and_failure_is_kept(fake_time):
 
 def test_load_drift_note_when_batches_get_slower_with_more_workers(monkeypatch):
     from loadeval_nb import LoaderEvaluator
-    from loadeval_nb.core import SweepPoint, SweepResult
+    from loadeval_nb.core.explore import SweepPoint, SweepResult
 
     def point(label, load_ms):
         ev = LoaderEvaluator(list(range(20)), sample_interval_s=None)

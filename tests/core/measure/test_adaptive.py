@@ -9,7 +9,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
-from loadeval_nb.core import AutoStop, RunSettings, run_pair
+from loadeval_nb.core.explore import RunSettings, run_pair
+from loadeval_nb.core.measure import AutoStop
 from loadeval_nb.core.measure.adaptive import mean_ci, median_ci
 from tests.workloads import sleep_steps, take
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.core import step_path
+from loadeval_nb.core.measure import step_path
 
 timing = importlib.import_module("loadeval_nb.core.measure.timing")
 C = timing.C_PATH

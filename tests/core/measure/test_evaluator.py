@@ -313,7 +313,7 @@ def test_metrics_inside_the_loop_do_not_end_the_epoch():
 
 
 def test_run_pair_refuses_a_one_shot_iterator_and_starts_no_workers():
-    from loadeval_nb.core import RunSettings, run_pair
+    from loadeval_nb.core.explore import RunSettings, run_pair
     from loadeval_nb.core.explore.runner import is_one_shot
 
     gen = (torch.zeros(2) for _ in range(50))

@@ -502,7 +502,7 @@ def test_a_cache_over_budget_is_refused_on_the_real_runs_first_batch(monkeypatch
 def test_repeated_interrupts_while_finishing_keep_the_log(tmp_path, monkeypatch):
     import signal
 
-    from loadeval_nb.core import UtilSampler
+    from loadeval_nb.core.measure import UtilSampler
 
     path = tmp_path / "run.json"
     ev = LoaderEvaluator(list(range(20)), metrics_file=str(path), sample_interval_s=0.05)

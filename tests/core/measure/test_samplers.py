@@ -13,7 +13,7 @@ import pytest
 
 import loadeval_nb.core.measure.readers as rd
 import loadeval_nb.core.measure.sampler as smp
-from loadeval_nb.core import UtilSampler
+from loadeval_nb.core.measure import UtilSampler
 from tests.timing import Disturbed, retry_once
 
 

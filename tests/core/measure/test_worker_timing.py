@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loadeval_nb.core import LoadEvalError, WorkerFetchTimer
+from loadeval_nb.core.errors import LoadEvalError
+from loadeval_nb.core.measure import WorkerFetchTimer
 from tests.workloads import SleepyItems, take
 
 SAMPLE_S = 0.005
@@ -198,7 +199,7 @@ def test_second_timer_on_persistent_workers_keeps_timing():
     (its timer reads the buffer the still-running, still-patched workers fill)."""
     from torch.utils.data import DataLoader
 
-    from loadeval_nb.core import WorkerFetchTimer
+    from loadeval_nb.core.measure import WorkerFetchTimer
 
     dl = DataLoader(SleepyItems(24, 0.002), batch_size=4, num_workers=2, persistent_workers=True)
     first = WorkerFetchTimer(dl)

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator, load_run
-from loadeval_nb.core import InterleavedEvaluator
 from loadeval_nb.core._shared import FolderFollower, RunFollower, looks_final, parse_log_name
+from loadeval_nb.core.measure import InterleavedEvaluator
 from loadeval_nb.core.record import journal
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from loadeval_nb import Run, load_run
-from loadeval_nb.core import SCHEMA_VERSION
+from loadeval_nb.core.record import SCHEMA_VERSION
 from loadeval_nb.errors import RunLogError
 
 

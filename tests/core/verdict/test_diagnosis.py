@@ -10,7 +10,12 @@ import torch
 from torch.utils.data import DataLoader
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, Run, diagnose
-from loadeval_nb.core import INPUT_BOUND, NOT_ENOUGH_DATA, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND
+from loadeval_nb.core.verdict import (
+    INPUT_BOUND,
+    NOT_ENOUGH_DATA,
+    NOT_INPUT_BOUND,
+    PARTLY_INPUT_BOUND,
+)
 from tests.timing import excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps
 

@@ -10,9 +10,14 @@ import random
 import pytest
 
 from loadeval_nb import Run, compare_runs, diagnose
-from loadeval_nb.core import INPUT_BOUND, NOT_ENOUGH_DATA, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND
 from loadeval_nb.core._shared import Action, said
 from loadeval_nb.core._stats import bootstrap_ratio_ci
+from loadeval_nb.core.verdict import (
+    INPUT_BOUND,
+    NOT_ENOUGH_DATA,
+    NOT_INPUT_BOUND,
+    PARTLY_INPUT_BOUND,
+)
 from loadeval_nb.core.verdict.diagnosis import advice
 
 MS = 1_000_000

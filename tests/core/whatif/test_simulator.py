@@ -8,7 +8,9 @@ import time
 import pytest
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core import LoadEvalError, WorkerFetchTimer, predict, simulate
+from loadeval_nb.core.errors import LoadEvalError
+from loadeval_nb.core.measure import WorkerFetchTimer
+from loadeval_nb.core.whatif import predict, simulate
 from loadeval_nb.core.whatif.simulator import usable_cores
 from tests.timing import retry_once
 from tests.workloads import SleepyItems, take

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core import RunSettings, predict_from_runs, run_pair
+from loadeval_nb.core.explore import RunSettings, run_pair
+from loadeval_nb.core.whatif import predict_from_runs
 from loadeval_nb.core.whatif.from_runs import handoff_s, load_times_s
 from tests.timing import excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps

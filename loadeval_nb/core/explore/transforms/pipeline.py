@@ -20,7 +20,7 @@ row), one ``(calls, ns)`` pair per slot. Slot 0 is the dataset's ``__getitem__``
 (or ``__getitems__``, or the iterator's ``next()``): its exclusive time is the rest
 of the per-sample work (reading and decoding, typically); slot 1 is ``collate_fn``.
 The buffer comes from the loader's own multiprocessing context, as
-:class:`~loadeval_nb.core.WorkerFetchTimer`'s does, so fork, spawn and forkserver
+:class:`~loadeval_nb.core.measure.WorkerFetchTimer`'s does, so fork, spawn and forkserver
 all work; recording never raises into the user's loading.
 """
 
@@ -34,7 +34,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..._errors import LoadEvalError, a_kind
+from ..._errors import a_kind
+from ...errors import LoadEvalError
 
 TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
 """Where a dataset keeps its pipeline (torchvision's datasets and most user datasets)."""

@@ -10,7 +10,7 @@ what share of the per-sample time each step takes and how long it takes a sample
 
 The user's loader is not touched; the dataset's pipeline objects are swapped for
 timed stand-ins only while the copy runs (see :mod:`.pipeline` and :mod:`.timed_data`) and put back in a
-``finally``. :func:`~loadeval_nb.core.run_ladder` runs a split after its rungs when the
+``finally``. :func:`~loadeval_nb.core.explore.run_ladder` runs a split after its rungs when the
 dataset has a pipeline (``transforms="auto"``) or when steps are named.
 """
 
@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..._env import is_dataloader
-from ..._errors import LoadEvalError, a_kind, check_int, check_number
+from ..._errors import a_kind, check_int, check_number
 from ..._facts import Fact, Facts, Reported
 from ..._format import fmt_pct, fmt_seconds
+from ...errors import LoadEvalError
 from ...measure.loader import rebuild_loader, rng_kept, shutdown_source
 from .pipeline import COLLATE, ROOT, Pipeline, Table, Timed, find_transforms, timed_transforms
 
