@@ -34,7 +34,7 @@ def run_settings(
     return {
         "num_cached_batches": num_cached_batches,
         "batches_cached": batches_cached,
-        "max_steps": steps,  # the run log's key (schema 2)
+        "steps": steps,  # the run log's key (schema 3; max_steps before)
         "auto_stop": auto_stop.to_dict() if auto_stop is not None else None,
         "cache_on": cache_on if cache is not None else None,
         "cache_bytes": cache.nbytes if cache is not None else None,

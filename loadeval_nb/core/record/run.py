@@ -39,7 +39,7 @@ class Run:
     complete: list[bool] = field(default_factory=list)
     warmup: int = 0
     """Steps at the start of each epoch left out of the statistics (the log's
-    ``settings.warmup_steps``)."""
+    ``settings.warmup``)."""
     label: Optional[str] = None
     status: str = "complete"
     created_unix: float = field(default_factory=time.time)
@@ -258,7 +258,11 @@ def dali_metrics(run: Run) -> dict[str, Any]:
     }
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""3: ``settings.steps`` and ``settings.warmup`` (2 said ``max_steps`` and ``warmup_steps``;
+both are still read)."""
+OLD_SETTINGS = {"max_steps": "steps", "warmup_steps": "warmup"}
+"""Schema 2's keys in ``settings`` and the words that replaced them."""
 RUN_KIND = "loadeval_nb.run"
 
 
@@ -275,7 +279,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         **{k: dali[k] for k in DALI_KEYS},
         "environment": run.environment,
         "loader": run.loader_settings,
-        "settings": {**run.settings, "warmup_steps": run.warmup},
+        "settings": {**run.settings, "warmup": run.warmup},
         "steps": {
             "start_ns": run.start_ns,
             "wait_ns": run.wait_ns,
@@ -363,6 +367,9 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
         if doc["mode"] not in ("log", "replay"):
             raise ValueError(f"its mode is {doc['mode']!r}, not 'log' or 'replay'")
         settings = dict(doc.get("settings") or {})
+        if version < 3:  # schema 2's words
+            settings = {OLD_SETTINGS.get(k, k): v for k, v in settings.items()}
+        warmup = int(settings.pop("warmup", 0) or 0)  # the Run's own field
         loads = doc.get("worker_load_ns")
         h2d = steps.get("h2d_ns")
         if h2d is not None and len(h2d) != n:
@@ -375,7 +382,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             samples=samples,
             epoch=epoch,
             complete=complete,
-            warmup=int(settings.get("warmup_steps", 0)),
+            warmup=warmup,
             label=doc.get("label"),
             status=str(doc.get("status", "complete")),
             created_unix=float(doc.get("created_unix", 0.0)),

@@ -1,16 +1,16 @@
 """Run logs: one JSON document per run, versioned, never pickled.
 
-Layout (``schema_version`` 2)::
+Layout (``schema_version`` 3)::
 
     {
-      "kind": "loadeval_nb.run", "schema_version": 2,
+      "kind": "loadeval_nb.run", "schema_version": 3,
       "mode": "log" | "replay", "label": str | null, "status": str, "created_unix": float,
       "total_batches": int, "total_time": float,        # DALI's metric keys (seconds),
       "avg_batch_time": float | null, "min_batch_time": float | null,
       "max_batch_time": float | null, "batch_times": [...],   # derived, as get_metrics()
       "environment": {...},             # versions, devices (see _env.environment)
       "loader": {...},                  # batch_size, num_workers, pin_memory, ...
-      "settings": {...},                # warmup_steps, max_steps, cache_on, cache_bytes, ...
+      "settings": {...},                # warmup, steps, cache_on, cache_bytes, ...
       "steps": {                        # one entry per step, all runs' epochs in order
         "start_ns": [...],              # since the run began (same clock as "util")
         "wait_ns": [...] | null,        # time inside next() (null: replay, not measured)

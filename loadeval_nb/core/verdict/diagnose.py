@@ -490,7 +490,7 @@ def loader_limited(r: Run) -> Optional[tuple[int, int]]:
     """``(steps asked, the loader's batches)`` when the loader's epoch, not the steps asked,
     limited what the real run measured; None otherwise."""
     settings = r.settings or {}
-    asked, got = settings.get("max_steps"), r.steps_per_epoch()
+    asked, got = settings.get("steps"), r.steps_per_epoch()
     if not isinstance(asked, int) or not got or r.status != "complete":
         return None
     plan = settings.get("interleaved")

@@ -635,7 +635,7 @@ CASES: list[tuple[str, Callable[[InputUser], Any], type[BaseException], str]] = 
         "log-newer-schema",
         lambda u: load_run(log_at(u, "n.json", schema_version=99)),
         RunLogError,
-        "'{tmp}/n.json' uses run-log schema 99, newer than the 2 this loadeval_nb reads; upgrade with `pip install -U loadeval-nb`.",
+        "'{tmp}/n.json' uses run-log schema 99, newer than the 3 this loadeval_nb reads; upgrade with `pip install -U loadeval-nb`.",
     ),
     (
         "log-no-schema",

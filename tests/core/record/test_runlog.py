@@ -117,3 +117,24 @@ def test_subclass_round_trip():
         pass
 
     assert type(MyRun.from_dict(sample_run().to_dict())) is MyRun
+
+
+def test_a_schema_2_log_is_read_in_todays_words(tmp_path):
+    # schema 2 said settings.max_steps and settings.warmup_steps; 3 says steps and warmup
+    import json
+
+    from loadeval_nb.core.record import SCHEMA_VERSION, Run, load_run
+
+    run = Run(mode="log", start_ns=[0, 5, 9], step_ns=[5, 4, 4], warmup=1, settings={"steps": 3})
+    path = tmp_path / "run.json"
+    run.save(str(path))
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
+    assert doc["settings"]["steps"] == 3 and doc["settings"]["warmup"] == 1
+    assert "max_steps" not in doc["settings"] and "warmup_steps" not in doc["settings"]
+    doc["schema_version"] = 2
+    doc["settings"] = {"max_steps": 3, "warmup_steps": 1, "cache_on": None}
+    path.write_text(json.dumps(doc))
+    old = load_run(str(path))
+    assert old.warmup == 1 and old.settings == {"steps": 3, "cache_on": None}
+    assert old.steady_step_s() == run.steady_step_s()

@@ -267,7 +267,7 @@ def test_a_loader_too_short_for_an_interleaved_pass_advises_sequential_in_each_s
         [8.0, 20.0],
         [10.0, 10.0],
         [8, 8],
-        settings={"max_steps": 200, "num_cached_batches": 20},
+        settings={"steps": 200, "num_cached_batches": 20},
         loader={"len": 38},
     )
     real.warmup = ideal.warmup = 10
@@ -284,7 +284,7 @@ def test_each_side_s_steady_steps_are_counted_not_the_loader_s_length():
         [20.0] * 8,
         [10.0] * 8,
         [8] * 8,
-        settings={"max_steps": 200, "num_cached_batches": 20},
+        settings={"steps": 200, "num_cached_batches": 20},
         loader={"len": 156},
     )
     real = dataclasses.replace(real)
