@@ -29,10 +29,16 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     )
     from .explore.sweep_spec import config_label
     from .measure.interleave import NotInterleavable, plan_blocks
-    from .measure.loader import check_workers, loader_knobs, shutdown_persistent_workers
+    from .measure.loader import (
+        TUNABLE,
+        check_workers,
+        loader_knobs,
+        shutdown_persistent_workers,
+    )
     from .ranks import ranks_result
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
+    from .record.run import SIDES
     from .verdict.diagnose import as_run
 
 __all__ = [
@@ -44,6 +50,8 @@ __all__ = [
     "RUNGS",
     "Reported",
     "RunFollower",
+    "SIDES",
+    "TUNABLE",
     "a_kind",
     "as_run",
     "check_choice",

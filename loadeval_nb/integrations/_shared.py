@@ -20,18 +20,18 @@ from ._script.options import (
     script_settings,
     split_run,
 )
-from ._script.run import LOADER_CHANGES, check_target, describe_target, label_of
-from ._script.spec import SIDES
+from ._script.run import TUNABLE, check_target, describe_target, label_of
+from ._script.spec import MEASURES
 from ._target import Target, target_for
 
 __all__ = [
     "CLI",
     "HF_NO_AUTO",
-    "LOADER_CHANGES",
+    "MEASURES",
     "RUN_USAGE",
-    "SIDES",
     "Signalled",
     "StopRequest",
+    "TUNABLE",
     "Target",
     "add_run_parser",
     "bound_method",

@@ -19,14 +19,14 @@ from typing import Any, Optional
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..core._shared import config_label, interrupts_deferred
+from ..core._shared import SIDES, config_label, interrupts_deferred
 from ..core.errors import LoadEvalError
 from ..core.explore import PairResult, RunSettings
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
 from ..integrations._shared import (
-    LOADER_CHANGES,
+    MEASURES,
     RUN_USAGE,
-    SIDES,
+    TUNABLE,
     check_target,
     describe_target,
     description,
@@ -218,7 +218,7 @@ class ScriptSession:
         kind = str(info.get("type") or "")
         fixed = kind.split(".")[0] == "accelerate"
         self.panel = RerunPanel(
-            {k: info.get(k) for k in LOADER_CHANGES},
+            {k: info.get(k) for k in TUNABLE},
             self.settings.num_cached_batches,
             self.rerun,
             rebuildable=not fixed,
@@ -233,7 +233,7 @@ class ScriptSession:
 
     def rerun(self, changes: dict[str, Any], cache: int) -> None:
         """ "Rerun pair": the script again, its training loader rebuilt with ``changes``."""
-        changes = {k: v for k, v in changes.items() if k in LOADER_CHANGES}
+        changes = {k: v for k, v in changes.items() if k in TUNABLE}
         info = self.results[-1].real.loader_settings if self.results[-1].real else {}
         nw = changes.get("num_workers", info.get("num_workers"))
         shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
@@ -302,7 +302,7 @@ class _Follow(ScriptHooks):
                 log_dir, prefix=f"loadeval-{stamp}-{label_of(self.session.target)}-"
             )
             view.follow(self.folder)
-        view.title = f"{self.label}: {SIDES[which]}"
+        view.title = f"{self.label}: {MEASURES[which]}"
         view.dashboard.set_status(view.status_text())
         if self.ticker is None:
             self.ticker = Ticker(view)
@@ -311,7 +311,7 @@ class _Follow(ScriptHooks):
     def side_ended(self, which: str, statuses: Any) -> None:
         view = self.session.view
         view.tick()  # before the runner removes a temporary log folder
-        sides = ("real", "ideal") if which == "pair" else (which,)
+        sides = SIDES if which == "pair" else (which,)
         view.end([name for name in view.followers() if name.split(" ")[0] in sides])
 
     def close(self) -> None:

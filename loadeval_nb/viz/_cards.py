@@ -16,7 +16,7 @@ from typing import Any, Optional
 from ..core._shared import HistoryRow, fmt_rate, fmt_seconds, fmt_times
 from ..core.explore import LadderResult, PairResult, SweepResult
 from ..core.verdict import Diagnosis, Fact, Facts
-from ._live import RUNS
+from ._live import SIDES
 from ._style import COLORS
 from ._svg import bars_svg, steps_svg
 
@@ -264,7 +264,7 @@ def pair_html(result: Optional[PairResult], rows: list[HistoryRow]) -> str:
         parts.append(report_html(result.facts(), config=pair_config(result)))
     if result is not None:
         runs = result.runs()
-        parts.append(steps_svg([(w, runs[w]) for w in RUNS]))
+        parts.append(steps_svg([(w, runs[w]) for w in SIDES]))
     if rows:
         parts.append(history_html(rows))
     return "".join(parts)

@@ -11,16 +11,15 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.plotting import figure
 
-from ..core._shared import HistoryRow, fmt_rate
+from ..core._shared import SIDES, HistoryRow, fmt_rate
 from ._style import COLORS, UTIL_SERIES, base_figure, color_of, startup_markers, startup_scale
 
-RUNS = ("real", "ideal")
 LIVE_ROLLOVER = 5000
 """Points kept per live series: the browser stays quick however long the run."""
 
 
 def live_step_figure(
-    width: int = 900, height: int = 260, names: Sequence[str] = RUNS
+    width: int = 900, height: int = 260, names: Sequence[str] = SIDES
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """Step time (ms) per step, one line per run (real and ideal; or the ladder's rungs)
     overlaid; each epoch's first step (its start-up) is a labelled marker on a scale of
@@ -53,7 +52,7 @@ def live_step_figure(
 
 
 def live_util_figure(
-    gpu: bool, width: int = 900, height: int = 260, names: Sequence[str] = RUNS
+    gpu: bool, width: int = 900, height: int = 260, names: Sequence[str] = SIDES
 ) -> tuple[Any, dict[str, Any]]:
     """Utilisation over time since each run's start: GPU % (solid; when ``gpu``), CPU of the
     process (dashed) and of the loader workers (dotted). Returns (figure, sources by run)."""
@@ -118,7 +117,7 @@ def history_data(rows: list[HistoryRow]) -> tuple[list[tuple[str, str]], dict[st
     factors: list[tuple[str, str]] = []
     data: dict[str, list[Any]] = {"x": [], "ms": [], "run": [], "color": []}
     for row in rows:
-        for run in RUNS:
+        for run in SIDES:
             v = getattr(row, f"{run}_step_s")
             if v is None:
                 continue

@@ -26,7 +26,7 @@ from ._data import (
 )
 from ._live import (
     LIVE_ROLLOVER,
-    RUNS,
+    SIDES,
     history_data,
     history_figure,
     live_step_figure,
@@ -39,7 +39,7 @@ from ._style import UTIL_SERIES
 __all__ = [
     "DISTURBED_COLOR",
     "LIVE_ROLLOVER",
-    "RUNS",
+    "SIDES",
     "UTIL_SERIES",
     "VERDICT_COLORS",
     "advice_html",

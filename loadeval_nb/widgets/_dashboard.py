@@ -34,7 +34,7 @@ from ..viz import verdict_html
 from ..viz._shared import (
     DISTURBED_COLOR,
     LIVE_ROLLOVER,
-    RUNS,
+    SIDES,
     history_data,
     history_figure,
     history_html,
@@ -99,7 +99,7 @@ class Dashboard(SweepHooks):
         push_interval_s: float = 0.5,
         push_budget: float = 0.0025,
         width: int = 900,
-        runs: tuple[str, ...] = RUNS,
+        runs: tuple[str, ...] = SIDES,
         sweep: bool = False,
     ) -> None:
         self.loader_name = loader_name

@@ -23,8 +23,8 @@ from loadeval_nb.integrations import ScriptResult
 from loadeval_nb.integrations._script.sides import side_for
 from loadeval_nb.integrations._script.spec import ENV, ChildSpec, settings_to_dict
 from loadeval_nb.integrations._shared import (
-    LOADER_CHANGES,
-    SIDES,
+    MEASURES,
+    TUNABLE,
     option_sentence,
     run_parser,
     script_settings,
@@ -108,9 +108,9 @@ def test_the_parent_imports_none_of_the_childs_modules(parent):
 
 
 def test_one_word_for_each_child_and_one_list_of_loader_settings():
-    assert list(SIDES) == ["real", "ideal", "pair"]
-    assert SIDES["pair"] == "the real and the ideal run, interleaved"
-    assert LOADER_CHANGES == ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+    assert list(MEASURES) == ["real", "ideal", "pair"]
+    assert MEASURES["pair"] == "the real and the ideal run, interleaved"
+    assert TUNABLE == ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
     assert side_for("pair", RunSettings(log_dir="/tmp"), "s", "t").names == ("real", "ideal")
 
 

@@ -17,6 +17,7 @@ from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import InterleavedEvaluator, NotInterleavable, plan_pass
+from ..measure.loader import TUNABLE
 from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
@@ -49,10 +50,7 @@ class PairResult(Result):
     def row(self) -> HistoryRow:
         """This pair as a row of the rerun panel's history: settings and results."""
         d = self.diagnosis
-        knobs = {
-            k: self.loader_settings.get(k)
-            for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-        }
+        knobs = {k: self.loader_settings.get(k) for k in TUNABLE}
         return HistoryRow(
             label=self.label,
             **knobs,

@@ -30,11 +30,9 @@ import numpy as np
 
 from ..errors import RunLogError
 from .journal import journal_path, merge_journal_lines
-from .run import RUN_KIND, Run, run_from_dict
+from .run import RUN_KIND, SIDES, Run, run_from_dict
 
 __all__ = ["FolderFollower", "LogName", "RunFollower", "looks_final", "parse_log_name"]
-
-SIDES = ("real", "ideal")
 
 _LOG_NAME = re.compile(
     r"^(?P<job>.+)-(?P<side>real|ideal)(?:-rank(?P<rank>\d+))?(?P<again>-\d+)?\.json$"

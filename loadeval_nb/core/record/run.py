@@ -258,6 +258,9 @@ def dali_metrics(run: Run) -> dict[str, Any]:
     }
 
 
+SIDES = ("real", "ideal")
+"""The two sides of a pair, in the order every front end shows them."""
+
 SCHEMA_VERSION = 3
 """3: ``settings.steps`` and ``settings.warmup`` (2 said ``max_steps`` and ``warmup_steps``;
 both are still read)."""

@@ -16,7 +16,7 @@ from ...core.errors import LoadEvalError, OptionError
 from .launch import Signalled, stop_on_signals
 from .options import option_sentence, script_settings
 from .run import ScriptHooks, ScriptResult, run_script
-from .spec import SIDES
+from .spec import MEASURES
 
 CLI = "cli"
 """How the command spells a next step: as its own options (``--steps 400``), not as a
@@ -31,7 +31,7 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
 
     class Say(ScriptHooks):
         def side_started(self, which: str, log_dir: str, stamp: str) -> None:
-            print(f"loadeval_nb: {SIDES[which]} ...", file=sys.stderr, flush=True)
+            print(f"loadeval_nb: {MEASURES[which]} ...", file=sys.stderr, flush=True)
 
     with stop_on_signals() as stop:
         started = time.time()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from ...core._shared import Reported, check_writable_dir
+from ...core._shared import TUNABLE, Reported, check_writable_dir
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
 from ...core.ranks import RanksResult, gather_logs
@@ -24,7 +24,6 @@ from ...core.verdict import Diagnosis, Facts, diagnose
 from .launch import Ended, Torchrun, command, run_side
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
 
-LOADER_CHANGES = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 """The training loader's settings a run may change (``run_script(loader_changes=...)``,
 the notebook's rerun panel): ``rebuild_loader``'s, which core keeps to itself."""
 
@@ -180,11 +179,11 @@ def run_script(
             "pass a number of steps.",
         )
     changes = dict(loader_changes or {})
-    unknown = sorted(set(changes) - set(LOADER_CHANGES))
+    unknown = sorted(set(changes) - set(TUNABLE))
     if unknown:
         raise LoadEvalError(
             f"Cannot change {', '.join(unknown)} on a script's loader; only "
-            f"{', '.join(LOADER_CHANGES)} can be changed."
+            f"{', '.join(TUNABLE)} can be changed."
         )
     if interleave is not None:
         settings = replace(settings, interleave=interleave)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ...core._shared import evaluator_for, log_path
+from ...core._shared import SIDES, evaluator_for, log_path
 from ...core.explore import RunSettings
 from ...core.measure import InterleavedEvaluator
 from .pick import Side
@@ -38,7 +38,7 @@ def side_for(which: str, settings: RunSettings, stamp: str, label: str) -> Side:
     """The :class:`Side` a child of kind ``which`` ("real", "ideal", "pair") measures,
     its logs named as the pair names them (``...-real.json``, ``...-real-rank0.json``
     under ranks)."""
-    names = ("real", "ideal") if which == "pair" else (which,)
+    names = SIDES if which == "pair" else (which,)
 
     def paths() -> dict[str, str]:
         out = {}

@@ -18,7 +18,7 @@ from ...core.measure import AutoStop
 ENV = "LOADEVAL_NB_CHILD"
 """The environment variable that carries a child's :class:`ChildSpec`."""
 
-SIDES = {
+MEASURES = {
     "real": "the real run (the script as it is)",
     "ideal": "the ideal run (its training loader's batches replayed from memory)",
     "pair": "the real and the ideal run, interleaved",
@@ -48,7 +48,7 @@ class ChildSpec:
     """One side, as the parent asks a child to measure it."""
 
     side: str
-    """A key of :data:`SIDES`: ``"real"``, ``"ideal"`` or ``"pair"``."""
+    """A key of :data:`MEASURES`: ``"real"``, ``"ideal"`` or ``"pair"``."""
     settings: RunSettings
     """The run's settings, whole and checked (``log_dir``: the folder the child writes
     its logs to, the parent's temporary one without ``--log-dir``); the child measures
