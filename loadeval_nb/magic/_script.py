@@ -271,15 +271,13 @@ class ScriptSession:
 def as_pair(result: ScriptResult, settings: RunSettings, label: str) -> PairResult:
     """A script's pair as the dashboard shows a pair: its runs, verdict and settings (the
     card and the history row read these)."""
-    real = result.real
-    return PairResult(
+    return PairResult.from_runs(
+        result.real,
+        result.ideal,
         label=label,
-        loader_settings=dict(real.loader_settings) if real is not None else {},
-        log_paths=dict(result.log_paths),
-        settings=settings,
-        real=real,
-        ideal=result.ideal,
         diagnosis=result.diagnosis,
+        settings=settings,
+        log_paths=result.log_paths,
     )
 
 

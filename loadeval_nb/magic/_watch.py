@@ -166,13 +166,10 @@ def _pair(follow: FolderFollower) -> PairResult:
     runs = {name.split(" ")[0]: f for name, f in follow.followers.items()}
     real = runs["real"].to_run() if "real" in runs and runs["real"].exists else None
     ideal = runs["ideal"].to_run() if "ideal" in runs and runs["ideal"].exists else None
-    missing = [s for s, r in (("real", real), ("ideal", ideal)) if r is None]
-    return PairResult(
+    return PairResult.from_runs(
+        real,
+        ideal,
         label=follow.job or "",
-        loader_settings=dict(real.loader_settings) if real is not None else {},
+        diagnosis=diagnose(real, ideal) if real is not None and ideal is not None else None,
         log_paths={s: f.path for s, f in runs.items()},
-        real=real,
-        ideal=ideal,
-        diagnosis=diagnose(real, ideal) if not missing else None,
-        failed=missing[0] if missing else None,
     )

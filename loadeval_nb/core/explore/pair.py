@@ -43,6 +43,34 @@ class PairResult(Result):
     ideal: Optional[Run] = None
     diagnosis: Optional[Diagnosis] = None
 
+    @classmethod
+    def from_runs(
+        cls,
+        real: Optional[Run],
+        ideal: Optional[Run],
+        *,
+        label: str,
+        diagnosis: Optional[Diagnosis],
+        settings: Optional[RunSettings] = None,
+        log_paths: Optional[dict[str, str]] = None,
+    ) -> PairResult:
+        """A pair made after the fact from its two runs (a script's, the logs a watch
+        followed): the loader's settings are the real run's, and a missing run is the one
+        that failed. ``diagnosis`` is given, never computed here: whether the runs earned a
+        verdict is the caller's to say (a crashed script's runs do not). :func:`run_pair`
+        fills its result in place while it runs."""
+        missing = [s for s, r in (("real", real), ("ideal", ideal)) if r is None]
+        return cls(
+            label=label,
+            loader_settings=dict(real.loader_settings) if real is not None else {},
+            log_paths=dict(log_paths or {}),
+            settings=settings,
+            real=real,
+            ideal=ideal,
+            diagnosis=diagnosis,
+            failed=missing[0] if missing else None,
+        )
+
     def runs(self) -> dict[str, Optional[Run]]:
         """``{"real": Run | None, "ideal": Run | None}``."""
         return {"real": self.real, "ideal": self.ideal}

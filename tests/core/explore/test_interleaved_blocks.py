@@ -144,3 +144,19 @@ def test_every_rank_of_a_torchrun_job_stamps_its_logs_alike(monkeypatch):
     monkeypatch.delenv("RANK")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "3f2a")
     assert job_stamp()[:2] == "20"  # not a rank: the clock
+
+
+def test_a_pair_made_after_the_fact_names_the_missing_run_and_takes_the_verdict_given():
+    from loadeval_nb.core.explore import PairResult
+    from loadeval_nb.core.record import Run
+    from loadeval_nb.core.verdict import diagnose
+
+    real = Run(mode="log", start_ns=[0, 5], step_ns=[5, 5], loader_settings={"num_workers": 2})
+    ideal = Run(mode="replay", start_ns=[0, 1], step_ns=[1, 1])
+    crashed = PairResult.from_runs(real, ideal, label="x", diagnosis=None)
+    assert crashed.diagnosis is None and crashed.failed is None  # no verdict it was not given
+    assert crashed.loader_settings == {"num_workers": 2}
+    half = PairResult.from_runs(real, None, label="x", diagnosis=None, log_paths={"real": "r"})
+    assert half.failed == "ideal" and half.log_paths == {"real": "r"}
+    whole = PairResult.from_runs(real, ideal, label="x", diagnosis=diagnose(real, ideal))
+    assert whole.diagnosis is not None and whole.runs() == {"real": real, "ideal": ideal}
