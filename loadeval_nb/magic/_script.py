@@ -17,9 +17,8 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from IPython.core.error import UsageError
-from IPython.display import display
 
-from ..core._shared import SIDES, config_label, interrupts_deferred
+from ..core._shared import SIDES, interrupts_deferred
 from ..core.errors import LoadEvalError
 from ..core.explore import PairResult, RunSettings
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
@@ -38,7 +37,7 @@ from ..integrations._shared import (
     split_run,
 )
 from ._busy import reads_busy
-from ._session import claim_cell, let_go
+from ._session import FIRST_LABEL, NotebookSession, rerun_label
 
 USAGE = RUN_USAGE.replace("python -m loadeval_nb run", "%loadeval_run")
 FAILED_COLOR = "#c62828"
@@ -84,7 +83,7 @@ def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optiona
     return args, target, settings, ranks
 
 
-class ScriptSession:
+class ScriptSession(NotebookSession):
     """One ``%loadeval_run`` line: its script, its settings, its dashboard and reruns."""
 
     def __init__(
@@ -95,16 +94,22 @@ class ScriptSession:
         settings: RunSettings,
         ranks: Optional[Torchrun],
     ) -> None:
-        self.shell, self.args, self.target = shell, args, target
+        self.args, self.target = args, target
         self.settings, self.ranks = settings, ranks
         self.view: Any = None
-        self.panel: Any = None
-        self.static_handle: Any = None
-        self.main_card: Optional[tuple[str, str]] = None
-        self.n_pairs = 0
         self.results: list[ScriptResult] = []
         self.created = time.monotonic()
-        self.cell_id = claim_cell(self, shell, keep=True)
+        super().__init__(shell, keep=True)
+
+    def _dashboard(self) -> Any:
+        return self.view.dashboard if self.view is not None else None
+
+    def _roots(self) -> list[Any]:
+        return [self.view.box if self.view is not None else None, *super()._roots()]
+
+    def _forget(self) -> None:
+        self.view = None
+        super()._forget()
 
     @property
     def name(self) -> str:
@@ -121,27 +126,17 @@ class ScriptSession:
 
     # -- display ----------------------------------------------------------------------
     def show(self) -> None:
-        from ..widgets import load_bokehjs
-        from ..widgets._shared import LIVE_ONLY, FollowView, unload_bokehjs_output
+        from ..widgets._shared import FollowView
 
-        bokehjs = load_bokehjs()
         self.view = FollowView(
             title=self.name, steps_per_run=self.settings.steps, names=self.expected_runs()
         )
-        display({**self.view.box._repr_mimebundle_(), "text/plain": LIVE_ONLY}, raw=True)
-        unload_bokehjs_output(bokehjs)
+        self._show_live(self.view)
         self._write_static()
-
-    def _write_static(self) -> None:
-        bundle = self.view.dashboard.saved_copy([self.main_card] if self.main_card else [])
-        if self.static_handle is None:
-            self.static_handle = display(bundle, raw=True, display_id=True)
-        else:
-            self.static_handle.update(bundle, raw=True)
 
     # -- runs ----------------------------------------------------------------------------
     def start(self) -> ScriptResult:
-        return self.run({}, self.settings.num_cached_batches, "#1 as is")
+        return self.run({}, self.settings.num_cached_batches, FIRST_LABEL)
 
     def run(self, changes: dict[str, Any], cache: int, label: str) -> ScriptResult:
         """Run the script's pair with the training loader's ``changes`` and ``cache``
@@ -236,8 +231,7 @@ class ScriptSession:
         changes = {k: v for k, v in changes.items() if k in TUNABLE}
         info = self.results[-1].real.loader_settings if self.results[-1].real else {}
         nw = changes.get("num_workers", info.get("num_workers"))
-        shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
-        label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
+        label = rerun_label(self.n_pairs, nw, changes, cache)
         out = self.view.dashboard.errors
         out.clear_output()
         with out:  # the script's output, its traceback included, under the dashboard
@@ -250,22 +244,6 @@ class ScriptSession:
                 return
             if result.error is not None:
                 print(f"loadeval_nb: {result.error}")
-
-    # -- life cycle ------------------------------------------------------------------------
-    def close(self) -> None:
-        if self.view is not None:
-            self.view.dashboard.close()
-
-    def release(self) -> None:
-        from ..widgets._shared import close_tree
-
-        self.close()
-        if self.view is not None:
-            close_tree(self.view.box)
-        if self.panel is not None:
-            close_tree(self.panel.widget)
-        self.view = self.panel = None
-        let_go(self)
 
 
 def as_pair(result: ScriptResult, settings: RunSettings, label: str) -> PairResult:

@@ -73,7 +73,86 @@ def let_go(session: Any) -> None:
     _kept.discard(session)
 
 
-class Session:
+FIRST_LABEL = "#1 as is"
+"""The label of a session's first pair, the loader as the user made it."""
+
+
+def rerun_label(n_before: int, num_workers: Any, changes: dict[str, Any], cache: int) -> str:
+    """The label of a rerun from the panel: its number, what changed, its cache
+    (PyTorch's default prefetch factor comes with workers: not worth a mention)."""
+    shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
+    return f"#{n_before + 1} {config_label({'num_workers': num_workers, **shown})} c{cache}"
+
+
+class NotebookSession:
+    """What the three magics' sessions share (``%%loadeval``, ``%loadeval_run``,
+    ``%loadeval_watch``): the cell they belong to (a cell run again releases the session
+    its earlier run left), the live view shown once with BokehJS loaded for it, the saved
+    notebook's copy kept up to date under it, and closing and releasing their widgets.
+
+    A subclass says where its dashboard is (:meth:`_dashboard`) and which widget trees it
+    holds (:meth:`_roots`), and drops them in :meth:`_forget`."""
+
+    def __init__(self, shell: Any, keep: bool = False) -> None:
+        self.shell = shell
+        self.panel: Any = None
+        self.static_handle: Any = None
+        # the saved notebook's copy: the cell's own result, then each run from the panel
+        self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
+        self.panel_cards: list[tuple[str, str]] = []
+        self.n_pairs = 0
+        self.cell_id = claim_cell(self, shell, keep)
+
+    def _dashboard(self) -> Any:
+        raise NotImplementedError
+
+    def _roots(self) -> list[Any]:
+        """The widget trees this session holds (closed on release)."""
+        return [self.panel.widget if self.panel is not None else None]
+
+    def _forget(self) -> None:
+        self.panel = None
+
+    def _show_live(self, view: Any) -> None:
+        """Show a follow view (its widget box) with BokehJS loaded for it; the output that
+        loaded BokehJS is taken out again (a saved notebook must not carry it)."""
+        from ..widgets import load_bokehjs
+        from ..widgets._shared import LIVE_ONLY, unload_bokehjs_output
+
+        bokehjs = load_bokehjs()
+        display({**view.box._repr_mimebundle_(), "text/plain": LIVE_ONLY}, raw=True)
+        unload_bokehjs_output(bokehjs)
+
+    def _write_static(self) -> None:
+        """Write (or rewrite) the saved-notebook copy."""
+        cards = ([self.main_card] if self.main_card else []) + self.panel_cards
+        bundle = self._dashboard().saved_copy(cards)
+        if bundle is None:  # nothing to show yet (the text view)
+            return
+        if self.static_handle is None:
+            self.static_handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.static_handle.update(bundle, raw=True)
+
+    def close(self) -> None:
+        dashboard = self._dashboard()
+        if dashboard is not None:
+            dashboard.close()
+
+    def release(self) -> None:
+        """Stop the dashboard and close its widgets (their buttons hold this session, and
+        the kernel keeps every open widget): what a replaced cell's session leaves."""
+        from ..widgets._shared import close_tree
+
+        self.close()
+        for w in self._roots():
+            if w is not None:
+                close_tree(w)
+        self._forget()
+        let_go(self)
+
+
+class Session(NotebookSession):
     """A checked request (``settings`` valid, a sweep's loaders built) ready to run."""
 
     def __init__(
@@ -89,20 +168,24 @@ class Session:
         ladder: bool = False,
         sweep: Optional[SweepPlan] = None,
     ) -> None:
-        self.shell, self.cell, self.target, self.settings = shell, cell, target, settings
+        self.cell, self.target, self.settings = cell, target, settings
         self.live, self.quiet, self.ladder_mode, self.sweep_plan = live, quiet, ladder, sweep
         self.view = view
         """The live view: ``bokeh``, ``html`` or ``text`` (see :mod:`._view`)."""
         self.original = target.loader
         self.dashboard: Any = None
-        self.panel: Any = None
-        self.static_handle: Any = None
-        self.n_pairs = 0
-        # the saved notebook's copy: the cell's own result, then each sweep run from the panel
-        self.main_card: Optional[tuple[str, str]] = None  # (html, plain text)
-        self.panel_cards: list[tuple[str, str]] = []
         self.latch: Optional[StopLatch] = None
-        self.cell_id = claim_cell(self, shell)
+        super().__init__(shell)
+
+    def _dashboard(self) -> Any:
+        return self.dashboard
+
+    def _roots(self) -> list[Any]:
+        return [self.dashboard.widget if self.dashboard else None, *super()._roots()]
+
+    def _forget(self) -> None:
+        self.dashboard = None
+        super()._forget()
 
     # -- display ----------------------------------------------------------------------
     def show(self) -> None:
@@ -138,17 +221,6 @@ class Session:
         if self.latch is not None and result.error is not None:
             self.latch.forget()
 
-    def _write_static(self) -> None:
-        """Write (or rewrite) the saved-notebook copy."""
-        cards = ([self.main_card] if self.main_card else []) + self.panel_cards
-        bundle = self.dashboard.saved_copy(cards)
-        if bundle is None:  # nothing to show yet (the text view)
-            return
-        if self.static_handle is None:
-            self.static_handle = display(bundle, raw=True, display_id=True)
-        else:
-            self.static_handle.update(bundle, raw=True)
-
     # -- what the cell asked for --------------------------------------------------------
     def start(self) -> Any:
         """Run what the cell asked for: a ladder, a sweep or a pair."""
@@ -156,7 +228,7 @@ class Session:
             return self.ladder()
         if self.sweep_plan is not None:
             return self.sweep(self.sweep_plan)
-        return self.run(self.original, self.settings, "#1 as is")
+        return self.run(self.original, self.settings, FIRST_LABEL)
 
     def ladder(self) -> LadderResult:
         """``--ladder``: the cell against device, host, sample and real inputs."""
@@ -279,11 +351,8 @@ class Session:
             self.dashboard.show_error(e)
             return
         nw = changes.get("num_workers", loader_knobs(self.original)["num_workers"])
-        # PyTorch's default prefetch factor comes with workers: not worth a mention
-        shown = {k: v for k, v in changes.items() if (k, v) != ("prefetch_factor", 2)}
-        if threads is not None:
-            shown["num_threads"] = threads
-        label = f"#{self.n_pairs + 1} {config_label({'num_workers': nw, **shown})} c{cache}"
+        shown = {**changes, **({"num_threads": threads} if threads is not None else {})}
+        label = rerun_label(self.n_pairs, nw, shown, cache)
         try:
             with reads_busy(self.shell), torch_threads(threads):  # both runs, then put back
                 result = self.run(loader, settings, label)
@@ -322,25 +391,6 @@ class Session:
         rows = [dataclasses.replace(r, label=f"{r.label} ({source})") for r in load_history(path)]
         if self.dashboard is not None:
             self.dashboard.add_history(rows)
-
-    def close(self) -> None:
-        if self.dashboard is not None:
-            self.dashboard.close()
-
-    def release(self) -> None:
-        """Stop the dashboard and close its widgets (their buttons hold this session, and
-        the kernel keeps every open widget): what a replaced cell's session leaves."""
-        from ..widgets._shared import close_tree
-
-        self.close()
-        for w in (
-            self.dashboard.widget if self.dashboard else None,
-            self.panel.widget if self.panel else None,
-        ):
-            if w is not None:
-                close_tree(w)
-        self.dashboard = self.panel = None
-        let_go(self)
 
 
 def _threads_now() -> int:

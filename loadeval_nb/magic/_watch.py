@@ -25,40 +25,35 @@ from ..core.explore import PairResult
 from ..core.ranks import gather_logs
 from ..core.verdict import diagnose
 from ._busy import reads_busy
-from ._session import claim_cell, let_go
+from ._session import NotebookSession
 
 FAILED_COLOR = "#c62828"
 
 
-class WatchSession:
+class WatchSession(NotebookSession):
     """One ``%loadeval_watch`` line's view: released when its cell runs again, closed
     when the extension is unloaded."""
 
     def __init__(self, shell: Any, view: Any) -> None:
         self.view = view
         self.created = time.monotonic()
-        self.cell_id = claim_cell(self, shell, keep=True)
+        super().__init__(shell, keep=True)
 
-    def close(self) -> None:
-        if self.view is not None:
-            self.view.dashboard.close()
+    def _dashboard(self) -> Any:
+        return self.view.dashboard if self.view is not None else None
 
-    def release(self) -> None:
-        from ..widgets._shared import close_tree
+    def _roots(self) -> list[Any]:
+        return [self.view.box if self.view is not None else None]
 
-        self.close()
-        if self.view is not None:
-            close_tree(self.view.box)
+    def _forget(self) -> None:
         self.view = None
-        let_go(self)
 
 
 def watch(shell: Any, folder: str, timeout_s: Optional[float]) -> Any:
     """Follow the job writing run logs in ``folder`` until it is done (or ``timeout_s``,
     or a kernel interrupt); show and return its gathered report (a ``RanksResult``), or a
     single pair's ``PairResult``; None when no job wrote there. Kept in ``_loadeval``."""
-    from ..widgets import load_bokehjs
-    from ..widgets._shared import LIVE_ONLY, FollowView, unload_bokehjs_output
+    from ..widgets._shared import FollowView
 
     path = os.path.abspath(os.path.expanduser(folder))
     if os.path.exists(path) and not os.path.isdir(path):
@@ -69,12 +64,9 @@ def watch(shell: Any, folder: str, timeout_s: Optional[float]) -> Any:
     if timeout_s is not None and not timeout_s > 0:
         raise UsageError(f"--timeout must be a number of seconds > 0, not {timeout_s:g}.")
     follow = FolderFollower(path)
-    bokehjs = load_bokehjs()
     view = FollowView(title=f"Watching {folder}", steps_per_run=None)
     view.follow(follow)
-    WatchSession(shell, view)
-    display({**view.box._repr_mimebundle_(), "text/plain": LIVE_ONLY}, raw=True)
-    unload_bokehjs_output(bokehjs)
+    WatchSession(shell, view)._show_live(view)
     start = time.monotonic()
     why = "done"
     try:
