@@ -262,8 +262,8 @@ SIDES = ("real", "ideal")
 """The two sides of a pair, in the order every front end shows them."""
 
 SCHEMA_VERSION = 3
-"""3: ``settings.steps`` and ``settings.warmup`` (2 said ``max_steps`` and ``warmup_steps``;
-both are still read)."""
+"""3: ``settings.steps``, ``settings.warmup`` and ``loader_settings`` (2 said ``max_steps``,
+``warmup_steps`` and ``loader``; all three are still read)."""
 OLD_SETTINGS = {"max_steps": "steps", "warmup_steps": "warmup"}
 """Schema 2's keys in ``settings`` and the words that replaced them."""
 RUN_KIND = "loadeval_nb.run"
@@ -281,7 +281,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         "created_unix": run.created_unix,
         **{k: dali[k] for k in DALI_KEYS},
         "environment": run.environment,
-        "loader": run.loader_settings,
+        "loader_settings": run.loader_settings,
         "settings": {**run.settings, "warmup": run.warmup},
         "steps": {
             "start_ns": run.start_ns,
@@ -390,7 +390,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             status=str(doc.get("status", "complete")),
             created_unix=float(doc.get("created_unix", 0.0)),
             environment=dict(doc.get("environment") or {}),
-            loader_settings=dict(doc.get("loader") or {}),
+            loader_settings=dict(doc.get("loader_settings", doc.get("loader")) or {}),
             settings=settings,
             epochs=list(doc.get("epochs") or []),
             util=doc.get("util"),

@@ -254,10 +254,10 @@ def test_save_metrics_is_json(tmp_path):
     list(ev)
     p = ev.save_metrics(str(tmp_path / "m.json"))
     doc = json.loads(open(p).read())
-    assert doc["schema_version"] == 3 and doc["loader"]["batch_size"] == 8
+    assert doc["schema_version"] == 3 and doc["loader_settings"]["batch_size"] == 8
     assert doc["total_batches"] == len(doc["steps"]["step_ns"]) == len(doc["batch_times"])
-    assert doc["loader"]["num_workers"] == 0 and "pin_memory" in doc["loader"]
-    assert "prefetch_factor" in doc["loader"] and "persistent_workers" in doc["loader"]
+    assert doc["loader_settings"]["num_workers"] == 0 and "pin_memory" in doc["loader_settings"]
+    assert "prefetch_factor" in doc["loader_settings"] and "persistent_workers" in doc["loader_settings"]
     assert doc["environment"]["torch_version"] == torch.__version__
 
 

@@ -134,7 +134,10 @@ def test_a_schema_2_log_is_read_in_todays_words(tmp_path):
     assert "max_steps" not in doc["settings"] and "warmup_steps" not in doc["settings"]
     doc["schema_version"] = 2
     doc["settings"] = {"max_steps": 3, "warmup_steps": 1, "cache_on": None}
+    doc["loader"] = {"num_workers": 2}
+    del doc["loader_settings"]
     path.write_text(json.dumps(doc))
     old = load_run(str(path))
     assert old.warmup == 1 and old.settings == {"steps": 3, "cache_on": None}
+    assert old.loader_settings == {"num_workers": 2}
     assert old.steady_step_s() == run.steady_step_s()
