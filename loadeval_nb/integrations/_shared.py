@@ -13,6 +13,7 @@ from ._script.command import CLI, run_command, save_script_report
 from ._script.launch import Signalled, StopRequest, stop_on_signals
 from ._script.options import (
     RUN_USAGE,
+    RUN_VALUED,
     add_run_parser,
     description,
     option_sentence,
@@ -29,6 +30,7 @@ __all__ = [
     "HF_NO_AUTO",
     "MEASURES",
     "RUN_USAGE",
+    "RUN_VALUED",
     "Signalled",
     "StopRequest",
     "TUNABLE",

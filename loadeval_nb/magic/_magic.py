@@ -125,8 +125,9 @@ class LoadEvalMagics(Magics):
         request = parse_line(line)
         if request is None:  # -h
             return
-        args, target, settings, ranks = request
-        session = ScriptSession(self.shell, args, target, settings, ranks)
+        args, target, settings, ranks, view = request
+        view = choose_view(view, self.shell)
+        session = ScriptSession(self.shell, args, target, settings, ranks, view)
         try:
             with reads_busy(self.shell):
                 session.show()
@@ -145,6 +146,13 @@ class LoadEvalMagics(Magics):
         help="stop watching after this many seconds and show what is there (default: "
         "until every side of every rank has its whole run)",
     )
+    @argument(
+        "--view",
+        default=None,
+        metavar="bokeh|html",
+        help="the live view: bokeh (plots) or html (a chart redrawn about once a second, "
+        "needs no widget JavaScript); default: $LOADEVAL_VIEW, else the one that works here",
+    )
     @line_magic
     def loadeval_watch(self, line: str) -> None:
         """Follow a job started elsewhere (a torchrun job, a script) from the run logs it
@@ -159,7 +167,7 @@ class LoadEvalMagics(Magics):
         from ._watch import watch
 
         args = parse_argstring(self.loadeval_watch, line)
-        watch(self.shell, _unquote(args.dir), args.timeout)
+        watch(self.shell, _unquote(args.dir), args.timeout, choose_view(args.view, self.shell))
 
     @magic_arguments()
     @argument(

@@ -25,6 +25,7 @@ from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
 from ..integrations._shared import (
     MEASURES,
     RUN_USAGE,
+    RUN_VALUED,
     TUNABLE,
     check_target,
     describe_target,
@@ -49,16 +50,40 @@ def said(e: LoadEvalError) -> str:
     return option_sentence(e, "%loadeval_run")
 
 
-def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optional[Torchrun]]]:
+def take_view(argv: list[str]) -> tuple[list[str], Optional[str]]:
+    """``--view NAME`` (the magic's own option, not the command's) taken out of the
+    options before the script; the rest, and the view asked for (None: none)."""
+    rest: list[str] = []
+    view: Optional[str] = None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--view" and i + 1 < len(argv):
+            view, i = argv[i + 1], i + 2
+        elif a.startswith("--view="):
+            view, i = a.split("=", 1)[1], i + 1
+        elif a in ("-m", "--", "-") or not a.startswith("-"):
+            return rest + argv[i:], view  # the script and its own arguments
+        elif a in RUN_VALUED:
+            rest, i = rest + argv[i : i + 2], i + 2
+        else:
+            rest, i = rest + [a], i + 1
+    return rest, view
+
+
+def parse_line(
+    line: str,
+) -> Optional[tuple[Any, list[str], RunSettings, Optional[Torchrun], Optional[str]]]:
     """The line's options (the command's parser: the same options, checked the same way),
-    the script with its arguments, the settings and the ranks; None after ``-h``.
-    A bad option or script: :class:`UsageError`, one sentence."""
+    the script with its arguments, the settings, the ranks and the ``--view`` asked for;
+    None after ``-h``. A bad option or script: :class:`UsageError`, one sentence."""
     try:
         argv = shlex.split(line)
     except ValueError as e:
         raise UsageError(
             f"%loadeval_run could not split its line ({e}); close the quote."
         ) from None
+    argv, view = take_view(argv)
     ours, target = split_run(argv)
     parser = run_parser("%loadeval_run")
     parser.usage = USAGE.replace("%", "%%")  # argparse formats the usage with %
@@ -80,7 +105,7 @@ def parse_line(line: str) -> Optional[tuple[Any, list[str], RunSettings, Optiona
         settings, ranks = script_settings(args)
     except LoadEvalError as e:
         raise UsageError(said(e)) from None
-    return args, target, settings, ranks
+    return args, target, settings, ranks, view
 
 
 class ScriptSession(NotebookSession):
@@ -93,8 +118,9 @@ class ScriptSession(NotebookSession):
         target: list[str],
         settings: RunSettings,
         ranks: Optional[Torchrun],
+        view: str = "bokeh",
     ) -> None:
-        self.args, self.target = args, target
+        self.args, self.target, self.view_kind = args, target, view
         self.settings, self.ranks = settings, ranks
         self.view: Any = None
         self.results: list[ScriptResult] = []
@@ -129,9 +155,12 @@ class ScriptSession(NotebookSession):
         from ..widgets._shared import FollowView
 
         self.view = FollowView(
-            title=self.name, steps_per_run=self.settings.steps, names=self.expected_runs()
+            title=self.name,
+            steps_per_run=self.settings.steps,
+            names=self.expected_runs(),
+            view=self.view_kind,
         )
-        self._show_live(self.view)
+        self.view.show()
         self._write_static()
 
     # -- runs ----------------------------------------------------------------------------

@@ -113,16 +113,6 @@ class NotebookSession:
     def _forget(self) -> None:
         self.panel = None
 
-    def _show_live(self, view: Any) -> None:
-        """Show a follow view (its widget box) with BokehJS loaded for it; the output that
-        loaded BokehJS is taken out again (a saved notebook must not carry it)."""
-        from ..widgets import load_bokehjs
-        from ..widgets._shared import LIVE_ONLY, unload_bokehjs_output
-
-        bokehjs = load_bokehjs()
-        display({**view.box._repr_mimebundle_(), "text/plain": LIVE_ONLY}, raw=True)
-        unload_bokehjs_output(bokehjs)
-
     def _write_static(self) -> None:
         """Write (or rewrite) the saved-notebook copy."""
         cards = ([self.main_card] if self.main_card else []) + self.panel_cards

@@ -49,7 +49,7 @@ class WatchSession(NotebookSession):
         self.view = None
 
 
-def watch(shell: Any, folder: str, timeout_s: Optional[float]) -> Any:
+def watch(shell: Any, folder: str, timeout_s: Optional[float], view_kind: str = "bokeh") -> Any:
     """Follow the job writing run logs in ``folder`` until it is done (or ``timeout_s``,
     or a kernel interrupt); show and return its gathered report (a ``RanksResult``), or a
     single pair's ``PairResult``; None when no job wrote there. Kept in ``_loadeval``."""
@@ -64,9 +64,10 @@ def watch(shell: Any, folder: str, timeout_s: Optional[float]) -> Any:
     if timeout_s is not None and not timeout_s > 0:
         raise UsageError(f"--timeout must be a number of seconds > 0, not {timeout_s:g}.")
     follow = FolderFollower(path)
-    view = FollowView(title=f"Watching {folder}", steps_per_run=None)
+    view = FollowView(title=f"Watching {folder}", steps_per_run=None, view=view_kind)
     view.follow(follow)
-    WatchSession(shell, view)._show_live(view)
+    WatchSession(shell, view)
+    view.show()
     start = time.monotonic()
     why = "done"
     try:

@@ -11,6 +11,10 @@ asks of an evaluator). Ticks come from a loop in the cell (``%loadeval_watch``) 
 built again, with the lines it lacks, when a run appears that it has none for (a rank
 of another node); its verdict, panel and history come after the runs, so nothing of them
 is lost.
+
+``view="html"`` (VS Code, Colab: no widget JavaScript of jupyter_bokeh there) follows the
+same runs into an :class:`~._html_view.HtmlDashboard`: the status line and the step-time
+chart as an HTML output redrawn through a display handle, the rest in ipywidgets core.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 import ipywidgets as W
+from IPython.display import display
 
 from ..core._shared import FolderFollower, RunFollower
-from ._dashboard import Dashboard
+from ._bokeh import load_bokehjs, unload_bokehjs_output
+from ._dashboard import LIVE_ONLY, Dashboard
+from ._html_view import HtmlDashboard, HtmlPusher
 from ._pusher import Pusher, next_push_wait
 
 
@@ -47,7 +54,9 @@ class FollowView:
 
     ``names``: the runs expected (their lines are there from the start); runs found
     later are added. ``title`` begins the status line; ``steps_per_run`` as for a
-    :class:`Dashboard`. ``clock`` (seconds) times the status line's "elapsed"."""
+    :class:`Dashboard`. ``view``: ``bokeh`` (the plots) or ``html`` (a chart redrawn
+    through a display handle; ``text`` is shown as ``html``, whose plain-text part is its
+    status line). ``clock`` (seconds) times the status line's "elapsed"."""
 
     def __init__(
         self,
@@ -56,8 +65,10 @@ class FollowView:
         steps_per_run: Any,
         names: Sequence[str] = (),
         live: bool = True,
+        view: str = "bokeh",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.html = view != "bokeh"
         self.title = title
         self.steps_per_run = steps_per_run
         self.live = live
@@ -75,12 +86,25 @@ class FollowView:
 
     def _dashboard(self, names: Sequence[str]) -> Dashboard:
         self._shown = tuple(names) or ("real", "ideal")  # a pair's lines until runs show
-        return Dashboard(
+        return (HtmlDashboard if self.html else Dashboard)(
             loader_name=self.title,
             steps_per_run=self.steps_per_run,
             live=self.live,
             runs=self._shown,
         )
+
+    def show(self) -> None:
+        """Display the view: the plots with BokehJS loaded for them (the output that loaded
+        it taken out again: a saved notebook must not carry it), or the html view's live
+        output and then its widgets."""
+        bokehjs = None
+        if not self.html:
+            bokehjs = load_bokehjs()
+        elif self.live:
+            dash = self.dashboard
+            dash.handle = display(dash.live_bundle(), raw=True, display_id=True)
+        display({**self.box._repr_mimebundle_(), "text/plain": LIVE_ONLY}, raw=True)
+        unload_bokehjs_output(bokehjs)
 
     # -- what is followed -------------------------------------------------------------
     def follow(self, folder: FolderFollower) -> None:
@@ -116,7 +140,8 @@ class FollowView:
                     continue
                 pusher = self._pushers.get(name)
                 if pusher is None:
-                    pusher = Pusher(_Plots(self.dashboard), name, follower, name)  # type: ignore[arg-type]
+                    kind = HtmlPusher if self.html else Pusher
+                    pusher = kind(_Plots(self.dashboard), name, follower, name)  # type: ignore[arg-type]
                     self._pushers[name] = pusher
                 pusher.push()
             self.dashboard.set_status(self.status_text())
@@ -168,6 +193,8 @@ class FollowView:
             return
         old = self.dashboard
         self.dashboard = self._dashboard(self.names)
+        if self.html:  # the new one draws into the live output already shown
+            self.dashboard.handle = old.handle
         self.box.children = (self.dashboard.widget,)
         self._pushers.clear()
         self._ended.clear()
