@@ -109,11 +109,12 @@ class LoadEvalMagics(Magics):
             %loadeval_run [options] SCRIPT [ARGS...]
             %loadeval_run [options] -m MODULE [ARGS...]
 
-        A fresh process runs the script for each side (the real run, then the ideal run:
-        its training DataLoader's batches replayed from memory); its output shows here.
-        The options are the command's (``%loadeval_run -h`` lists them): ``--steps``,
-        ``--warmup``, ``--cache``, ``--cache-on``, ``--log-dir``, ``-o``, ``--loader``,
-        ``--interleave``, ``--timeout``, ``--nproc-per-node`` (torch's launcher, one line
+        A fresh process runs the script once, its training DataLoader's real batches and
+        its first batches replayed from memory (the ideal) interleaved in blocks
+        (``--sequential``: a fresh process for each side, the real run, then the ideal
+        run); its output shows here. The options are the command's (``%loadeval_run -h``
+        lists them): ``--steps``, ``--warmup``, ``--cache``, ``--cache-on``,
+        ``--log-dir``, ``-o``, ``--loader``, ``--sequential``, ``--timeout``, ``--nproc-per-node`` (torch's launcher, one line
         per rank), ``--nnodes``, ``--rdzv-endpoint``, ``--rdzv-id``; everything from
         SCRIPT on is the script's. The result (a ScriptResult: ``.diagnosis``, ``.real``,
         ``.ideal``, or ``.ranks``) is kept in ``_loadeval``. A script that fails says so in
@@ -159,6 +160,7 @@ class LoadEvalMagics(Magics):
         writes in DIR: one line per rank and side, live, until every side of every rank
         has its whole run (or ``--timeout``, or a kernel interrupt: the watch stops, the
         job goes on); then the gathered ranks' report, or the verdict of a single pair.
+        ``--view html`` draws it without jupyter_bokeh's widget JavaScript.
         Only the job written since the watch began is followed. The result is kept in
         ``_loadeval``::
 

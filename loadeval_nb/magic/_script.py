@@ -182,7 +182,7 @@ class ScriptSession(NotebookSession):
                     self.target,
                     settings,
                     ranks=self.ranks,
-                    loader=self.args.loader,
+                    loader_index=self.args.loader,
                     timeout_s=self.args.timeout,
                     hooks=hooks,
                     loader_changes=changes,

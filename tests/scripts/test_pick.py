@@ -53,7 +53,7 @@ def test_a_pass_under_no_grad_and_a_short_pass_are_not_the_training_pass(tmp_pat
     assert DataLoader.__iter__ is DataLoader.__dict__["__iter__"]  # restored
     assert seen == [float(i) for i in range(8)]  # the script stops after the 8 steps
     st = picker.status
-    assert st.outcome == "measured" and (st.loader, st.pass_index, st.steps) == (2, 2, 8)
+    assert st.outcome == "measured" and (st.loader_index, st.pass_index, st.steps) == (2, 2, 8)
     assert st.loader_settings["len"] == 20 and not st.stopped_by_script
     assert picker.passes == [
         "DataLoader #1 (batch_size 1, 5 batches, Tensor), pass 1 under no_grad",
@@ -108,7 +108,7 @@ def test_the_kth_loader_is_measured_with_gradients_off(tmp_path):
         list(a)
         with pytest.raises(Measured):
             list(b)
-    assert picker.status.loader == 2
+    assert picker.status.loader_index == 2
 
 
 def test_a_setting_that_does_not_fit_stops_the_script_with_one_sentence(tmp_path):

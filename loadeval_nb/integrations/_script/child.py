@@ -82,8 +82,8 @@ def main(target: list[str]) -> int:
     want: Optional[tuple[int, Optional[int]]] = None
     if pick is not None:
         want = (pick[0], pick[1])
-    elif spec.loader is not None:
-        want = (spec.loader, spec.pass_index)
+    elif spec.loader_index is not None:
+        want = (spec.loader_index, spec.pass_index)
     picker = Picker(
         side_for(spec.side, settings, spec.stamp, spec.label),
         settings.warmup,

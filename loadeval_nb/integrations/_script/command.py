@@ -40,7 +40,7 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
                 target,
                 settings,
                 ranks=ranks,
-                loader=args.loader,
+                loader_index=args.loader,
                 timeout_s=args.timeout,
                 hooks=Say(),
             )

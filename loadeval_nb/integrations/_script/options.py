@@ -29,7 +29,7 @@ RUN_FLAGS = {
     "warmup": "--warmup",
     "num_cached_batches": "--cache",
     "cache_on": "--cache-on",
-    "loader": "--loader",
+    "loader_index": "--loader",
     "timeout": "--timeout",
 }
 """Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the

@@ -381,7 +381,7 @@ class Picker:
             outcome="measured",
             rank=os.environ.get("RANK", ""),
             log_paths=dict(self.side.paths()),
-            loader=k,
+            loader_index=k,
             pass_index=p,
             loader_settings=info,
             steps=n,

@@ -137,7 +137,7 @@ def run_script(
     settings: Optional[RunSettings] = None,
     *,
     ranks: Optional[Torchrun] = None,
-    loader: Optional[int] = None,
+    loader_index: Optional[int] = None,
     interleave: Optional[bool] = None,
     timeout_s: Optional[float] = DEFAULT_TIMEOUT_S,
     hooks: Optional[ScriptHooks] = None,
@@ -151,8 +151,8 @@ def run_script(
     one child measures both in blocks, the pair (where the child finds the training pass
     too short for blocks, by the core's one rule, a child per side measures them in turn,
     and a note says so).
-    ``ranks`` launches each side with ``torch.distributed.run``. ``loader`` picks the
-    ``loader``-th distinct DataLoader the script iterates instead of the rule (see
+    ``ranks`` launches each side with ``torch.distributed.run``. ``loader_index`` picks
+    the ``loader_index``-th distinct DataLoader the script iterates instead of the rule (see
     ``docs/scripts.md``). ``settings.log_dir`` keeps the run logs (default: a temporary
     folder, removed). ``loader_changes`` (``num_workers``, ``pin_memory``,
     ``prefetch_factor``, ``persistent_workers``) measures a copy of the training loader
@@ -166,10 +166,12 @@ def run_script(
     target = list(target)
     check_target(target)
     settings = settings or RunSettings()
-    if loader is not None and (
-        isinstance(loader, bool) or not isinstance(loader, int) or loader < 1
+    if loader_index is not None and (
+        isinstance(loader_index, bool) or not isinstance(loader_index, int) or loader_index < 1
     ):
-        raise OptionError("loader", f" must be a loader's number from 1, not {loader!r}.")
+        raise OptionError(
+            "loader_index", f" must be a loader's number from 1, not {loader_index!r}."
+        )
     if settings.repeat != 1 or settings.only is not None:
         raise LoadEvalError("repeat and only do not apply to a script's run; leave them out.")
     if ranks is not None and settings.auto:
@@ -207,10 +209,10 @@ def run_script(
     child = replace(settings, log_dir=log_dir)
     rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes)
     try:
-        why = _run_sides(result, child, stamp, ranks, loader, *rest)
+        why = _run_sides(result, child, stamp, ranks, loader_index, *rest)
         if why is not None:  # the child found the pass too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
-            _run_sides(result, replace(child, interleave=False), stamp, ranks, loader, *rest)
+            _run_sides(result, replace(child, interleave=False), stamp, ranks, loader_index, *rest)
     finally:
         kept = result.error is not None and bool(result.log_paths)
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
@@ -231,7 +233,7 @@ def _run_sides(
     settings: RunSettings,
     stamp: str,
     ranks: Optional[Torchrun],
-    loader: Optional[int],
+    loader_index: Optional[int],
     temporary: bool,
     timeout_s: Optional[float],
     hooks: ScriptHooks,
@@ -257,7 +259,7 @@ def _run_sides(
                 stamp=stamp,
                 label=result.label,
                 status_dir=status_dir,
-                loader=loader,
+                loader_index=loader_index,
                 picks=picks,
                 expect=expect,
                 loader_changes=changes,
@@ -284,7 +286,7 @@ def _run_sides(
         short = [s for s in statuses.values() if s.outcome == "not-interleavable"]
         if short and which == "pair":  # the child's decision, by the core's rule: reported
             return short[0].message
-        error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader)
+        error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader_index)
         if error is not None:
             result.error, result.failed = error, which
             result.log_paths = {  # the partial logs its sentence names are kept
@@ -296,8 +298,8 @@ def _run_sides(
             return None
         result.notes += _side_notes(name, which, ended, statuses)
         for rank, st in statuses.items():
-            if st.loader is not None:
-                picks[rank] = [st.loader, st.pass_index or 1]
+            if st.loader_index is not None:
+                picks[rank] = [st.loader_index, st.pass_index or 1]
                 expect[rank] = st.loader_settings
             for side, path in st.log_paths.items():
                 found[f"{side}-rank{rank}" if rank else side] = path
@@ -334,7 +336,7 @@ def _side_error(
     local: int,
     settings: RunSettings,
     timeout_s: Optional[float],
-    loader: Optional[int] = None,
+    loader_index: Optional[int] = None,
 ) -> Optional[str]:
     """The one sentence for a side that did not measure its steps on every rank, or None."""
     side = _side_words(which)
@@ -352,7 +354,9 @@ def _side_error(
         )
     if bad:
         rank, st = _first_bad(bad)
-        return _sentence(f"{name} (rank {rank})" if rank else name, side, st, settings, loader)
+        return _sentence(
+            f"{name} (rank {rank})" if rank else name, side, st, settings, loader_index
+        )
     if len(statuses) < local or any(s.outcome == "running" for s in statuses.values()):
         return _ended_silently(name, side, ended, local)
     return None
@@ -410,7 +414,7 @@ def _first_bad(bad: dict[str, ChildStatus]) -> tuple[str, ChildStatus]:
 
 
 def _sentence(
-    name: str, side: str, st: ChildStatus, settings: RunSettings, loader: Optional[int] = None
+    name: str, side: str, st: ChildStatus, settings: RunSettings, loader_index: Optional[int] = None
 ) -> str:
     if st.outcome == "refused":
         return st.message
@@ -428,11 +432,11 @@ def _sentence(
         return f"{name} failed{where} ({st.error}); its traceback is above{logs}."
     if st.exit_code:
         return f"{name} exited with code {st.exit_code}{where}{logs}."
-    if loader is not None:
+    if loader_index is not None:
         seen = "; ".join(st.passes) if st.passes else "no DataLoader at all"
         return (
             f"{name} never drew more than the {settings.warmup} warm-up batches from "
-            f"DataLoader #{loader} (--loader {loader}); it iterated {seen}. Pick one of those "
+            f"DataLoader #{loader_index} (--loader {loader_index}); it iterated {seen}. Pick one of those "
             "with --loader K."
         )
     if not st.passes:

@@ -58,14 +58,14 @@ class ChildSpec:
     nodes, so that every node names one job alike)."""
     label: str
     status_dir: str
-    loader: Optional[int] = None
-    """Measure the ``loader``-th distinct DataLoader the script iterates (1-based); None:
+    loader_index: Optional[int] = None
+    """Measure the ``loader_index``-th distinct DataLoader the script iterates (1-based); None:
     the first one a pass of which, started with gradients on, draws more than ``warmup``
     batches."""
     pass_index: Optional[int] = None
-    """With ``loader``: that loader's ``pass_index``-th pass (1-based); None: its first."""
+    """With ``loader_index``: that loader's ``pass_index``-th pass (1-based); None: its first."""
     picks: dict[str, list[int]] = field(default_factory=dict)
-    """Per rank (its ``RANK``, "" without ranks): ``[loader, pass_index]`` the real run
+    """Per rank (its ``RANK``, "" without ranks): ``[loader_index, pass_index]`` the real run
     measured, for the ideal run to measure the same pass."""
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per rank: the loader settings the real run measured (the ideal run checks it found
@@ -133,7 +133,7 @@ class ChildStatus:
     exit_code: Optional[int] = None
     """The script's own ``sys.exit`` code, when it called it."""
     log_paths: dict[str, str] = field(default_factory=dict)
-    loader: Optional[int] = None
+    loader_index: Optional[int] = None
     pass_index: Optional[int] = None
     loader_settings: dict[str, Any] = field(default_factory=dict)
     steps: int = 0

@@ -257,7 +257,10 @@ def test_save_metrics_is_json(tmp_path):
     assert doc["schema_version"] == 3 and doc["loader_settings"]["batch_size"] == 8
     assert doc["total_batches"] == len(doc["steps"]["step_ns"]) == len(doc["batch_times"])
     assert doc["loader_settings"]["num_workers"] == 0 and "pin_memory" in doc["loader_settings"]
-    assert "prefetch_factor" in doc["loader_settings"] and "persistent_workers" in doc["loader_settings"]
+    assert (
+        "prefetch_factor" in doc["loader_settings"]
+        and "persistent_workers" in doc["loader_settings"]
+    )
     assert doc["environment"]["torch_version"] == torch.__version__
 
 
