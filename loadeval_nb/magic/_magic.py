@@ -36,6 +36,7 @@ FLAGS = {
     "log_dir": "--log-dir",
     "repeat": "--repeat",
     "interleave": "--sequential",
+    "contention": "--contention",
 }
 """The option behind each setting, so an error names what the user typed."""
 
@@ -213,6 +214,13 @@ class LoadEvalMagics(Magics):
         "blocks in one loop, so that a drift of the machine lands on both)",
     )
     @argument(
+        "--contention",
+        action="store_true",
+        help="a third arm: cached batches while the loader keeps producing, which splits the "
+        "headroom into waiting for data and the CPU loading takes from the step (about half "
+        "as long again; needs workers)",
+    )
+    @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
     )
     @argument(
@@ -324,6 +332,7 @@ class LoadEvalMagics(Magics):
                     log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
                     repeat=args.repeat,
                     interleave=not args.sequential,
+                    contention=args.contention,
                 )
             except OptionError:  # what the loader is comes first, then the numbers
                 plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,

@@ -19,6 +19,7 @@ from IPython.display import display
 
 from ..core._shared import (
     RUNGS,
+    SIDES,
     config_label,
     is_dataloader,
     load_history,
@@ -190,11 +191,15 @@ class Session(NotebookSession):
             loader_name=self.target.name,
             steps_per_run=self.settings.steps,
             live=self.live,
-            runs=RUNGS if self.ladder_mode else ("real", "ideal"),
+            runs=RUNGS if self.ladder_mode else self._arms(),
             sweep=self.sweep_plan is not None,
         )
         self.dashboard.show()
         self._write_static()
+
+    def _arms(self) -> tuple[str, ...]:
+        """The lines of a pair: real and ideal, and the contended arm when asked for."""
+        return (*SIDES, "contended") if self.settings.contention else SIDES
 
     def _run_once(self, ev: Any) -> None:
         latch = self.latch

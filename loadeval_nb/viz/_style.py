@@ -14,6 +14,8 @@ COLORS = {
     "device": "#2ca02c",
     "host": "#1f77b4",
     "samples": "#ff7f0e",
+    # the contended arm: the ideal's hue, darker
+    "contended": "#08519c",
     # sweep chart
     "predicted": "#7f7f7f",
 }

@@ -14,6 +14,7 @@ from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
 from .._facts import Action, Facts, option_name, said
 from ..errors import CacheBudgetError, LoadEvalError, OptionError
 from ..measure.adaptive import AutoStop
+from ..measure.blocks import queue_depth
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import InterleavedEvaluator, NotInterleavable, plan_pass
@@ -42,6 +43,9 @@ class PairResult(Result):
     real: Optional[Run] = None
     ideal: Optional[Run] = None
     diagnosis: Optional[Diagnosis] = None
+    contended: Optional[Run] = None
+    """The contended arm's run (``RunSettings(contention=True)``): cached batches while the
+    loader kept producing; None without that arm."""
 
     @classmethod
     def from_runs(
@@ -158,13 +162,16 @@ def run_pair(
                 break
         runs = runner.take_all()
     result.real, result.ideal = runs.get("real"), runs.get("ideal")
+    result.contended = runs.get("contended")
+    if result.contended is None:
+        result.log_paths.pop("contended", None)  # (no arm: a loader without workers)
     if result.failed == "pair":
         result.failed = "real" if result.real is None or not result.ideal else "pair"
     if isinstance(result.error, CacheBudgetError) and result.failed in ("real", "pair"):
         raise result.error  # refused on the real run's first batch: a setting to change
     if result.error is None and result.real is not None and result.ideal is not None:
         with interrupts_deferred():  # both runs are done: the verdict is not lost to a Ctrl-C
-            result.diagnosis = diagnose(result.real, result.ideal)
+            result.diagnosis = diagnose(result.real, result.ideal, contended=result.contended)
             if why_not is not None and settings.interleave and settings.only is None:
                 result.diagnosis.notes.append(why_not)
     return result
@@ -190,6 +197,7 @@ def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
             warmup=settings.warmup,
             num_cached_batches=settings.num_cached_batches,
             auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
+            contention=settings.contention and queue_depth(loader) > 0,
         )
     except NotInterleavable as e:
         return (
@@ -207,7 +215,8 @@ def _interleaved(
     runner: Runner,
     path: Optional[str],
 ) -> InterleavedEvaluator:
-    files = {w: runner.path_for(w) for w in ("real", "ideal")}
+    arms = ("real", "ideal", "contended") if settings.contention else ("real", "ideal")
+    files = {w: runner.path_for(w) for w in arms}
     n = safe_len(loader)
     return InterleavedEvaluator(
         loader,
@@ -221,6 +230,7 @@ def _interleaved(
         label=runner.result.label or None,
         metrics_files=files,
         first_batch=budget_check,
+        contention=settings.contention,
     )
 
 

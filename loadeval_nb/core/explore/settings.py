@@ -43,6 +43,11 @@ class RunSettings:
     """A pair's real and ideal steps interleaved in blocks in one loop (A B B A), so that a
     drift of the machine lands on both sides; False: the real run, then the ideal run
     (each a whole run of the loop, as ``repeat`` does)."""
+    contention: bool = False
+    """A third arm in the interleaved pass (cached batches while the loader keeps
+    producing): the verdict splits the headroom into waiting for data and the CPU loading
+    takes from the step. About half as long again as a pair; left out, with a note, for
+    a loader without workers."""
     checked: bool = field(default=False, repr=False, compare=False)
     """Set by a front end that made a run's checks (one-shot loader, writable ``log_dir``,
     options that do not apply) before it ran: the runner does not make them again."""
@@ -60,6 +65,7 @@ class RunSettings:
         worker_timing: bool = True,
         repeat: int = 1,
         interleave: bool = True,
+        contention: bool = False,
         checked: bool = False,
     ) -> None:
         if isinstance(log_dir, (str, os.PathLike)):
@@ -77,8 +83,10 @@ class RunSettings:
         """Raise :class:`OptionError` for a bad value (run when the settings are made)."""
         check_int("warmup", self.warmup, 0)
         check_int("repeat", self.repeat, 1)
-        if not isinstance(self.interleave, bool):
-            raise OptionError("interleave", f" must be True or False, not {self.interleave!r}.")
+        for name in ("interleave", "contention"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise OptionError(name, f" must be True or False, not {value!r}.")
         if self.repeat > 20:
             raise OptionError("repeat", f" must be from 1 to 20, not {self.repeat!r}.")
         check_interval("sample_interval_s", self.sample_interval_s)

@@ -16,9 +16,13 @@ from typing import Any, Optional
 
 from .._env import agree, loader_settings, safe_len
 from ..errors import LoadEvalError
+from ..record.run import SIDES
 from .adaptive import AutoStop
 
-SIDES = ("real", "ideal")
+CONTENDED = "contended"
+"""The third arm: cached batches served while the real loader keeps producing (its
+batches dropped), the ideal with the loader's CPU use still on the machine."""
+ARMS_WITH_CONTENTION = (*SIDES, CONTENDED)
 
 MIN_BLOCK = 8
 """Fewest steady steps in a block: fewer and a block's mean is mostly noise."""
@@ -98,6 +102,7 @@ def plan_blocks(
     depth: int,
     loader_len: Optional[int] = None,
     blocks: Optional[int] = None,
+    arms: tuple[str, ...] = SIDES,
 ) -> Optional[BlockPlan]:
     """The plan for ``steps`` steps per side (warm-up included, as for a real run), with
     ``depth`` batches prefetched. With ``loader_len`` (the loader's ``len()``), the whole
@@ -114,10 +119,10 @@ def plan_blocks(
         drains = (n // 2) * drain
         block = (steady - drains) // n
         if loader_len is not None:  # the pass, every step of it, within the epoch
-            fixed = BlockPlan(first, 0, n, drain, settle).total_steps
-            block = min(block, (loader_len - fixed) // (len(SIDES) * n))
+            fixed = BlockPlan(first, 0, n, drain, settle, arms).total_steps
+            block = min(block, (loader_len - fixed) // (len(arms) * n))
         if block >= MIN_BLOCK:
-            return BlockPlan(first, block, n, drain, settle)
+            return BlockPlan(first, block, n, drain, settle, arms)
     return None
 
 
@@ -149,15 +154,18 @@ def plan_pass(
     num_cached_batches: int,
     blocks: Optional[int] = None,
     auto_stop: Optional[AutoStop] = None,
+    contention: bool = False,
 ) -> tuple[BlockPlan, Optional[int], int]:
     """The one rule for whether, and how, a pass over ``loader`` interleaves: its plan,
     made before its first step from the settings, the loader's ``len()`` and queue depth,
     and the process group — never from timing seen on the way. Under
     ``torch.distributed`` the ranks agree first (the smallest epoch, the deepest queue),
     so every rank holds the same plan and runs the same number of loop steps; settings
-    that differ between ranks are one sentence. Returns ``(plan, the epoch it fits in,
-    ranks that agreed)``; raises :class:`NotInterleavable` when the pass is too short."""
+    that differ between ranks are one sentence. ``contention``: a third arm
+    (:data:`CONTENDED`) in every round. Returns ``(plan, the epoch it fits in, ranks that
+    agreed)``; raises :class:`NotInterleavable` when the pass is too short."""
     depth, n, ranks = queue_depth(loader), safe_len(loader), 1
+    arms = ARMS_WITH_CONTENTION if contention else SIDES
     agreed = agree(
         "plan of the interleaved pass",
         {
@@ -168,6 +176,7 @@ def plan_pass(
             "cache": num_cached_batches,
             "blocks": blocks,
             "auto": auto_stop is not None,
+            "contention": contention,
         },
     )
     if agreed is not None:
@@ -178,9 +187,9 @@ def plan_pass(
         n = min(lens) if lens else None
     if auto_stop is not None:  # two A B B A cycles first; more as the stop rule asks
         first_steps = max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup
-        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, blocks=2)
+        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, 2, arms)
     else:
-        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks)
+        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks, arms)
     if plan is None:
         raise NotInterleavable(
             too_short(steps, warmup, num_cached_batches, depth, n),
@@ -207,7 +216,7 @@ class NotInterleavable(LoadEvalError):
 def _same_settings(agreed: list[dict[str, Any]]) -> None:
     """Every rank must measure with the same settings: one sentence naming the first that
     does not."""
-    for key in ("steps", "warmup", "cache", "blocks", "auto"):
+    for key in ("steps", "warmup", "cache", "blocks", "auto", "contention"):
         values = [a[key] for a in agreed]
         if len(set(map(str, values))) > 1:
             odd = next(r for r, v in enumerate(values) if v != values[0])

@@ -25,6 +25,13 @@ it on both sides alike:
   whose span between them is longer than on the host's clock gets the difference on
   its last step (as an epoch's closing synchronise is charged), and a block that waited
   for data (GPU idle) keeps its host time;
+* with ``contention=True`` a third arm, ``contended``, serves cached batches too, while a
+  thread keeps drawing the real loader's batches (as many as the block serves, at most)
+  and drops them: the ideal with the loader's work still on the machine. Real minus
+  contended is the time spent waiting for data, contended minus ideal the CPU (and the
+  hand-over of batches) that loading takes from the step. A loader without workers
+  (``num_workers=0``) loads in the loop's own thread: the arm would measure nothing
+  else, so it is left out, and the runs' settings say why;
 * each block is an epoch of its side's :class:`~loadeval_nb.Run` (its own
   ``warmup`` in the epoch's summary), so the verdict pairs block *k* of one side
   with block *k* of the other: the spread between blocks is in its interval.
@@ -38,6 +45,7 @@ come in (4 batches each with 2 workers and ``prefetch_factor=2``).
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Generator, Iterator
 from itertools import cycle, islice
 from typing import Any, Callable, Optional
@@ -50,7 +58,7 @@ from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .base import Evaluator
-from .blocks import MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, queue_depth
+from .blocks import CONTENDED, MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
 from .blocks import plan_pass as plan_pass
@@ -101,10 +109,13 @@ class InterleavedEvaluator(Evaluator):
             at every block's end; or ``metrics_file``: one name, the two logs beside it
             (``run.json``: ``run-real.json`` and ``run-ideal.json``).
         first_batch: called with the first real batch (a check the caller makes).
+        contention: a third arm, ``contended`` (see the module's notes): the ideal with
+            the loader still producing, which splits the headroom into waiting for data
+            and the CPU loading takes; left out (and said) for a loader without workers.
     """
 
     mode = "pair"
-    sides = SIDES
+    sides: tuple[str, ...] = SIDES
 
     def __init__(
         self,
@@ -125,6 +136,7 @@ class InterleavedEvaluator(Evaluator):
         first_batch: Optional[Callable[[Any], None]] = None,
         clock: Optional[Clock] = None,
         metrics_file: Optional[str] = None,
+        contention: bool = False,
     ) -> None:
         self._check(
             dataloader,
@@ -141,7 +153,7 @@ class InterleavedEvaluator(Evaluator):
                     "metrics_file and metrics_files both name the run logs; pass one of them."
                 )
             check_metrics_file(metrics_file)
-            metrics_files = side_paths(expand_path(metrics_file))
+            metrics_files = side_paths(expand_path(metrics_file), (*SIDES, CONTENDED))
         if steps == "auto":
             auto_stop = auto_stop or AutoStop()
         check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
@@ -157,6 +169,14 @@ class InterleavedEvaluator(Evaluator):
         self.worker_timing = bool(worker_timing)
         self.depth = queue_depth(dataloader)
         """This loader's queue (the drain rule reads it); the plan's is the deepest rank's."""
+        self.contention: Optional[str] = None
+        """Without the contended arm though it was asked for: why (else None)."""
+        if contention and self.depth == 0:
+            self.contention = (
+                "no contended arm: the loader has no workers (num_workers=0), so it loads in "
+                "the loop's own thread and never beside the step"
+            )
+            contention = False
         if auto_stop is None:
             check_int("steps", steps, 1)
         per_side = auto_stop.max_steps if auto_stop is not None else steps
@@ -167,8 +187,11 @@ class InterleavedEvaluator(Evaluator):
             num_cached_batches=num_cached_batches,
             blocks=blocks,
             auto_stop=auto_stop,
+            contention=contention,
         )
         self.plan = plan
+        self.sides = plan.arms
+        """The arms this pass serves: ``real`` and ``ideal``, and ``contended`` if asked."""
         self.steps = per_side
         """Steps per side (warm-up included), as for one run."""
         self.cache = ReplayCache(
@@ -176,7 +199,9 @@ class InterleavedEvaluator(Evaluator):
         )
         self.cache_budget_bytes = cache_budget_bytes
         files = metrics_files or {}
-        self._sides = {s: _Side(s, (label or s) if s == "real" else s, files.get(s)) for s in SIDES}
+        self._sides = {
+            s: _Side(s, (label or s) if s == "real" else s, files.get(s)) for s in self.sides
+        }
         # the real side's loader, started as a real run starts it (LogMode's LoaderStart)
         self._loader = LoaderStart(
             EvaluatorConfig(
@@ -307,7 +332,13 @@ class InterleavedEvaluator(Evaluator):
                         j = k_cache % len(batches)
                         order = list(islice(cycle(batches), j, j + n_steps))
                         k_cache += n_steps
-                        yield from block_replay_iter(order, rec, clock)
+                        drain = _Drain(src, n_steps) if name == CONTENDED else None
+                        try:
+                            yield from block_replay_iter(order, rec, clock)
+                        finally:
+                            if drain is not None:  # (its end is stamped: the join is not in it)
+                                drain.stop()
+                                exhausted = drain.exhausted
                     todo = 0  # (served: the loop below is the filling and CUDA path)
                 # CUDA: an event at each step where the block's steady steps may begin (a
                 # real block after an ideal one decides at its end how many came early)
@@ -315,38 +346,46 @@ class InterleavedEvaluator(Evaluator):
                 first_steady = skip
                 if real and skip and side.epochs[1:]:
                     first_steady = min(self.depth, skip)
-                for i in range(todo):
-                    if copies is not None and first_steady <= i <= skip:
-                        marks[i] = copies.event()
-                        marks[i].record()
-                    now = clock()
-                    starts.append(now)
-                    everything.append(now)
-                    if real:
-                        try:
-                            batch = next(src)
-                        except StopIteration:
-                            exhausted = True
-                            break
-                        ready.append(clock())
-                        if filling:  # the first pass's first batches: copied into the cache
-                            if first:
-                                first = False
-                                self._loader.first(batch)
-                            self.cache.add(batch)
-                            if self.cache.full:
-                                self.cache.seal()
+                drain = _Drain(src, todo) if todo and name == CONTENDED else None
+                try:
+                    for i in range(todo):
+                        if copies is not None and first_steady <= i <= skip:
+                            marks[i] = copies.event()
+                            marks[i].record()
+                        now = clock()
+                        starts.append(now)
+                        everything.append(now)
+                        if real:
+                            try:
+                                batch = next(src)
+                            except StopIteration:
+                                exhausted = True
+                                break
+                            ready.append(clock())
+                            if filling:  # the first pass's first batches: copied into the cache
+                                if first:
+                                    first = False
+                                    self._loader.first(batch)
+                                self.cache.add(batch)
+                                if self.cache.full:
+                                    self.cache.seal()
+                                    filling = False
+                        else:
+                            if filling:  # the loader had fewer batches than the cache holds
                                 filling = False
-                    else:
-                        if filling:  # the loader had fewer batches than the cache holds
-                            filling = False
-                            self.cache.seal()
-                            if not self.cache.batches:
-                                raise LoadEvalError(nothing_to_measure(self.dataloader))
-                        batches = self.cache.batches
-                        batch = batches[k_cache % len(batches)]
-                        k_cache += 1
-                    yield batch
+                                self.cache.seal()
+                                if not self.cache.batches:
+                                    raise LoadEvalError(nothing_to_measure(self.dataloader))
+                            batches = self.cache.batches
+                            batch = batches[k_cache % len(batches)]
+                            k_cache += 1
+                        yield batch
+                finally:
+                    if drain is not None:
+                        if len(starts) == rec.expected:  # the block's end, before the join
+                            starts.append(clock())
+                        drain.stop()
+                        exhausted = exhausted or drain.exhausted
                 if exhausted:
                     break
                 # the run logs are written where the next block leaves out its first steps
@@ -473,7 +512,7 @@ class InterleavedEvaluator(Evaluator):
         """Adaptive: each side's step time known to ± ``rel`` (as :class:`AutoStop` asks of
         one run), over two A B B A cycles at least."""
         assert self.auto_stop is not None
-        runs = [self._run(s) for s in SIDES]
+        runs = [self._run(s) for s in self.sides]
         mine = min(len(r.epochs) for r in runs) >= 2 * MIN_BLOCKS and all(
             self.auto_stop.precise_enough(r.steady_step_s()) for r in runs
         )
@@ -488,7 +527,7 @@ class InterleavedEvaluator(Evaluator):
     # -- results ----------------------------------------------------------------
     @property
     def total_steps(self) -> int:
-        return sum(self._side_steps(s) for s in SIDES)
+        return sum(self._side_steps(s) for s in self.sides)
 
     def to_run(self, side: Optional[str] = None) -> Run:
         """``side``'s run (default: the real side's), its blocks as its epochs;
@@ -526,7 +565,9 @@ class InterleavedEvaluator(Evaluator):
                     "pass_steps": plan.total_steps if self.auto_stop is None else None,
                     "epoch": self.loader_len,
                     "ranks": self.ranks,
+                    "arms": list(self.sides),
                 },
+                **({"contention": self.contention} if self.contention else {}),
             ),
             samples_per_batch=self._loader.samples if real else self.cache.samples_per_batch,
             short_last_batch=False,
@@ -574,7 +615,7 @@ class InterleavedEvaluator(Evaluator):
         (seconds), as :meth:`LoaderEvaluator.get_metrics` gives one run's; ``{}`` before
         any batch."""
         out = {}
-        for side in SIDES:
+        for side in self.sides:
             run = self.to_run(side)
             if run.n_steps:
                 out[side] = {**dali_metrics(run), "steady_steps": len(run.steady_step_s())}
@@ -584,14 +625,14 @@ class InterleavedEvaluator(Evaluator):
         """Write both sides' run logs: beside ``filename`` (``run.json``: ``run-real.json``
         and ``run-ideal.json``), or where ``metrics_files`` named them. Returns the real
         side's path, or None (with a message) if no name is known."""
-        paths = side_paths(expand_path(filename)) if filename else None
+        paths = side_paths(expand_path(filename), self.sides) if filename else None
         if paths is None:
-            known = {s: self._sides[s].metrics_file for s in SIDES}
+            known = {s: self._sides[s].metrics_file for s in self.sides}
             paths = known if all(known.values()) else None
         if paths is None:
             print("No filename provided for saving metrics; pass save_metrics('run.json').")
             return None
-        saved = {s: self.to_run(s).save(str(paths[s])) for s in SIDES}
+        saved = {s: self.to_run(s).save(str(paths[s])) for s in self.sides}
         if not quiet:
             print(f"Metrics saved to: {saved['real']} and {saved['ideal']}")
         return saved["real"]
@@ -638,6 +679,38 @@ class InterleavedEvaluator(Evaluator):
         return self._sides[side].epochs, side == "real"
 
 
+class _Drain:
+    """The contended arm's loader: a thread that draws up to ``most`` batches from ``src``
+    and drops them, so that the workers go on producing (and the loop's process goes on
+    receiving) while the loop is served cached batches. :meth:`stop` ends it after the
+    batch it is waiting for, and raises what the loader raised."""
+
+    def __init__(self, src: Iterator[Any], most: int) -> None:
+        self.src, self.most = src, most
+        self.taken = 0
+        self.exhausted = False
+        self.error: Optional[BaseException] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loadeval-drain", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while self.taken < self.most and not self._stop.is_set():
+                next(self.src)
+                self.taken += 1
+        except StopIteration:
+            self.exhausted = True
+        except BaseException as e:  # the loader's own error: the pass raises it
+            self.error = e
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 def _gpu_tail(rec: EpochRecord, marks: dict[int, Any], end: Any) -> None:
     """A block's steady span on the GPU (its event where its steady steps began to its
     closing event), read after the pass's closing synchronise: where it is longer than on
@@ -659,11 +732,14 @@ def _gpu_tail(rec: EpochRecord, marks: dict[int, Any], end: Any) -> None:
         rec.sync_ns += gpu - host
 
 
-def side_paths(path: Optional[str]) -> Optional[dict[str, Optional[str]]]:
-    """``run.json`` -> ``{"real": "run-real.json", "ideal": "run-ideal.json"}``."""
+def side_paths(
+    path: Optional[str], arms: tuple[str, ...] = SIDES
+) -> Optional[dict[str, Optional[str]]]:
+    """``run.json`` -> ``{"real": "run-real.json", "ideal": "run-ideal.json"}`` (and one
+    for each further arm named)."""
     if path is None:
         return None
     base, dot, ext = path.rpartition(".")
     if not dot or "/" in ext:
         base, ext = path, "json"
-    return {s: f"{base}-{s}.{ext}" for s in SIDES}
+    return {s: f"{base}-{s}.{ext}" for s in arms}

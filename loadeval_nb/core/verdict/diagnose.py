@@ -139,13 +139,69 @@ def _verdict(
     return NOT_INPUT_BOUND, "steps are as fast with the real loader as with an ideal one"
 
 
-def diagnose(real: RunLike, ideal: RunLike, *, seed: int = 0) -> Diagnosis:
+def diagnose(
+    real: RunLike, ideal: RunLike, *, contended: Optional[RunLike] = None, seed: int = 0
+) -> Diagnosis:
+    d = _diagnose(real, ideal, seed)
+    if contended is not None:
+        split_headroom(
+            d, as_run(real, "real"), as_run(contended, "contended"), as_run(ideal, "ideal")
+        )
+    else:
+        why = (as_run(real, "real").settings or {}).get("contention")
+        if isinstance(why, str):
+            d.notes.append(why)
+    return d
+
+
+def split_headroom(d: Diagnosis, r: Run, c: Run, i: Run) -> None:
+    """Fill ``d``'s split of the headroom from the contended arm ``c``: waiting for data
+    (real minus contended) and CPU taken by loading (contended minus ideal), each a mean
+    per step with a 95 % t-interval of the block-by-block differences (block *k* of one arm
+    with block *k* of the other: a drift lands on both), their range with two blocks."""
+    rm, cm, im = (describe_steady([x])["mean_s"] for x in (r, c, i))
+    if rm is None or cm is None or im is None:
+        d.notes.append("no headroom split: the contended arm has no steady steps")
+        return
+    d.contended_step_s = cm
+    d.waiting_s, d.contention_s = rm - cm, cm - im
+    d.waiting_ci = _paired_interval(epoch_means(r), epoch_means(c))
+    d.contention_ci = _paired_interval(epoch_means(c), epoch_means(i))
+    share = d.contention_s / (rm - im) if rm > im else None
+    if share is not None:
+        d.notes.append(
+            f"of the {fmt_seconds(rm - im)} a step an ideal loader would save, "
+            f"{fmt_seconds(d.waiting_s)} is waiting for data and {fmt_seconds(d.contention_s)} "
+            f"({share:.0%}) the CPU loading takes from the step (measured as a third arm: "
+            "cached batches served while the loader kept producing)"
+        )
+
+
+def _paired_interval(
+    a: dict[int, float], b: dict[int, float]
+) -> tuple[Optional[float], Optional[float]]:
+    """95 % t-interval of the mean of ``a[k] - b[k]`` over the blocks both have (their
+    range with two; None with fewer)."""
+    diffs = [a[k] - b[k] for k in sorted(set(a) & set(b))]
+    if len(diffs) < 2:
+        return (None, None)
+    if len(diffs) < MIN_T_BLOCKS:
+        return (min(diffs), max(diffs))
+    m = sum(diffs) / len(diffs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in diffs) / (len(diffs) - 1))
+    half = t975(len(diffs) - 1) * sd / math.sqrt(len(diffs))
+    return (m - half, m + half)
+
+
+def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
     """Compare a real run with an ideal one.
 
     ``real`` and ``ideal`` may be :class:`LoaderEvaluator` objects, :class:`Run`
     objects, or paths of run logs. The verdict uses mean step times over each
     run's steady steps (mean step = 1 / throughput); medians and p90s are
-    reported beside it.
+    reported beside it. ``contended`` (the interleaved pair's third arm, cached batches
+    while the loader kept producing) splits the headroom into waiting for data and the
+    CPU loading takes from the step, each with its interval.
     """
     r = as_run(real, "real")
     i = as_run(ideal, "ideal")

@@ -92,11 +92,32 @@ class Diagnosis(Reported):
     epoch_endless: bool = False
     """The loader's length is no epoch that will be run (a sampler that hardly ends: many
     times the steps measured, and days of steps): time saved is said per 1000 steps."""
+    contended_step_s: Optional[float] = None
+    """Mean step of the contended arm (cached batches while the loader kept producing);
+    None: the pair had no such arm."""
+    waiting_s: Optional[float] = None
+    """Of the real step's headroom, the time a step spends waiting for data: real minus
+    contended (seconds a step)."""
+    waiting_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    contention_s: Optional[float] = None
+    """Of the headroom, the CPU (and the batches' hand-over) loading takes from the step
+    while it runs beside it: contended minus ideal (seconds a step)."""
+    contention_ci: tuple[Optional[float], Optional[float]] = (None, None)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["speedup_ci"] = list(self.speedup_ci)
+        for k in ("speedup_ci", "waiting_ci", "contention_ci"):
+            d[k] = list(getattr(self, k))
         return d
+
+    @property
+    def contention_bound(self) -> Optional[bool]:
+        """True when the CPU loading takes from the step is most of the headroom (and not
+        noise), False when waiting for data is, None without the contended arm."""
+        if self.waiting_s is None or self.contention_s is None:
+            return None
+        lo = self.contention_ci[0]
+        return self.contention_s > self.waiting_s and (lo is None or lo > 0)
 
     def facts(self) -> Facts:
         """The diagnosis's facts, once: :meth:`text` and the notebook's verdict card
@@ -193,6 +214,8 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
         gpu = "n/a (no NVIDIA GPU readings)"
     else:
         gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
+    if d.waiting_s is not None and d.contention_s is not None:
+        facts.append(Fact("split", "headroom split", _split_text(d)))
     facts.append(Fact("gpu", "GPU utilisation", gpu))
     if d.prediction:
         facts.append(Fact("prediction", "simulator", d.prediction))
@@ -211,11 +234,50 @@ def _gpu(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.0f}%"
 
 
+def _interval(x: float, ci: tuple[Optional[float], Optional[float]]) -> str:
+    lo, hi = ci
+    if lo is None or hi is None:
+        return fmt_seconds(x)
+    return f"{fmt_seconds(x)} (95% CI {fmt_signed(lo)} to {fmt_signed(hi)})"
+
+
+def fmt_signed(x: float) -> str:
+    return ("-" if x < 0 else "+") + fmt_seconds(abs(x))
+
+
+def _split_text(d: Diagnosis) -> str:
+    """``waiting for data 3.3 ms a step (95% CI ...), CPU taken by loading 0.2 ms (...)``."""
+    assert d.waiting_s is not None and d.contention_s is not None
+    return (
+        f"waiting for data {_interval(d.waiting_s, d.waiting_ci)} a step; CPU taken by "
+        f"loading {_interval(d.contention_s, d.contention_ci)} a step (ideal while loading "
+        f"{fmt_seconds(d.contended_step_s or 0.0)})"
+    )
+
+
+def _split_advice(d: Diagnosis) -> list[Piece]:
+    """What the split says to do, after the rest of the advice."""
+    if d.contention_bound is None or d.verdict not in (INPUT_BOUND, PARTLY_INPUT_BOUND):
+        return []
+    if d.contention_bound:
+        return [
+            " Most of the headroom is CPU that loading takes from the step, not waiting: a "
+            "faster loader will not buy it back. Use fewer or cheaper workers, pin them to "
+            "cores the step does not use, lower the step's intra-op threads "
+            "(torch.set_num_threads), or move the loading work off the CPU (GPU decoding "
+            "and augmentation)."
+        ]
+    return [
+        " Most of the headroom is waiting for data, not CPU taken from the step: a faster or "
+        "more parallel loader (more workers, cheaper transforms, faster storage) buys it."
+    ]
+
+
 def advice(d: Diagnosis) -> list[Piece]:
     """The next step, from what was measured: the cause named, then what to try (text and
     :class:`Action` pieces, which each front end spells its way). On a busy machine, the
     advice to rerun when it is quiet comes beside it, never instead of it."""
-    out = _advice(d)
+    out = [*_advice(d), *_split_advice(d)]
     if d.disturbed:
         runs = " and ".join(d.disturbed) + (" runs" if len(d.disturbed) > 1 else " run")
         out = [
