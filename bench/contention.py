@@ -2,7 +2,8 @@
 loader (workers that burn the CPU the step needs), A B B A: the pass's wall time and
 the speedup interval's width, each as a ratio to the pair without the arm.
 
-    python -m bench.contention            # 4 pairs each, about a minute on 2 cores
+    python -m bench.contention            # 2 pairs each, about a minute on 2 cores
+    python -m bench.contention --cuda     # the step on the GPU: one pair, its split
 """
 
 from __future__ import annotations
@@ -69,5 +70,30 @@ def main(rounds: int = 2) -> None:
     print(f"pair time with the arm / without: {w1 / w0:.2f}; CI width ratio {c1 / c0:.2f}")
 
 
+def cuda_split() -> None:
+    """The split on CUDA: a small convnet's step on the GPU (read back each step), fed by
+    two workers that burn the CPU making each batch."""
+    dev = torch.device("cuda")
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3)
+    ).to(dev)
+
+    class Images(Items):
+        def __getitem__(self, i: int) -> torch.Tensor:
+            _burn(0.004)
+            return torch.rand(3, 128, 128)
+
+    def gpu_train(batches) -> None:
+        for b in batches:
+            net(b.to(dev, non_blocking=True)).sum().item()
+
+    loader = DataLoader(Images(), batch_size=16, num_workers=4, pin_memory=True)
+    settings = RunSettings(steps=300, warmup=20, num_cached_batches=8, contention=True)
+    d = run_pair(loader, gpu_train, settings).diagnosis
+    print(d.text())
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    cuda_split() if "--cuda" in sys.argv else main()
