@@ -48,6 +48,12 @@ class RunSettings:
     producing): the verdict splits the headroom into waiting for data and the CPU loading
     takes from the step. About half as long again as a pair; left out, with a note, for
     a loader without workers."""
+    log_to: tuple[str, ...] = ()
+    """Trackers the verdict is also written to when the run ends (``--log-to``):
+    ``"tensorboard:DIR"``, ``"mlflow"``, ``"wandb"``, ``"trainer"`` (a Lightning or Hugging
+    Face Trainer's own loggers); one entry or a sequence. Written by the front ends and
+    ``fit_pair`` / ``train_pair`` (``loadeval_nb.integrations.trackers``), not by
+    ``run_pair`` itself."""
     checked: bool = field(default=False, repr=False, compare=False)
     """Set by a front end that made a run's checks (one-shot loader, writable ``log_dir``,
     options that do not apply) before it ran: the runner does not make them again."""
@@ -66,10 +72,15 @@ class RunSettings:
         repeat: int = 1,
         interleave: bool = True,
         contention: bool = False,
+        log_to: Any = (),
         checked: bool = False,
     ) -> None:
         if isinstance(log_dir, (str, os.PathLike)):
             log_dir = expand_path(log_dir)  # ~/runs and $SCRATCH/runs, as a shell reads them
+        if isinstance(log_to, str):
+            log_to = (log_to,)
+        elif isinstance(log_to, (list, tuple)):
+            log_to = tuple(log_to)
         values = dict(locals())
         for f in fields(self):
             object.__setattr__(self, f.name, values[f.name])
@@ -90,6 +101,12 @@ class RunSettings:
         if self.repeat > 20:
             raise OptionError("repeat", f" must be from 1 to 20, not {self.repeat!r}.")
         check_interval("sample_interval_s", self.sample_interval_s)
+        if not isinstance(self.log_to, tuple) or not all(
+            isinstance(t, str) and t for t in self.log_to
+        ):
+            raise OptionError(
+                "log_to", f" must be a tracker's name or a list of them, not {self.log_to!r}."
+            )
         if self.auto_stop is not None and not self.auto:
             raise OptionError(
                 "auto_stop",
