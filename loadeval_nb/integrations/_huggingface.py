@@ -133,3 +133,38 @@ def trainer_train_loader(trainer: Any) -> Any:
             f"trainer.get_train_dataloader() failed ({type(e).__name__}: {e}); give the "
             "Trainer a train_dataset first."
         ) from None
+
+
+def report_to(trainer: Any) -> list[tuple[str, str, Optional[str]]]:
+    """``trainer.args.report_to`` as ``(name, tracker, where)``, for ``log_to="trainer"``:
+    ``tensorboard`` in the folder its TensorBoardCallback wrote to, ``mlflow`` and
+    ``wandb`` where their callbacks log (the active run, or the same defaults); any other
+    by its own name (loadeval_nb does not write it). Imports no tracker."""
+    _check(trainer)
+    args = trainer.args
+    names = args.report_to or []
+    names = [names] if isinstance(names, str) else list(names)
+    out: list[tuple[str, str, Optional[str]]] = []
+    for n in names:
+        if n in ("none", "all"):  # the Trainer's arguments resolve both when made
+            continue
+        name = f"the Trainer's report_to {n}"
+        if n == "tensorboard":
+            out.append((name, "tensorboard", _tensorboard_dir(trainer)))
+        else:
+            out.append((name, n, None))
+    return out
+
+
+def _tensorboard_dir(trainer: Any) -> str:
+    """Where the Trainer's TensorBoardCallback writes (set when it trained), else where it
+    would write."""
+    import os
+
+    for cb in trainer.callback_handler.callbacks:
+        if type(cb).__name__ == "TensorBoardCallback" and getattr(cb, "logging_dir", None):
+            return str(cb.logging_dir)
+    env = os.environ.get("TENSORBOARD_LOGGING_DIR")
+    if env:
+        return os.path.expanduser(env)
+    return os.path.join(trainer.args.output_dir, "runs")

@@ -145,3 +145,23 @@ def fit_for_measurement(trainer: Any) -> Iterator[None]:
         for owner, name, p in saved_progress:
             setattr(owner, name, p)
         trainer.strategy.optimizers, trainer.strategy.lr_scheduler_configs = optimizers
+
+
+def lightning_loggers(trainer: Any) -> list[tuple[str, str, Any]]:
+    """``trainer``'s loggers as ``(name, kind, handle)``, for ``log_to="trainer"``:
+    ``summary_writer`` (a TensorBoardLogger's SummaryWriter), ``mlflow`` (an MLFlowLogger's
+    client and run id), ``wandb`` (a WandbLogger's run), or ``logger`` (any other logger,
+    written through ``log_metrics`` / ``log_hyperparams``). Imports no tracker."""
+    out: list[tuple[str, str, Any]] = []
+    for logger in trainer.loggers:
+        kind = type(logger).__name__
+        name = f"the Trainer's {kind}"
+        if kind == "TensorBoardLogger":
+            out.append((name, "summary_writer", logger.experiment))
+        elif kind == "MLFlowLogger":
+            out.append((name, "mlflow", (logger.experiment, logger.run_id)))
+        elif kind == "WandbLogger":
+            out.append((name, "wandb", logger.experiment))
+        else:
+            out.append((name, "logger", logger))
+    return out

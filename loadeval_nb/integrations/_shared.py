@@ -24,6 +24,7 @@ from ._script.options import (
 from ._script.run import TUNABLE, check_target, describe_target, label_of
 from ._script.spec import MEASURES
 from ._target import Target, target_for
+from .trackers import check_log_to, log_result
 
 __all__ = [
     "CLI",
@@ -37,6 +38,7 @@ __all__ = [
     "Target",
     "add_run_parser",
     "bound_method",
+    "check_log_to",
     "check_target",
     "datamodule_train_loader",
     "describe_target",
@@ -45,6 +47,7 @@ __all__ = [
     "is_lightning_datamodule",
     "is_lightning_trainer",
     "label_of",
+    "log_result",
     "option_sentence",
     "run_command",
     "run_parser",

@@ -3,6 +3,7 @@ framework's loop, used by the magic and by :func:`fit_pair` / :func:`train_pair`
 
 from __future__ import annotations
 
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -25,6 +26,7 @@ from ._lightning import (
     is_lightning_datamodule,
     is_lightning_trainer,
 )
+from .trackers import check_log_to, log_result
 
 Context = Callable[[Any], AbstractContextManager[Any]]
 
@@ -49,6 +51,9 @@ class Target:
         "This loader cannot be rebuilt with other settings: only the cache size can change."
     )
     """What the rerun panel says when it cannot rebuild the loader."""
+    trainer: Any = None
+    """The Lightning or Hugging Face Trainer whose loop runs (``log_to="trainer"`` writes to
+    its loggers); None: no trainer."""
 
     def run_once(self, body: Callable[[LoaderEvaluator], Any]) -> Callable[[LoaderEvaluator], None]:
         """The ``run_once`` of :func:`run_pair`: ``body(ev)`` with the wrapper in place."""
@@ -83,6 +88,7 @@ def target_for(obj: Any, name: str, *, fit: Any = None, bind: Optional[Context] 
                 "that: only the cache size can change here; set dataloader_num_workers and "
                 "dataloader_pin_memory in its TrainingArguments to try others."
             ),
+            trainer=obj,
         )
     around: Context = (lambda ev: fit_for_measurement(fit)) if fit is not None else _nothing
     if is_lightning_datamodule(obj):
@@ -91,8 +97,9 @@ def target_for(obj: Any, name: str, *, fit: Any = None, bind: Optional[Context] 
             datamodule_train_loader(obj),
             lambda ev: bound_method(obj, "train_dataloader", ev),
             around,
+            trainer=fit,
         )
-    return Target(name, obj, bind or _nothing, around)
+    return Target(name, obj, bind or _nothing, around, trainer=fit)
 
 
 def fit_pair(
@@ -123,10 +130,13 @@ def fit_pair(
     else:
         target = target_for(train_dataloaders, "the loader", fit=trainer)
         body = lambda ev: trainer.fit(model, train_dataloaders=ev)  # noqa: E731
-    return run_pair(
+    check_log_to(settings.log_to if settings else None, trainer=trainer)
+    result = run_pair(
         target.loader, target.run_once(body), settings, hooks=hooks, label=label,
         loader_name=target.name,
     )  # fmt: skip
+    _warn(log_result(result, trainer=trainer))
+    return result
 
 
 def train_pair(
@@ -146,7 +156,16 @@ def train_pair(
     if settings is not None and settings.auto and target.no_auto:
         raise LoadEvalError(said(target.no_auto))
     body = lambda ev: trainer.train(**train_kw)  # noqa: E731
-    return run_pair(
+    check_log_to(settings.log_to if settings else None, trainer=trainer)
+    result = run_pair(
         target.loader, target.run_once(body), settings, hooks=hooks, label=label,
         loader_name=target.name,
     )  # fmt: skip
+    _warn(log_result(result, trainer=trainer))
+    return result
+
+
+def _warn(failed: list[str]) -> None:
+    """A tracker that failed, said as a warning: the measured pair stands."""
+    for sentence in failed:
+        warnings.warn(sentence, stacklevel=3)

@@ -17,6 +17,7 @@ from ..core.errors import LoadEvalError, OptionError
 from ..core.explore import RunSettings, plan_run, prepare_sweep
 from ..integrations._shared import (
     Target,
+    check_log_to,
     is_hf_trainer,
     is_lightning_datamodule,
     is_lightning_trainer,
@@ -37,6 +38,7 @@ FLAGS = {
     "repeat": "--repeat",
     "interleave": "--sequential",
     "contention": "--contention",
+    "log_to": "--log-to",
 }
 """The option behind each setting, so an error names what the user typed."""
 
@@ -201,6 +203,15 @@ class LoadEvalMagics(Magics):
     )
     @argument("--log-dir", default=None, help="also save both runs' JSON logs in this folder")
     @argument(
+        "--log-to",
+        action="append",
+        default=None,
+        metavar="TRACKER",
+        help="also write the verdict, the speedup, the step times and the settings to "
+        "tensorboard:DIR, mlflow[:URI], wandb[:PROJECT] or trainer (the Trainer's own "
+        "loggers); repeat it for more than one",
+    )
+    @argument(
         "--repeat",
         type=int,
         default=1,
@@ -333,6 +344,7 @@ class LoadEvalMagics(Magics):
                     repeat=args.repeat,
                     interleave=not args.sequential,
                     contention=args.contention,
+                    log_to=tuple(_unquote(t) for t in args.log_to or ()),
                 )
             except OptionError:  # what the loader is comes first, then the numbers
                 plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,
@@ -340,6 +352,14 @@ class LoadEvalMagics(Magics):
                 raise
             # the run's checks, once, in the magic's words; the runner does not repeat them
             settings = plan_run(kind, loader, settings, loader_name=args.loader, spelling="options")
+            if settings.log_to and kind != "pair":
+                raise UsageError(f"--log-to writes a pair's verdict; leave it out with --{kind}.")
+            check_log_to(
+                settings.log_to,
+                "--log-to",
+                trainer=target.trainer,
+                no_trainer="the cell trains no Lightning or Hugging Face Trainer",
+            )
             plan = prepare_sweep(loader, _unquote(args.sweep), args.loader) if args.sweep else None
             if settings.auto and target.no_auto:
                 raise UsageError(said(target.no_auto, "options"))

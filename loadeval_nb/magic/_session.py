@@ -40,7 +40,7 @@ from ..core.explore import (
     run_sweep,
 )
 from ..core.measure import rebuild_loader
-from ..integrations._shared import Target
+from ..integrations._shared import Target, log_result
 from ._busy import reads_busy
 from ._cell import StopLatch, run_cell_body
 
@@ -291,7 +291,15 @@ class Session(NotebookSession):
             )
             self._keep(result)
             self._show_result(result)
+            self._track(result, settings)
         return result
+
+    def _track(self, result: PairResult, settings: RunSettings) -> None:
+        """The verdict written to the trackers of ``--log-to``; one that fails is a line
+        under the card (the pair stands)."""
+        if settings.log_to and result.diagnosis is not None:
+            for sentence in log_result(result, settings, trainer=self.target.trainer):
+                print(f"loadeval_nb: {sentence}")
 
     @contextmanager
     def _latched(self) -> Iterator[None]:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from ...core._shared import check_workers
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
+from ..trackers import check_log_to
+from .loaders import parse_loader_from
 
 if TYPE_CHECKING:  # imported when ranks are asked for (psutil, subprocess)
     from .launch import Torchrun
@@ -30,10 +32,15 @@ RUN_FLAGS = {
     "num_cached_batches": "--cache",
     "cache_on": "--cache-on",
     "loader_index": "--loader",
+    "loader_from": "--loader-from",
     "timeout": "--timeout",
+    "log_to": "--log-to",
 }
 """Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
 command's option."""
+
+SCRIPT_TRAINER = "a script's Trainer lives in the script's own process"
+"""Why a script's run cannot write to its Trainer's loggers (``--log-to trainer``)."""
 
 RUN_HELP = (
     "measure a training script as it is: the real and the ideal run interleaved in one "
@@ -74,6 +81,14 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
         help="keep the cached batches in host or GPU memory (default host)",
     )
     r.add_argument("--log-dir", default=None, help="keep the run logs here")
+    r.add_argument(
+        "--log-to",
+        action="append",
+        default=None,
+        metavar="TRACKER",
+        help="also write the verdict, the speedup, the step times and the settings to "
+        "tensorboard:DIR, mlflow[:URI] or wandb[:PROJECT]; repeat it for more than one",
+    )
     r.add_argument("-o", "--out", default=None, help="write an HTML report here")
     r.add_argument(
         "--loader",
@@ -82,6 +97,14 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="K",
         help="measure the K-th DataLoader the script iterates (default: the first pass "
         "with gradients on that draws more than the warm-up's batches)",
+    )
+    r.add_argument(
+        "--loader-from",
+        default=None,
+        metavar="MODULE:NAME",
+        help="measure the loader of this class (or this object), whatever iterable it is, "
+        "where the script imports it from (mypkg.data:TrainStream; __main__:TrainStream for "
+        "a class the script defines); see docs/scripts.md for the loaders found without it",
     )
     r.add_argument(
         "--sequential",
@@ -120,9 +143,11 @@ RUN_VALUED = {
     "--cache",
     "--cache-on",
     "--log-dir",
+    "--log-to",
     "-o",
     "--out",
     "--loader",
+    "--loader-from",
     "--timeout",
     "--nproc-per-node",
     "--nnodes",
@@ -194,9 +219,16 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
             cache_on=args.cache_on,
             log_dir=args.log_dir,
             interleave=not args.sequential,
+            log_to=tuple(args.log_to or ()),
         )
     except OptionError as e:
         raise LoadEvalError(option_sentence(e)) from None
+    check_log_to(settings.log_to, "--log-to", no_trainer=SCRIPT_TRAINER)
+    if args.loader_from is not None:
+        try:
+            parse_loader_from(args.loader_from)
+        except OptionError as e:
+            raise LoadEvalError(option_sentence(e)) from None
     if args.out:
         check_out(args.out)
     ranks = None

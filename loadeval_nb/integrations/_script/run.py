@@ -21,7 +21,10 @@ from ...core.explore import RunSettings
 from ...core.ranks import RanksResult, gather_logs
 from ...core.record import Run, load_run
 from ...core.verdict import Diagnosis, Facts, diagnose
+from ..trackers import check_log_to, log_result
 from .launch import Ended, Torchrun, command, run_side
+from .loaders import parse_loader_from
+from .options import SCRIPT_TRAINER
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
 
 """The training loader's settings a run may change (``run_script(loader_changes=...)``,
@@ -143,6 +146,7 @@ def run_script(
     hooks: Optional[ScriptHooks] = None,
     env: Optional[dict[str, str]] = None,
     loader_changes: Optional[dict[str, Any]] = None,
+    loader_from: Optional[str] = None,
 ) -> ScriptResult:
     """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
     ARGS...]``) as it is: a fresh child process runs it with its training loader
@@ -157,6 +161,8 @@ def run_script(
     folder, removed). ``loader_changes`` (``num_workers``, ``pin_memory``,
     ``prefetch_factor``, ``persistent_workers``) measures a copy of the training loader
     with those settings instead (``rebuild_loader``'s; the notebook's rerun panel).
+    ``loader_from`` (``MODULE:NAME``) names the loader to measure, any iterable (its class,
+    or the object), where the rule finds only the loaders ``docs/scripts.md`` lists.
 
     Raises :class:`LoadEvalError` for a bad option or script path, before anything
     runs; a script that fails, exits or never iterates a DataLoader comes back as the
@@ -180,6 +186,8 @@ def run_script(
             "='auto' stops each rank on its own, which desynchronises the ranks' collectives; "
             "pass a number of steps.",
         )
+    if loader_from is not None:
+        parse_loader_from(loader_from)
     changes = dict(loader_changes or {})
     unknown = sorted(set(changes) - set(TUNABLE))
     if unknown:
@@ -190,6 +198,7 @@ def run_script(
     if interleave is not None:
         settings = replace(settings, interleave=interleave)
     check_cache_on(settings)
+    check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
     if timeout_s is not None and not timeout_s > 0:
         raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
     keep = bool(settings.log_dir)
@@ -207,7 +216,7 @@ def run_script(
     # the children's settings, whole: their log folder is this one (a temporary one
     # without --log-dir, which ``temporary`` tells them)
     child = replace(settings, log_dir=log_dir)
-    rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes)
+    rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes, loader_from)
     try:
         why = _run_sides(result, child, stamp, ranks, loader_index, *rest)
         if why is not None:  # the child found the pass too short for blocks: in turn, said
@@ -218,6 +227,8 @@ def run_script(
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
             shutil.rmtree(log_dir, ignore_errors=True)
             result.log_paths = {}
+    if settings.log_to and result.ok:  # a tracker that fails is a note: the run stands
+        result.notes += log_result(result, settings)
     return result
 
 
@@ -239,6 +250,7 @@ def _run_sides(
     hooks: ScriptHooks,
     env: Optional[dict[str, str]],
     changes: dict[str, Any],
+    loader_from: Optional[str] = None,
 ) -> Optional[str]:
     """Measure the sides with ``settings`` (``settings.interleave``: the pair in one child,
     else a child per side; ``settings.log_dir``: the folder the children write to); the
@@ -260,6 +272,7 @@ def _run_sides(
                 label=result.label,
                 status_dir=status_dir,
                 loader_index=loader_index,
+                loader_from=loader_from,
                 picks=picks,
                 expect=expect,
                 loader_changes=changes,
