@@ -64,7 +64,7 @@ def test_ranks_whose_queues_and_epochs_differ_get_one_plan(two_ranks):
         two_ranks,
         "plan of the interleaved pass",
         {"depth": 4, "len": 90, "steps": 200, "warmup": 5, "cache": 5, "blocks": None,
-         "auto": False},
+         "auto": False, "contention": False},
     )  # fmt: skip
     agreed = InterleavedEvaluator(_loader(1, 100), steps=200, warmup=5, num_cached_batches=5)
     assert agreed.plan == alone1 and agreed.ranks == 2 and agreed.loader_len == 90
@@ -77,7 +77,7 @@ def test_a_rank_with_other_settings_is_one_sentence(two_ranks):
         two_ranks,
         "plan of the interleaved pass",
         {"depth": 0, "len": 100, "steps": 300, "warmup": 5, "cache": 5, "blocks": None,
-         "auto": False},
+         "auto": False, "contention": False},
     )  # fmt: skip
     with pytest.raises(LoadEvalError, match="Rank 1 measures with steps=300 where rank 0 has 200"):
         InterleavedEvaluator(_loader(0, 100), steps=200, warmup=5, num_cached_batches=5)

@@ -106,6 +106,28 @@ def batch_nbytes(batch: Any) -> int:
     return sum(_leaf_nbytes(leaf) for leaf in iter_leaves(batch))
 
 
+MASK_NAMES = ("attention_mask", "padding_mask")
+"""Leaves whose sum is the number of tokens a batch really holds (the rest is padding)."""
+
+
+def cost_size(batch: Any) -> Optional[int]:
+    """What a step's cost grows with, for a batch: its tokens that are not padding when it
+    carries an attention (or padding) mask, else the elements of all its tensors and
+    arrays (their shapes: a longer sequence, a bigger image). None: no tensor in it."""
+    total, found = 0, False
+    for path, leaf in iter_leaves_with_paths(batch):
+        if not (is_tensor(leaf) or is_array(leaf)):
+            continue
+        found = True
+        if any(path.endswith((f"['{m}']", f".{m}")) for m in MASK_NAMES):
+            try:
+                return int(leaf.sum())
+            except Exception:  # a mask that does not sum: count elements instead
+                pass
+        total += int(leaf.numel()) if is_tensor(leaf) else int(leaf.size)
+    return total if found else None
+
+
 def leading_dim(batch: Any) -> Optional[int]:
     """Number of samples in a batch: the leading dimension of its first tensor or array.
 

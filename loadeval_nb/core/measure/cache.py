@@ -247,6 +247,16 @@ class ReplayCache:
         self._sums = [_checksum(a) for _, a in self._arrays]
         self.ready = True
 
+    def replace(self, k: int, batch: Any) -> None:
+        """Put ``batch`` in slot ``k`` of the sealed cache, copied as the cache copies (a
+        batch sampled later in the stream, for a cache that is representative of it)."""
+        new = self._to_device(batch) if self._to_device else batch
+        if self._to_device is not None and self.cache_on == "device":
+            cuda_synchronize()
+        self.batches[k] = new
+        self._filling = self.batches
+        self.seal()
+
     def release(self) -> None:
         """Let go of the cached batches (their host or device memory is freed once nothing
         else holds them); ``nbytes`` still says how much was held."""

@@ -32,6 +32,13 @@ it on both sides alike:
   hand-over of batches) that loading takes from the step. A loader without workers
   (``num_workers=0``) loads in the loop's own thread: the arm would measure nothing
   else, so it is left out, and the runs' settings say why;
+* the cache is a sample of the stream, not of its first batches: the steps a real block
+  leaves out at its start (the queue drained) have their batches sampled — their size
+  (the non-padding tokens of a batch with an attention mask, else its elements) kept,
+  and each may take a cached batch's place (reservoir sampling over every batch sampled).
+  The run logs keep the sampled sizes and the sizes of the batches each replaying arm
+  served, step by step, so the verdict can say how far the cache is from the stream and
+  size-match the ideal;
 * each block is an epoch of its side's :class:`~loadeval_nb.Run` (its own
   ``warmup`` in the epoch's summary), so the verdict pairs block *k* of one side
   with block *k* of the other: the spread between blocks is in its interval.
@@ -45,6 +52,7 @@ come in (4 batches each with 2 workers and ``prefetch_factor=2``).
 from __future__ import annotations
 
 import inspect
+import random
 import threading
 from collections.abc import Generator, Iterator
 from itertools import cycle, islice
@@ -58,6 +66,7 @@ from ..record.run import Run, dali_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .base import Evaluator
+from .batches import cost_size
 from .blocks import CONTENDED, MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
@@ -112,6 +121,8 @@ class InterleavedEvaluator(Evaluator):
         contention: a third arm, ``contended`` (see the module's notes): the ideal with
             the loader still producing, which splits the headroom into waiting for data
             and the CPU loading takes; left out (and said) for a loader without workers.
+        representative: the cache a sample of the whole real stream (see the module's
+            notes), the sizes of the batches served and of the stream kept for the verdict.
     """
 
     mode = "pair"
@@ -137,6 +148,7 @@ class InterleavedEvaluator(Evaluator):
         clock: Optional[Clock] = None,
         metrics_file: Optional[str] = None,
         contention: bool = False,
+        representative: bool = True,
     ) -> None:
         self._check(
             dataloader,
@@ -218,6 +230,18 @@ class InterleavedEvaluator(Evaluator):
                 first_batch=first_batch,
             )
         )
+        self.representative = bool(representative)
+        self._stream_sizes: list[int] = []
+        """Sizes (:func:`~.batches.cost_size`) of the real batches sampled across the pass."""
+        self._served: dict[str, list[Optional[int]]] = {s: [] for s in self.sides}
+        """Each replaying arm's batch sizes, step by step."""
+        self._stream_positions: list[int] = []
+        """Where in the real stream each size was sampled (real batches drawn by then)."""
+        self._keys: list[float] = []
+        """The weighted reservoir's key of each cached batch."""
+        self._sizes_of_cache: list[Optional[int]] = []
+        self._seen = 0
+        self._rng = random.Random(0)
         self._open: Optional[Generator[Any, None, None]] = None
         self._pass_token: Optional[object] = None
         self.block_now: Optional[tuple[str, int]] = None
@@ -323,7 +347,12 @@ class InterleavedEvaluator(Evaluator):
                     # the steady path: a block is one stamping iterator (C, or C-level
                     # iterators of the standard library), the pass resumes between blocks
                     if real:
-                        yield from block_log_iter(islice(src, n_steps), rec, clock)
+                        if skip and k and self.representative:
+                            # the steps left out anyway: their batches sampled (their size,
+                            # and the cache's reservoir) by a loop of our own
+                            yield from self._sampled_steps(src, skip, rec, clock)
+                        rest = n_steps - len(ready)
+                        yield from block_log_iter(islice(src, rest), rec, clock)
                         if len(ready) < n_steps:  # the loader ran out inside the block
                             exhausted = True
                             break
@@ -331,6 +360,8 @@ class InterleavedEvaluator(Evaluator):
                         batches = self.cache.batches
                         j = k_cache % len(batches)
                         order = list(islice(cycle(batches), j, j + n_steps))
+                        sizes = self._cache_sizes
+                        self._served[name] += [sizes[(j + x) % len(sizes)] for x in range(n_steps)]
                         k_cache += n_steps
                         drain = _Drain(src, n_steps) if name == CONTENDED else None
                         try:
@@ -367,9 +398,12 @@ class InterleavedEvaluator(Evaluator):
                                     first = False
                                     self._loader.first(batch)
                                 self.cache.add(batch)
+                                self._sample(batch, cached=True)
                                 if self.cache.full:
                                     self.cache.seal()
                                     filling = False
+                            elif k and i < skip and self.representative:
+                                self._sample(batch)
                         else:
                             if filling:  # the loader had fewer batches than the cache holds
                                 filling = False
@@ -378,6 +412,7 @@ class InterleavedEvaluator(Evaluator):
                                     raise LoadEvalError(nothing_to_measure(self.dataloader))
                             batches = self.cache.batches
                             batch = batches[k_cache % len(batches)]
+                            self._served[name].append(self._cache_sizes[k_cache % len(batches)])
                             k_cache += 1
                         yield batch
                 finally:
@@ -482,6 +517,55 @@ class InterleavedEvaluator(Evaluator):
             self._open = None
             self._sigint.uninstall()
 
+    def _sampled_steps(
+        self, src: Iterator[Any], n: int, rec: EpochRecord, clock: Clock
+    ) -> Iterator[Any]:
+        """``n`` real steps stamped as a block's are, each batch sampled (see
+        :meth:`_sample`): the steps a block leaves out at its start."""
+        starts, ready = rec.starts, rec.ready
+        for _ in range(n):
+            starts.append(clock())
+            try:
+                batch = next(src)
+            except StopIteration:
+                return
+            ready.append(clock())
+            self._sample(batch)
+            yield batch
+
+    def _sample(self, batch: Any, cached: bool = False) -> None:
+        """A real batch seen outside the measured steps: its size joins the stream's
+        sample, weighted by the stretch of the stream it stands for (the real batches drawn
+        since the last one sampled), and it may take a cached batch's place: weighted
+        reservoir sampling (Efraimidis and Spirakis: the cache keeps the batches of the
+        largest ``u ** (1 / weight)``), so that the cache is a sample of the whole stream
+        drawn so far, not of its first batches."""
+        size = cost_size(batch)
+        if size is None:
+            return
+        drawn = sum(len(r.ready) for r in self._sides["real"].epochs)
+        weight = max(drawn - self._seen, 1)
+        self._seen = drawn
+        self._stream_sizes.append(size)
+        self._stream_positions.append(drawn)
+        key = self._rng.random() ** (1.0 / weight)
+        if cached:
+            self._keys.append(key)
+            return
+        if not self.cache.ready or not self._keys:
+            return
+        slot = min(range(len(self._keys)), key=self._keys.__getitem__)
+        if key > self._keys[slot] and slot < len(self.cache.batches):
+            self.cache.replace(slot, batch)
+            self._cache_sizes[slot] = size
+            self._keys[slot] = key
+
+    @property
+    def _cache_sizes(self) -> list[Optional[int]]:
+        if len(self._sizes_of_cache) != len(self.cache.batches):
+            self._sizes_of_cache = [cost_size(b) for b in self.cache.batches]
+        return self._sizes_of_cache
+
     def _drained(self, rec: EpochRecord) -> int:
         """Steps at the start of a real block that follows an ideal one, to leave out.
 
@@ -568,6 +652,14 @@ class InterleavedEvaluator(Evaluator):
                     "arms": list(self.sides),
                 },
                 **({"contention": self.contention} if self.contention else {}),
+                **(
+                    {
+                        "stream_sizes": list(self._stream_sizes),
+                        "stream_positions": list(self._stream_positions),
+                    }
+                    if real
+                    else {"served_sizes": list(self._served.get(name, []))}
+                ),
             ),
             samples_per_batch=self._loader.samples if real else self.cache.samples_per_batch,
             short_last_batch=False,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -142,16 +143,115 @@ def _verdict(
 def diagnose(
     real: RunLike, ideal: RunLike, *, contended: Optional[RunLike] = None, seed: int = 0
 ) -> Diagnosis:
-    d = _diagnose(real, ideal, seed)
-    if contended is not None:
-        split_headroom(
-            d, as_run(real, "real"), as_run(contended, "contended"), as_run(ideal, "ideal")
-        )
+    r, i = as_run(real, "real"), as_run(ideal, "ideal")
+    c = as_run(contended, "contended") if contended is not None else None
+    gap = size_gap(r, i)
+    if gap is not None and gap.matched is not None:
+        i = gap.matched
+        c_gap = size_gap(r, c) if c is not None else None
+        if c_gap is not None and c_gap.matched is not None:
+            c = c_gap.matched
+    d = _diagnose(r, i, seed)
+    if gap is not None:
+        d.cache_size_gap = gap.served / gap.stream - 1 if gap.stream else None
+        if gap.note:
+            d.notes.append(gap.note)
+        if gap.matched is not None:
+            d.ideal_measured_step_s = gap.measured_s
+    if c is not None:
+        split_headroom(d, r, c, i)
     else:
-        why = (as_run(real, "real").settings or {}).get("contention")
+        why = (r.settings or {}).get("contention")
         if isinstance(why, str):
             d.notes.append(why)
     return d
+
+
+SIZE_GAP = 0.05
+"""Cached batches whose mean size is this far from the stream's (either way) make the
+ideal step size-matched, and the verdict says so."""
+
+
+@dataclass
+class SizeGap:
+    """The cached batches a replaying run served against the real stream, by size."""
+
+    stream: float
+    """Mean size of the real batches sampled across the pass."""
+    served: float
+    """Mean size of the batches served in the replaying run's steady steps."""
+    measured_s: Optional[float]
+    """The replaying run's mean steady step as measured."""
+    matched: Optional[Run] = None
+    """The run with each steady step moved to the stream's mean size (None: not needed,
+    or not possible)."""
+    note: Optional[str] = None
+
+
+def stream_mean(sizes: list[Any], positions: Any, drawn: int) -> float:
+    """The mean size of a stream of ``drawn`` batches from ``sizes`` sampled at
+    ``positions`` (the batches drawn by then): each weighted by the stretch around it,
+    half the way to each neighbour (the stream's ends to the first and the last); the
+    plain mean without positions."""
+    n = len(sizes)
+    if not isinstance(positions, list) or len(positions) != n or n < 2:
+        return sum(sizes) / n
+    edges = [0.0] + [(positions[j] + positions[j + 1]) / 2 for j in range(n - 1)]
+    edges.append(float(max(drawn, positions[-1])))
+    weights = [max(edges[j + 1] - edges[j], 0.0) for j in range(n)]
+    total = sum(weights)
+    return sum(s * w for s, w in zip(sizes, weights)) / total if total else sum(sizes) / n
+
+
+def size_gap(r: Run, i: Run) -> Optional[SizeGap]:
+    """How far ``i``'s served batches are from ``r``'s stream (their sizes, in the runs'
+    settings: ``stream_sizes``, ``served_sizes``), and, when more than
+    :data:`SIZE_GAP`, ``i`` size-matched: the slope of step time on size, fitted over
+    ``i``'s steady steps, moves each step to the stream's mean size (a step's cost linear
+    in its tokens or elements). None: the runs do not carry the sizes."""
+    stream = (r.settings or {}).get("stream_sizes")
+    served = (i.settings or {}).get("served_sizes")
+    if not stream or not isinstance(served, list) or len(served) != i.n_steps:
+        return None
+    idx = [k for k in i.steady_indices() if isinstance(served[k], int)]
+    if not idx:
+        return None
+    s_mean = stream_mean(stream, (r.settings or {}).get("stream_positions"), r.n_steps)
+    sizes = [float(served[k]) for k in idx]
+    times = [float(i.step_ns[k]) for k in idx]
+    c_mean = sum(sizes) / len(sizes)
+    measured = sum(times) / len(times) / 1e9
+    out = SizeGap(s_mean, c_mean, measured)
+    if not s_mean or abs(c_mean / s_mean - 1) < SIZE_GAP:
+        return out
+    what = (
+        f"the cached batches the {i.label or 'ideal'} run served average {c_mean:,.0f} "
+        f"(non-padding tokens, else elements) a batch, the real stream {s_mean:,.0f} ("
+        f"{len(stream)} batches sampled across the pass, each standing for the stretch "
+        f"around it): {abs(c_mean / s_mean - 1):.0%} "
+        f"{'smaller' if c_mean < s_mean else 'larger'}"
+    )
+    var = sum((x - c_mean) ** 2 for x in sizes)
+    if var == 0:
+        out.note = (
+            f"{what}; they are all one size, so the ideal could not be size-matched: cache "
+            "more batches (num_cached_batches)"
+        )
+        return out
+    t_mean = sum(times) / len(times)
+    slope = sum((x - c_mean) * (t - t_mean) for x, t in zip(sizes, times)) / var
+    steps = list(i.step_ns)
+    for k in range(len(steps)):
+        if isinstance(served[k], int):
+            steps[k] = max(0, int(round(steps[k] + slope * (s_mean - served[k]))))
+    out.matched = replace(i, step_ns=steps)
+    matched_s = measured + slope * (s_mean - c_mean) / 1e9
+    out.note = (
+        f"{what}; the ideal step is size-matched to the stream: {fmt_seconds(measured)} "
+        f"measured, {fmt_seconds(matched_s)} at the stream's size (step time fitted on "
+        f"size over the served batches, {slope:,.1f} ns a unit)"
+    )
+    return out
 
 
 def split_headroom(d: Diagnosis, r: Run, c: Run, i: Run) -> None:

@@ -92,6 +92,13 @@ class Diagnosis(Reported):
     epoch_endless: bool = False
     """The loader's length is no epoch that will be run (a sampler that hardly ends: many
     times the steps measured, and days of steps): time saved is said per 1000 steps."""
+    cache_size_gap: Optional[float] = None
+    """How far the cached batches the ideal served are from the real stream, by what a
+    step's cost grows with (non-padding tokens, else elements): their mean size over the
+    stream's, minus 1 (-0.38: 38 % smaller); None: not known."""
+    ideal_measured_step_s: Optional[float] = None
+    """The ideal step as measured, when the ideal was size-matched to the stream (then
+    ``ideal_step_s`` is the matched one); None otherwise."""
     contended_step_s: Optional[float] = None
     """Mean step of the contended arm (cached batches while the loader kept producing);
     None: the pair had no such arm."""

@@ -43,7 +43,13 @@ class Counted(Dataset):
 def test_the_blocks_go_real_ideal_ideal_real_and_each_step_gets_its_sides_batch(clock):
     loader = DataLoader(Counted(1000, 0.0, clock), batch_size=1)
     ev = InterleavedEvaluator(
-        loader, steps=50, warmup=4, num_cached_batches=5, sample_interval_s=None, clock=clock
+        loader,
+        steps=50,
+        warmup=4,
+        num_cached_batches=5,
+        sample_interval_s=None,
+        clock=clock,
+        representative=False,  # the cache: the first five (test_representative_cache.py)
     )
     plan = ev.plan
     assert plan.order()[:4] == ["real", "ideal", "ideal", "real"]
