@@ -324,3 +324,28 @@ def test_the_magic_writes_where_it_is_asked(tmp_path):
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
     assert acc.Scalars("loadeval/speedup")[0].value == pytest.approx(res.diagnosis.speedup)
+
+
+@pytest.mark.slow  # transformers takes seconds to import
+def test_a_hugging_face_trainer_reports_where_its_report_to_says(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from ..ipython_shell import ipython_shell
+    from .test_huggingface import SleepyRecords, SleepyRegressor, hf_trainer
+
+    tr = hf_trainer(
+        tmp_path, SleepyRegressor(0.0), SleepyRecords(240), report_to=["tensorboard"],
+        eval_strategy="no",
+    )  # fmt: skip
+    with ipython_shell(trainer=tr) as ip:
+        ip.run_cell_magic(
+            "loadeval", "--steps 20 --warmup 2 --cache 3 --quiet --log-to trainer",
+            "trainer.train()\n",
+        )  # fmt: skip
+        res = ip.user_ns["_loadeval"]
+    assert res.diagnosis is not None
+    (events,) = {p.rsplit("/", 1)[0] for p in glob.glob(f"{tmp_path}/runs/*/events.out.*")}
+    acc = EventAccumulator(events)
+    acc.Reload()
+    assert acc.Scalars("loadeval/speedup")[0].value == pytest.approx(res.diagnosis.speedup)
