@@ -117,7 +117,7 @@ class LoadEvalMagics(Magics):
         (``--sequential``: a fresh process for each side, the real run, then the ideal
         run); its output shows here. The options are the command's (``%loadeval_run -h``
         lists them): ``--steps``, ``--warmup``, ``--cache``, ``--cache-on``,
-        ``--log-dir``, ``-o``, ``--loader``, ``--sequential``, ``--timeout``, ``--nproc-per-node`` (torch's launcher, one line
+        ``--log-dir``, ``--log-to``, ``-o``, ``--loader``, ``--sequential``, ``--timeout``, ``--nproc-per-node`` (torch's launcher, one line
         per rank), ``--nnodes``, ``--rdzv-endpoint``, ``--rdzv-id``; everything from
         SCRIPT on is the script's. The result (a ScriptResult: ``.diagnosis``, ``.real``,
         ``.ideal``, or ``.ranks``) is kept in ``_loadeval``. A script that fails says so in
