@@ -11,6 +11,7 @@ from ._huggingface import is_hf_trainer, trainer_train_loader
 from ._lightning import datamodule_train_loader, is_lightning_datamodule, is_lightning_trainer
 from ._script.command import CLI, run_command, save_script_report
 from ._script.launch import Signalled, StopRequest, stop_on_signals
+from ._script.loaders import KNOWN as KNOWN_LOADERS
 from ._script.options import (
     RUN_USAGE,
     RUN_VALUED,
@@ -29,6 +30,7 @@ from .trackers import check_log_to, log_result
 __all__ = [
     "CLI",
     "HF_NO_AUTO",
+    "KNOWN_LOADERS",
     "MEASURES",
     "RUN_USAGE",
     "RUN_VALUED",

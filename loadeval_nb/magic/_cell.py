@@ -7,6 +7,7 @@ import ast
 import asyncio
 import inspect
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from typing import Any, Callable, Optional
 from IPython.core.error import UsageError
 
 from ..core._shared import close_match
+from ..integrations._shared import KNOWN_LOADERS
 
 _ABSENT = object()
 
@@ -238,11 +240,26 @@ def find_names(shell: Any, cell: str, want: Callable[[Any], bool]) -> list[str]:
     return sorted(found.values())
 
 
-def find_loader_names(shell: Any, cell: str) -> list[str]:
-    """Names and dotted paths in ``cell`` that refer to distinct DataLoader objects."""
+def is_loader(obj: Any) -> bool:
+    """A loader the cell may be measuring without being told: a DataLoader (its
+    subclasses included: torchdata's ``StatefulDataLoader``), or one of the loaders known
+    to be loaders though not DataLoaders (``torchdata.nodes.Loader``, webdataset's
+    ``WebLoader``: the script runner's list) once the notebook has imported its package.
+    Any other iterable is measured when the cell's magic names it."""
     from torch.utils.data import DataLoader
 
-    return find_names(shell, cell, lambda obj: isinstance(obj, DataLoader))
+    if isinstance(obj, DataLoader):
+        return True
+    for package, name in KNOWN_LOADERS.items():
+        cls = getattr(sys.modules.get(package), name, None)
+        if isinstance(cls, type) and isinstance(obj, cls):
+            return True
+    return False
+
+
+def find_loader_names(shell: Any, cell: str) -> list[str]:
+    """Names and dotted paths in ``cell`` that refer to distinct loaders (:func:`is_loader`)."""
+    return find_names(shell, cell, is_loader)
 
 
 def trainers_made_in(shell: Any, cell: str) -> list[str]:

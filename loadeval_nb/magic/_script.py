@@ -183,6 +183,7 @@ class ScriptSession(NotebookSession):
                     settings,
                     ranks=self.ranks,
                     loader_index=self.args.loader,
+                    loader_from=self.args.loader_from,
                     timeout_s=self.args.timeout,
                     hooks=hooks,
                     loader_changes=changes,

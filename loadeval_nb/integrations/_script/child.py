@@ -20,6 +20,7 @@ import traceback
 from typing import Any, Optional
 
 from .guard import guard, park_if_ending
+from .loaders import LoaderFromError
 from .pick import Measured, Picker, Refused, patched_dataloader
 from .sides import side_for
 from .spec import ChildSpec, ChildStatus
@@ -95,41 +96,42 @@ def main(target: list[str]) -> int:
     )
     status: ChildStatus
     code = 0
-    with patched_dataloader(picker):
-        try:
+    try:
+        with patched_dataloader(picker, spec.loader_from):  # put back before what follows
             try:
                 run_target(target)
             finally:
                 picker.close()
-        except Refused as e:  # a setting that does not fit, or a pass too short for blocks
-            status = ChildStatus(e.outcome, rank=rank, message=e.message)
-            code = 3
-        except SystemExit as e:  # our stop (Measured), or the script's own sys.exit
-            c = e.code
-            exit_code = c if isinstance(c, int) else (0 if c is None else 1)
-            if picker.status is not None and (isinstance(e, Measured) or exit_code == 0):
-                status = picker.status
-            else:
-                if c is not None and not isinstance(c, int):
-                    print(c, file=sys.stderr)  # sys.exit("message") prints it, as Python does
-                status = _failed(picker, "script-exited", rank, exit_code=exit_code)
-                code = exit_code or 1
-        except BaseException as e:  # the script's error (KeyboardInterrupt included): a
-            # failure, wherever it raised, even after its measured pass
-            failed_at = time.monotonic()
-            _print_script_traceback(e)
-            status = _failed(
-                picker,
-                "script-failed",
-                rank,
-                error=f"{type(e).__name__}: {e}".strip(),
-                failed_at=failed_at,
-            )
-            code = 1
-            del e
+    except (Refused, LoaderFromError) as e:  # a setting that does not fit, a pass too
+        # short for blocks, or --loader-from naming nothing to measure
+        status = ChildStatus(e.outcome, rank=rank, message=e.message)
+        code = 3
+    except SystemExit as e:  # our stop (Measured), or the script's own sys.exit
+        c = e.code
+        exit_code = c if isinstance(c, int) else (0 if c is None else 1)
+        if picker.status is not None and (isinstance(e, Measured) or exit_code == 0):
+            status = picker.status
         else:
-            status = picker.status or ChildStatus("script-exited", rank=rank, exit_code=0)
-            code = 0 if picker.status is not None else 1
+            if c is not None and not isinstance(c, int):
+                print(c, file=sys.stderr)  # sys.exit("message") prints it, as Python does
+            status = _failed(picker, "script-exited", rank, exit_code=exit_code)
+            code = exit_code or 1
+    except BaseException as e:  # the script's error (KeyboardInterrupt included): a
+        # failure, wherever it raised, even after its measured pass
+        failed_at = time.monotonic()
+        _print_script_traceback(e)
+        status = _failed(
+            picker,
+            "script-failed",
+            rank,
+            error=f"{type(e).__name__}: {e}".strip(),
+            failed_at=failed_at,
+        )
+        code = 1
+        del e
+    else:
+        status = picker.status or ChildStatus("script-exited", rank=rank, exit_code=0)
+        code = 0 if picker.status is not None else 1
     if status.outcome != "measured":
         status.passes = picker.all_passes()
     _report(status, spec)

@@ -41,6 +41,7 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
                 settings,
                 ranks=ranks,
                 loader_index=args.loader,
+                loader_from=args.loader_from,
                 timeout_s=args.timeout,
                 hooks=Say(),
             )

@@ -1,10 +1,14 @@
 """Which of a script's DataLoaders is the training loader, and measuring one pass of it.
 
-``DataLoader.__iter__`` is patched for the child's life (:func:`patched_dataloader`):
-every pass of every DataLoader the script starts (a plain loop's ``for batch in
-loader``, Lightning's fit loop, a Hugging Face Trainer's, the DataLoader inside an
-accelerate-prepared ``DataLoaderShard``) comes through :meth:`Picker.start_pass`, which
-returns the DataLoader's own iterator, or the measuring wrapper's.
+The loaders' ``__iter__`` is patched for the child's life (:func:`patched_dataloader`;
+which classes: :mod:`.loaders` — ``DataLoader``, its subclasses with an ``__iter__`` of
+their own such as torchdata's ``StatefulDataLoader``, ``torchdata.nodes.Loader``,
+webdataset's ``WebLoader``, the class ``--loader-from`` names): every pass of every
+loader the script starts (a plain loop's ``for batch in loader``, Lightning's fit loop,
+a Hugging Face Trainer's, the DataLoader inside an accelerate-prepared
+``DataLoaderShard``) comes through :meth:`Picker.start_pass`, which returns the loader's
+own iterator, or the measuring wrapper's. A loader started inside another loader's pass
+(the DataLoader a ``WebLoader`` iterates) is part of that pass, not one of the script's.
 
 The rule (the docs say it in words, ``docs/scripts.md``): loaders are numbered in the
 order their first pass starts; the training loader's measured pass is the first pass
@@ -29,6 +33,7 @@ from the loader's ``next()``: the script unwinds as from ``sys.exit(0)``, its
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +42,7 @@ from typing import Any, Callable, Optional
 from ...core._shared import NotInterleavable, shutdown_persistent_workers
 from ...core.errors import LoadEvalError
 from ...core.measure import rebuild_loader
+from .loaders import patched_loaders
 from .spec import ChildStatus
 
 
@@ -166,6 +172,8 @@ class Picker:
         self.on_progress = on_progress
         self._first_seen = True
         self._skipped: dict[int, dict[str, Any]] = {}  # loaders passed over for ``want``
+        self.only: Optional[Callable[[Any], bool]] = None
+        """With ``--loader-from``: what tells the named loader (the only one measured)."""
 
     def all_passes(self) -> list[str]:
         """The passes not measured, in words: those the rule let go of, and the loaders
@@ -191,6 +199,8 @@ class Picker:
         """``iter(loader)``, as the patched ``DataLoader.__iter__`` answers it."""
         if id(loader) in self._inside:  # our wrapper starting the loader it measures
             return original(loader)
+        if _within_a_pass():  # a loader's own loader (WebLoader's DataLoader): its pass's
+            return original(loader)
         if self.done or self._last_handed:  # past its measured pass: stop the script here
             self.stop_now()
         k = self._number(loader)
@@ -199,7 +209,7 @@ class Picker:
             # a pass asked for and dropped before its first batch (its generator never ran)
             self._let_go(self._active, self._active_loader)
         if self._active is not None:  # one pass is measured at a time
-            return original(loader)
+            return self._serve(loader, original)
         if self._first_seen:
             self._first_seen = False
             self.on_progress(
@@ -209,19 +219,35 @@ class Picker:
                     passes=[f"{in_words(k, describe(loader))}, pass {p} started"],
                 )
             )
+        if self.only is not None and not self.only(loader):  # not the loader --loader-from names
+            if k not in self._skipped:
+                self._skipped[k] = describe(loader)
+            return self._serve(loader, original)
         if self.want is not None:
             wk, wp = self.want
             if k != wk or (wp is not None and p != wp):
                 if k not in self._skipped:
                     self._skipped[k] = describe(loader)
-                return original(loader)
+                return self._serve(loader, original)
             chosen = wp is not None  # the exact pass the real run measured
         elif not grad_enabled():
             self.passes.append(f"{in_words(k, describe(loader))}, pass {p} under no_grad")
-            return original(loader)
+            return self._serve(loader, original)
         else:
             chosen = False
-        return self._measure(loader, k, p, chosen)
+        return self._measure(loader, k, p, chosen, original)
+
+    def _serve(self, loader: Any, original: Callable[[Any], Iterator[Any]]) -> Iterator[Any]:
+        """A pass not measured: a DataLoader's own iterator, as the script would have it; a
+        pass of another loader served through a generator of ours, so that a loader it
+        starts inside (a WebLoader's DataLoader) is known as part of it."""
+        it = original(loader)
+        if _is_dataloader(loader):
+            return it
+        return self._served(it)
+
+    def _served(self, it: Iterator[Any]) -> Iterator[Any]:
+        yield from it
 
     @contextmanager
     def _within(self, loader: Any) -> Iterator[None]:
@@ -231,7 +257,14 @@ class Picker:
         finally:
             self._inside.discard(id(loader))
 
-    def _measure(self, loader: Any, k: int, p: int, chosen: bool) -> Iterator[Any]:
+    def _measure(
+        self,
+        loader: Any,
+        k: int,
+        p: int,
+        chosen: bool,
+        original: Callable[[Any], Iterator[Any]],
+    ) -> Iterator[Any]:
         info = describe(loader)
         if self.expect is not None:
             self._check_same(k, info)
@@ -247,7 +280,7 @@ class Picker:
             # a glance at a short loader is not the training pass: this pass goes on
             # unmeasured, and only if it proves to be the training pass does it decide
             self._release(loader)
-            return self._unmeasured(loader, k, p, chosen, e)
+            return self._unmeasured(loader, original, k, p, chosen, e)
         except LoadEvalError as e:
             self._release(loader)
             raise Refused(str(e)) from None
@@ -312,12 +345,18 @@ class Picker:
             self.stop_now()
 
     def _unmeasured(
-        self, loader: Any, k: int, p: int, chosen: bool, why: NotInterleavable
+        self,
+        loader: Any,
+        original: Callable[[Any], Iterator[Any]],
+        k: int,
+        p: int,
+        chosen: bool,
+        why: NotInterleavable,
     ) -> Iterator[Any]:
         """A pass too short to interleave, served as it is: if it proves to be the training
         pass (past the warm-up), the script stops and the sides are measured in turn."""
         n = 0
-        for batch in original_iter(loader):
+        for batch in original(loader):
             n += 1
             if n > self.warmup or chosen:
                 raise NotInterleaved(why.reason)
@@ -436,27 +475,41 @@ def _where(wrapper: Any) -> str:
     return "the ideal run" if mode == "replay" else "the real run"
 
 
-_ORIGINAL: dict[str, Any] = {}
+def _within_a_pass() -> bool:
+    """True when the caller runs inside one of our passes' generators: a loader started
+    by another loader's own machinery (webdataset's ``WebLoader`` iterating its
+    DataLoader), which belongs to that pass and is not a loader of the script's."""
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code in _PASS_CODES:
+            return True
+        f = f.f_back  # type: ignore[assignment]
+    return False
 
 
-def original_iter(loader: Any) -> Iterator[Any]:
-    """``DataLoader.__iter__`` as torch defines it, whatever is patched."""
-    return _ORIGINAL["__iter__"](loader)  # type: ignore[no-any-return]
+_PASS_CODES = {
+    Picker._pass.__code__,
+    Picker._unmeasured.__code__,
+    Picker._served.__code__,
+}
 
 
 @contextmanager
-def patched_dataloader(picker: Picker) -> Iterator[None]:
-    """``DataLoader.__iter__`` answered by ``picker`` within the block; restored after."""
+def patched_dataloader(picker: Picker, loader_from: Optional[str] = None) -> Iterator[None]:
+    """Every loader's ``iter()`` answered by ``picker`` within the block (``DataLoader``'s,
+    its subclasses', the known loaders', the one ``loader_from`` names: see
+    :mod:`.loaders`); restored after."""
+    if loader_from is not None:
+        picker.only = lambda loader: False  # nothing, until the named loader is found
+
+    def on_named(only: Callable[[Any], bool]) -> None:
+        picker.only = only
+
+    with patched_loaders(picker.start_pass, loader_from, on_named):
+        yield
+
+
+def _is_dataloader(loader: Any) -> bool:
     from torch.utils.data import DataLoader
 
-    original = _ORIGINAL["__iter__"] = DataLoader.__dict__["__iter__"]
-
-    def __iter__(self: Any) -> Iterator[Any]:
-        return picker.start_pass(self, original)
-
-    __iter__.__wrapped__ = original  # type: ignore[attr-defined]
-    DataLoader.__iter__ = __iter__  # type: ignore[method-assign,assignment]
-    try:
-        yield
-    finally:
-        DataLoader.__iter__ = original  # type: ignore[method-assign]
+    return isinstance(loader, DataLoader)

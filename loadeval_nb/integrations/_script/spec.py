@@ -64,6 +64,10 @@ class ChildSpec:
     batches."""
     pass_index: Optional[int] = None
     """With ``loader_index``: that loader's ``pass_index``-th pass (1-based); None: its first."""
+    loader_from: Optional[str] = None
+    """``MODULE:NAME``: the loader to measure is this class's instance (or this object),
+    whatever kind of iterable it is (``--loader-from``); None: the loaders found by
+    themselves (``integrations/_script/loaders.py``)."""
     picks: dict[str, list[int]] = field(default_factory=dict)
     """Per rank (its ``RANK``, "" without ranks): ``[loader_index, pass_index]`` the real run
     measured, for the ideal run to measure the same pass."""
