@@ -59,3 +59,20 @@ def test_not_enough_data_at_the_epoch_s_end_advises_epochs_not_steps():
     assert d.verdict == "NOT ENOUGH DATA"
     text = next(f for f in d.facts().facts if f.key == "advice").text
     assert "epoch is the limit" in text and "Run more steps" not in text
+
+
+def test_an_interleaved_pass_over_a_loader_without_len_is_never_epoch_limited():
+    # its blocks are the run's epochs, not the loader's: a block of 13 steps is no epoch
+    from loadeval_nb.core.record import Run
+    from loadeval_nb.core.verdict import diagnose
+
+    plan = {"block": 13, "blocks": 2, "drain": 1, "settle": 1, "epoch": None, "ranks": 1}
+    steps = [1_000_000] * 28
+    epoch = [0] * 14 + [1] * 14
+    real = Run(mode="log", start_ns=list(range(28)), step_ns=steps, epoch=epoch, warmup=1,
+               settings={"steps": 60, "interleaved": plan})  # fmt: skip
+    ideal = Run(mode="replay", start_ns=list(range(28)), step_ns=steps, epoch=epoch, warmup=1,
+                settings={"steps": 60, "interleaved": plan})  # fmt: skip
+    d = diagnose(real, ideal)
+    assert d.loader_limited is None
+    assert not any("batches an epoch" in n for n in d.notes)
