@@ -20,7 +20,9 @@ the two means lies above 1 and the difference is at least 5 % of the real step.
 Rungs that cannot run are skipped with the reason (no CUDA device; an
 IterableDataset, which has no per-item access to cache). After the rungs, the real
 rung's per-sample work is split by transform step when the dataset has a pipeline
-(:mod:`.transforms.split`).
+(:mod:`.transforms.split`). The stage's resource is named from the operating system:
+what the workers of the rung that holds it (else the real rung's) spent their time on
+(:mod:`..measure.resource`: on a CPU, waiting for one, blocked on I/O, idle).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from ..errors import LoadEvalError
 from ..measure.batches import batch_nbytes
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import shutdown_persistent_workers
+from ..measure.resource import WorkerResource
+from ..record.ladderlog import LadderLog, RungLog
 from ..record.run import Run, describe_steady
 from ..verdict.diagnosis import PARTLY_HEADROOM, ladder_advice
 from .result import Result
@@ -125,6 +129,50 @@ class LadderResult(Result):
     def rung(self, name: str) -> Optional[Rung]:
         return next((r for r in self.rungs if r.name == name), None)
 
+    def to_log(self) -> LadderLog:
+        """The ladder as a record (each rung's run log, its split) that :meth:`save`
+        writes and ``compare_runs`` reads."""
+        rungs = [
+            RungLog(
+                r.name,
+                r.title,
+                STAGES.get(r.name),
+                r.run,
+                r.skipped,
+                f"{type(r.error).__name__}: {r.error}" if r.error is not None else None,
+            )
+            for r in self.rungs
+        ]
+        return LadderLog(
+            rungs,
+            self.label,
+            dict(self.loader_settings),
+            self.transforms.to_log() if self.transforms is not None else None,
+            list(self.notes),
+            f"{type(self.error).__name__}: {self.error}" if self.error is not None else None,
+        )
+
+    def save(self, path: Any) -> str:
+        """Write the ladder as versioned JSON, each rung's run log inside (the layout:
+        ``record/ladderlog.py``), for ``python -m loadeval_nb compare`` to read.
+        Returns the path."""
+        return self.to_log().save(path)
+
+    def resource(self) -> Optional[tuple[str, WorkerResource]]:
+        """What the workers spent their time on, and the rung they ran in: the rung of
+        the largest stage when that stage is the workers' (samples, real), else the real
+        rung; None without workers or a reading of them."""
+        names = ["real", "samples"]
+        if self.largest is not None and self.largest.name in names:
+            names.remove(self.largest.name)
+            names.insert(0, self.largest.name)
+        for name in names:
+            r = self.rung(name)
+            reading = r.run.worker_resource if r is not None and r.run is not None else None
+            if reading:
+                return name, WorkerResource.from_dict(reading)
+        return None
+
     def _cuda(self) -> Optional[bool]:
         """Whether the rungs could use CUDA (None: unknown): the device rung ran, or the
         runs' logs say so."""
@@ -188,7 +236,13 @@ class LadderResult(Result):
             cuda=self._cuda(),
         )
         split = (self.transforms.ladder_fact(),) if self.transforms else ()
-        return split + ((Fact.of("advice", "what to do", what),) if what and not self.error else ())
+        found = self.resource()
+        resource: tuple[Fact, ...] = ()
+        if found is not None:
+            name, reading = found
+            resource = (Fact.of("resource", f"the {name} rung's workers", [reading.text()]),)
+        advice = (Fact.of("advice", "what to do", what),) if what and not self.error else ()
+        return split + resource + advice
 
     def facts(self) -> Facts:
         """The ladder's facts, once: :meth:`text` and the notebook's card render this."""

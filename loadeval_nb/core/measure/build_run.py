@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 from ..record.journal import MetricsWriter
 from ..record.run import Run
 from .adaptive import AutoStop
+from .resource import worker_resource
 from .timing import EpochRecord, epoch_steps
 
 log = logging.getLogger("loadeval_nb")
@@ -151,6 +152,13 @@ def build_run(
     status = next((s for s in ("running", "source-error", "stopped") if s in statuses), "complete")
     if not summaries:
         status = "not-started"
+    resource = worker_resource(
+        util,
+        num_workers=loader.get("num_workers"),
+        worker_load_ns=worker_load_ns,
+        wait_ns=wait,
+        step_ns=step,
+    )
     return Run(
         mode=mode,
         start_ns=start,
@@ -169,6 +177,7 @@ def build_run(
         util=util,
         worker_load_ns=worker_load_ns,
         h2d_ns=h2d if any(x is not None for x in h2d) else None,
+        worker_resource=resource.to_dict() if resource is not None else None,
     )
 
 

@@ -11,7 +11,9 @@ sampler is collected.
 
 Optional integrations fail soft: without the NVIDIA driver, ``pynvml`` or a GPU,
 one log line says so (once per process) and the GPU series are ``None`` (never
-zeros); without psutil the CPU series are ``None``.
+zeros); without psutil the CPU series are ``None``. What the workers spend their time on
+(on a CPU, waiting for one, blocked on I/O, bytes read: ``workers_os``) is read from the
+operating system at the same ticks (:class:`~.readers.ProcReader`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import weakref
 from typing import Any, Callable, Optional
 
 from ..record.run import gpu_mean_per_tick
-from .readers import CpuReader, init_nvml
+from .readers import PROC_KEYS, CpuReader, ProcReader, init_nvml
 
 log = logging.getLogger("loadeval_nb")
 
@@ -111,6 +113,7 @@ class UtilSampler:
         self._pynvml: Any = None
         self._handles: list[Any] = []
         self._cpu_reader: Optional[CpuReader] = None
+        self._proc_reader: Optional[ProcReader] = None
         weakref.finalize(self, self._wake.set)  # a collected sampler ends its thread
         self.t_ns: list[int] = []
         self.process_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
@@ -118,6 +121,11 @@ class UtilSampler:
         self.num_workers_seen: Optional[list[int]] = [] if cpu else None
         self.other_cpu_pct: Optional[list[Optional[float]]] = [] if cpu else None
         """CPU % of every other process on the machine (not ours): a busy machine."""
+        self.workers_os: Optional[dict[str, list[Optional[int]]]] = (
+            {k: [] for k in PROC_KEYS} if cpu else None
+        )
+        """Per tick, what the workers spent the time since the last tick on (the keys of
+        :data:`~.readers.PROC_KEYS`; None entries: not exposed)."""
         self.worker_pids: Optional[Callable[[], Optional[set[int]]]] = None
         """The DataLoader's worker pids now, so that "workers" counts them only."""
         self.gpu_available = False
@@ -142,8 +150,7 @@ class UtilSampler:
             return
         t = self._thread
         if t is None or not t.is_alive():
-            if self._cpu_reader is not None:
-                self._cpu_reader.reset()  # restarted after stop(): not a rate over the gap
+            self._reset_readers()  # restarted after stop(): not a rate over the gap
             self._setup()
             self._sample()  # the first reading primes the CPU rates, off the timed steps
             self._active = True
@@ -156,10 +163,15 @@ class UtilSampler:
             )
             self._thread.start()
             return
-        if self._cpu_reader is not None:
-            self._cpu_reader.reset()
+        self._reset_readers()
         self._active = True
         self._wake.set()  # the thread takes a reading now and goes on with its schedule
+
+    def _reset_readers(self) -> None:
+        if self._cpu_reader is not None:
+            self._cpu_reader.reset()
+        if self._proc_reader is not None:
+            self._proc_reader.reset()
 
     def pause(self) -> None:
         """Stop sampling until the next :meth:`start`, without waiting: the thread takes a
@@ -182,6 +194,8 @@ class UtilSampler:
             t.join()
         self._thread = None
         self._ended = ""
+        if self._proc_reader is not None:
+            self._proc_reader.close()  # its open /proc files; reopened if started again
 
     def _setup(self) -> None:
         handles: list[Any] = []
@@ -211,6 +225,11 @@ class UtilSampler:
                 log.warning(
                     "loadeval_nb: no CPU readings (%s); CPU utilisation is recorded as null.", e
                 )
+        if self._want_cpu and self._proc_reader is None:
+            try:
+                self._proc_reader = ProcReader(self._clock)
+            except Exception as e:  # pragma: no cover - /proc missing where it should be
+                log.warning("loadeval_nb: no readings of the workers' time (%s).", e)
 
     def _sample(self, final: bool = False) -> None:
         pynvml, handles, cpu_reader = self._pynvml, self._handles, self._cpu_reader
@@ -234,6 +253,7 @@ class UtilSampler:
                 proc, workers, nw, other = cpu_reader.read(final)
             except Exception:
                 pass
+        os_reading = self._read_os(cpu_reader)
         with self._lock:
             self.t_ns.append(t)
             if self.gpu_util_pct is not None and self.gpu_mem_used_bytes is not None:
@@ -247,6 +267,30 @@ class UtilSampler:
                 self.workers_cpu_pct.append(workers)  # type: ignore[union-attr]
                 self.num_workers_seen.append(nw)  # type: ignore[union-attr]
                 self.other_cpu_pct.append(other)  # type: ignore[union-attr]
+            if self.workers_os is not None:
+                for key, series in self.workers_os.items():
+                    series.append(os_reading.get(key) if os_reading is not None else None)
+
+    def _read_os(self, cpu_reader: Optional[CpuReader]) -> Optional[dict[str, Optional[int]]]:
+        """The workers' time from the operating system: the pids the CPU reader read."""
+        reader = self._proc_reader
+        if reader is None:
+            return None
+        try:
+            if cpu_reader is not None:
+                pids: Any = list(cpu_reader._children)
+            else:
+                pids = (self.worker_pids() if self.worker_pids is not None else None) or ()
+            return reader.read(pids)
+        except Exception:
+            return None
+
+    @property
+    def workers_os_exposed(self) -> dict[str, Optional[bool]]:
+        """Which of the workers' readings this machine exposes (``schedstat``: run-queue
+        wait; ``io``: bytes read; ``delayacct``: time blocked on I/O; ``proc``: Linux's
+        /proc at all); empty before the first start."""
+        return dict(self._proc_reader.exposed) if self._proc_reader is not None else {}
 
     @staticmethod
     def _gpu_others(pynvml: Any, handles: list[Any], cpu_reader: Any) -> Optional[int]:
@@ -311,6 +355,16 @@ class UtilSampler:
                     "workers": cut(self.num_workers_seen),
                     "other_pct": cut(self.other_cpu_pct),
                 },
+                **(
+                    {
+                        "workers_os": {
+                            **{key: list(v[k:]) for key, v in self.workers_os.items()},
+                            "exposed": self.workers_os_exposed,
+                        }
+                    }
+                    if self.workers_os is not None
+                    else {}
+                ),
             }
 
 
@@ -335,7 +389,7 @@ def ticks_within(
         return v
 
     out = {k: cut(v) for k, v in series.items()}
-    for part in ("gpu", "cpu"):
+    for part in ("gpu", "cpu", "workers_os"):
         if isinstance(series.get(part), dict):
             out[part] = {k: cut(v) for k, v in series[part].items()}
     return out

@@ -54,6 +54,10 @@ class Run:
     h2d_ns: Optional[list[Optional[int]]] = None
     """Host-to-device copy time (GPU) in each step, from CUDA events (None: not measured,
     e.g. on CPU; a None entry: a step of an epoch without copy timing)."""
+    worker_resource: Optional[dict[str, Any]] = None
+    """What the loader's workers spent their time on, from the operating system (the
+    run log's optional ``worker_resource``: measure.resource's ``WorkerResource.to_dict()``;
+    None: no workers, not read, or a log written before it)."""
 
     def __post_init__(self) -> None:
         n = len(self.step_ns)
@@ -295,6 +299,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         "epochs": run.epochs,
         "util": run.util,
         "worker_load_ns": run.worker_load_ns,
+        **({"worker_resource": run.worker_resource} if run.worker_resource is not None else {}),
         "summary": run.summary(),
     }
 
@@ -396,6 +401,13 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             util=doc.get("util"),
             worker_load_ns=[int(x) for x in loads] if loads is not None else None,
             h2d_ns=[None if x is None else int(x) for x in h2d] if h2d is not None else None,
+            worker_resource=_optional_dict(doc.get("worker_resource")),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise RunLogError(f"{source} is a damaged run log ({e}); record the run again.") from None
+
+
+def _optional_dict(v: Any) -> Optional[dict[str, Any]]:
+    """An optional part of a run log added within a schema version (older logs lack it;
+    anything but an object is left out rather than refused)."""
+    return dict(v) if isinstance(v, dict) else None
