@@ -21,6 +21,16 @@ in the all-reduce, and that phase can hold for a whole run. So where both ranks'
 were timed, the top rank is named only when its loader also delivers batches more slowly
 (its median batch time inside the workers over its worker count) than the runner-up's,
 by at least the same 5 %.
+
+Skew is still only a sign. :func:`prove_straggler` puts the suspect (rank 0's straggler,
+else the rank that waits most) to a counterfactual: one more pass of the loop, on every
+rank the same plan of blocks, in which the suspect alone serves its cached batches in
+some blocks (its loader taken out of the job), the runner-up alone in others (the
+control), while every other rank keeps its real loader. If the whole job's step falls
+with the suspect's loader free, and further than with the runner-up's (block-paired
+t-intervals above zero, each gain at least 5 % of the step), the suspect is proven the
+straggler and the gain is what freeing its loader buys every rank; if not, it is not
+one, whatever the skew says.
 """
 
 from __future__ import annotations
@@ -31,20 +41,30 @@ import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
-from ._env import agree, dist_rank
+from ._env import agree, dist_rank, safe_len
 from ._facts import Fact, Facts, Reported
 from ._files import expand_path
 from ._format import fmt_pct, fmt_seconds, fmt_times
-from ._stats import bootstrap_mean_ci
+from ._stats import bootstrap_mean_ci, t975
 from .errors import LoadEvalError
+from .explore.settings import RunSettings
+from .explore.straggler import ARMS, CONTROL, FREE, plan_proof, run_pass
+from .measure.blocks import queue_depth
 from .record.run import Run, describe_steady
 from .record.runlog import load_run
 from .verdict.diagnose import diagnose
 from .verdict.diagnosis import PARTLY_HEADROOM, Diagnosis
 
-__all__ = ["RankResult", "RanksResult", "gather_logs", "gather_pair"]
+__all__ = [
+    "RankResult",
+    "RanksResult",
+    "StragglerProof",
+    "gather_logs",
+    "gather_pair",
+    "prove_straggler",
+]
 
 MIN_SKEW_SHARE = PARTLY_HEADROOM
 """A wait difference under this share of the mean step is not called a straggler (the
@@ -110,6 +130,8 @@ class RanksResult(Reported):
     """The rank whose loader is slowest: the longest mean wait for data in the real run
     (the longest mean real step when waits are unknown). Under DDP every rank's step lasts
     as long as the slowest rank's, so the step alone cannot tell."""
+    runner_up: Optional[int] = None
+    """The rank next to ``slowest`` (the skew test's comparison, the proof's control)."""
     straggler: Optional[int] = None
     """The rank whose input waits hold the others at the all-reduce (None: no such rank)."""
     skew_s: Optional[float] = None
@@ -133,6 +155,12 @@ class RanksResult(Reported):
     @property
     def ranks_by_number(self) -> dict[int, RankResult]:
         return {r.rank: r for r in self.ranks}
+
+    @property
+    def suspect(self) -> Optional[int]:
+        """The rank :func:`prove_straggler` puts to the proof: the straggler, else the rank
+        that waits most (None: no rank has a real run)."""
+        return self.straggler if self.straggler is not None else self.slowest
 
     def diagnosis(self) -> Optional[Diagnosis]:
         """The slowest rank's diagnosis: its loader sets the pace every rank trains at."""
@@ -229,8 +257,9 @@ def ranks_result(ranks: list[RankResult]) -> RanksResult:
             out.diagnoses[r.rank] = diagnose(real, ideal)
     mean = {k: sum(v) / len(v) for k, v in waits.items()}
     pace = mean or steps
-    if pace:
-        out.slowest = max(pace, key=lambda k: pace[k])
+    order = sorted(pace, key=lambda k: pace[k], reverse=True)
+    out.slowest = order[0] if order else None
+    out.runner_up = order[1] if len(order) > 1 else None
     if len(waits) >= 2:
         top, second = sorted(mean, key=lambda k: mean[k], reverse=True)[:2]
         n = min(len(waits[top]), len(waits[second]))
@@ -312,6 +341,323 @@ def gather_pair(result: Any, group: Any = None, timeout_s: Optional[float] = Non
     agree("gathering of the ranks' pairs", where[0], timeout_s)
     dist.all_gather_object(gathered, mine, group=group)
     return ranks_result([g for g in gathered if g is not None])
+
+
+MIN_GAIN_SHARE = PARTLY_HEADROOM
+"""A recovery under this share of the fleet's step does not prove a straggler (the
+verdict's smallest headroom worth naming, as for the skew); nor does a recovery that
+exceeds the control's by less."""
+
+
+@dataclass
+class StragglerProof(Reported):
+    """What freeing one rank's loader did to every rank's step, beside freeing the
+    runner-up's: the counterfactual of :func:`prove_straggler`. Plain data; every rank
+    gets the same."""
+
+    suspect: int
+    """The rank whose loader was taken out in the ``free`` arm (its cached batches served)."""
+    control: Optional[int]
+    """The rank whose loader was taken out in the ``control`` arm (the runner-up; None:
+    one rank, no control)."""
+    proven: bool = False
+    """The fleet's step recovered: the gain's interval lies above zero, and so does that of
+    the gain over the control's; both at least :data:`MIN_GAIN_SHARE` of the real step."""
+    real_step_s: Optional[float] = None
+    """Every rank's mean step with every loader real (the fleet's: the mean over ranks)."""
+    free_step_s: Optional[float] = None
+    """Every rank's mean step with the suspect's loader free."""
+    control_step_s: Optional[float] = None
+    """Every rank's mean step with the runner-up's loader free."""
+    gain_s: Optional[float] = None
+    """Mean over block pairs of the real step minus the free step: what every rank's step
+    would gain without the suspect's loading."""
+    gain_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    """95 % t-interval of ``gain_s`` over the block pairs."""
+    excess_s: Optional[float] = None
+    """Mean over block pairs of the control step minus the free step: how much more
+    freeing the suspect gains than freeing the runner-up (ranks that load alike gain
+    alike: the step waits for whichever rank's batch is late)."""
+    excess_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    named_by_skew: bool = False
+    """The wait-skew test (:class:`RanksResult`) had named the suspect the straggler."""
+    block_step_s: list[tuple[str, float]] = field(default_factory=list)
+    """The fleet's mean step in each measured block, in the pass's order, with its arm
+    (``real``, ``free`` or ``control``)."""
+    rank_step_s: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Each rank's mean step per arm."""
+
+    @property
+    def world_size(self) -> int:
+        return len(self.rank_step_s)
+
+    @property
+    def pairs(self) -> int:
+        """Block pairs the intervals are taken over."""
+        arms = [a for a, _ in self.block_step_s]
+        return min(arms.count(a) for a in (ARMS if self.control is not None else ARMS[:2]))
+
+    @property
+    def gain_share(self) -> Optional[float]:
+        """``gain_s`` over the real step."""
+        if self.gain_s is None or not self.real_step_s:
+            return None
+        return self.gain_s / self.real_step_s
+
+    @property
+    def speedup(self) -> Optional[float]:
+        """How many times as fast every rank would train with the suspect's loader free."""
+        if not self.real_step_s or not self.free_step_s:
+            return None
+        return self.real_step_s / self.free_step_s
+
+    def headline(self) -> str:
+        s = self.suspect
+        steps = f"{fmt_seconds(self.real_step_s)} → {fmt_seconds(self.free_step_s)}"
+        if self.proven:
+            return (
+                f"rank {s} is a straggler, proven: with rank {s}'s loader free, every rank's "
+                f"step {steps} ({fmt_times(self.speedup)} as fast)."
+            )
+        said = "whatever the skew says" if self.named_by_skew else "the rank that waits most"
+        lo = self.gain_ci[0]
+        if lo is not None and lo > 0 and self.control is not None:
+            why = (
+                f"no more than with rank {self.control}'s loader free "
+                f"({fmt_seconds(self.control_step_s)}): the ranks load alike"
+            )
+        else:
+            why = "no recovery"
+        return (
+            f"rank {s} is not a straggler ({said}): with rank {s}'s loader free, every "
+            f"rank's step {steps}, {why}."
+        )
+
+    def facts(self) -> Facts:
+        def ci(pair: tuple[Optional[float], Optional[float]]) -> str:
+            lo, hi = pair
+            return f" (95% CI {fmt_seconds(lo)} to {fmt_seconds(hi)})" if lo is not None else ""
+
+        facts = [
+            Fact(
+                "gain",
+                "gain",
+                f"{fmt_seconds(self.gain_s)} a step for every rank{ci(self.gain_ci)}, "
+                f"{fmt_pct(self.gain_share)} of a step",
+            )
+        ]
+        if self.control is not None:
+            facts.append(
+                Fact(
+                    "control",
+                    "control",
+                    f"with rank {self.control}'s loader free instead, every rank's step "
+                    f"{fmt_seconds(self.control_step_s)}; rank {self.suspect}'s gain over "
+                    f"that: {fmt_seconds(self.excess_s)}{ci(self.excess_ci)}",
+                )
+            )
+        facts.append(
+            Fact(
+                "blocks",
+                "blocks",
+                f"{self.pairs} blocks an arm (all loaders real; rank {self.suspect}'s cached"
+                + (f"; rank {self.control}'s cached" if self.control is not None else "")
+                + "), A B C C B A",
+            )
+        )
+        columns = ["rank", "step", f"rank {self.suspect}'s loader free"]
+        if self.control is not None:
+            columns.append(f"rank {self.control}'s loader free")
+        rows = tuple(
+            (
+                f"{r}{' (suspect)' if r == self.suspect else ''}",
+                *(fmt_seconds(steps.get(a)) for a in ARMS[: len(columns) - 1]),
+            )
+            for r, steps in sorted(self.rank_step_s.items())
+        )
+        return Facts(
+            kind="ranks",
+            title="Straggler proof",
+            headline=self.headline(),
+            facts=tuple(facts),
+            columns=tuple(columns),
+            rows=rows,
+        )
+
+
+def _mean_ci(xs: list[float]) -> tuple[Optional[float], tuple[Optional[float], Optional[float]]]:
+    """The mean of ``xs`` and its 95 % t-interval (None with fewer than two)."""
+    if not xs:
+        return None, (None, None)
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, (None, None)
+    half = t975(len(xs) - 1) * (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    half /= len(xs) ** 0.5
+    return m, (m - half, m + half)
+
+
+def straggler_proof(
+    blocks: dict[int, Sequence[Sequence[Any]]],
+    suspect: int,
+    control: Optional[int] = None,
+    named_by_skew: bool = False,
+) -> StragglerProof:
+    """Judge the proof's pass from every rank's measured blocks (``(arm, steps, span_ns)``
+    each, in the pass's order): the fleet's step in a block is the mean over ranks of
+    their mean steps in it (DDP keeps them equal), and block *k* of one arm is paired
+    with block *k* of the others."""
+    n = min((len(b) for b in blocks.values()), default=0)
+    fleet: list[tuple[str, float]] = []
+    for k in range(n):
+        arm = str(blocks[min(blocks)][k][0])
+        means = [b[k][2] / b[k][1] / 1e9 for b in blocks.values() if b[k][1]]
+        if means:
+            fleet.append((arm, sum(means) / len(means)))
+    by_arm = {a: [s for arm, s in fleet if arm == a] for a in ARMS}
+    real, free, ctrl = by_arm["real"], by_arm[FREE], by_arm[CONTROL]
+    out = StragglerProof(
+        suspect=suspect,
+        control=control,
+        named_by_skew=named_by_skew,
+        block_step_s=fleet,
+        rank_step_s={
+            r: {
+                arm: sum(x[2] for x in mine) / sum(x[1] for x in mine) / 1e9
+                for arm in ARMS
+                if (mine := [x for x in b if x[0] == arm and x[1]])
+            }
+            for r, b in sorted(blocks.items())
+        },
+    )
+    out.real_step_s, out.free_step_s, out.control_step_s = (
+        sum(xs) / len(xs) if xs else None for xs in (real, free, ctrl)
+    )
+    out.gain_s, out.gain_ci = _mean_ci([a - b for a, b in zip(real, free)])
+    out.excess_s, out.excess_ci = _mean_ci([a - b for a, b in zip(ctrl, free)])
+    step = out.real_step_s or 0.0
+
+    def clears(mean: Optional[float], ci: tuple[Optional[float], Optional[float]]) -> bool:
+        lo = ci[0]
+        return mean is not None and lo is not None and lo > 0 and mean >= MIN_GAIN_SHARE * step
+
+    out.proven = clears(out.gain_s, out.gain_ci) and (
+        control is None or clears(out.excess_s, out.excess_ci)
+    )
+    return out
+
+
+def prove_straggler(
+    loader: Any,
+    run_once: Callable[[Any], None],
+    ranks: RanksResult,
+    settings: Optional[RunSettings] = None,
+    *,
+    group: Any = None,
+    timeout_s: Optional[float] = None,
+) -> StragglerProof:
+    """Prove or clear the straggler ``ranks`` suspects (:attr:`RanksResult.suspect`:
+    :func:`gather_pair`'s straggler, else the rank that waits most), by a counterfactual:
+    call it on every rank after :func:`gather_pair`, with the same loader and loop.
+
+    It runs ``run_once`` once more, over one epoch of ``loader``, in blocks of three arms
+    in A B C C B A order: in the ``real`` blocks every rank serves its loader's batches;
+    in the ``free`` blocks the suspect serves its cached batches (the ideal side's
+    replay: its loader taken out of the job) while every other rank keeps its real
+    loader; in the ``control`` blocks the runner-up (:attr:`RanksResult.runner_up`) does
+    so instead. The suspect is proven the straggler when every rank's step falls in the
+    free blocks (the block-paired 95 % interval of the gain above zero, the gain at least
+    :data:`MIN_GAIN_SHARE` of the step) and falls further than in the control blocks (the
+    same test of the difference): among ranks that load alike, freeing any one shortens
+    the step a little, as the step waits for whichever rank's batch is late. The gain,
+    with its interval, is what freeing the suspect's loader buys the whole job. If the
+    step does not recover, the suspect is not a straggler, whatever the skew said.
+    ``settings`` (default :class:`RunSettings`'s) gives the steps per arm (warm-up
+    included), ``warmup``, ``num_cached_batches`` and ``cache_on``; no run log is written.
+
+    The ranks agree first, through the process group's store: the suspect and the
+    control are rank 0's, the plan is made from the smallest epoch and the deepest queue
+    of every rank, so every rank's loop runs the same number of steps. Every rank gets
+    the same :class:`StragglerProof`; rank 0 usually prints it.
+
+    Raises :class:`~loadeval_nb.LoadEvalError` when ``torch.distributed`` is not
+    initialised, when ``ranks`` suspects no rank, when the ranks' settings differ or the
+    epoch is too short for blocks, and re-raises what ``run_once`` raised (after a line
+    on stderr, so that torchrun stops the other ranks).
+    """
+    where = dist_rank()
+    if where is None:
+        raise LoadEvalError(
+            "prove_straggler needs torch.distributed: call dist.init_process_group() first "
+            "(torchrun sets up the environment it reads)."
+        )
+    if not isinstance(ranks, RanksResult):
+        raise LoadEvalError(
+            "prove_straggler takes the ranks' first measurement: pass ranks=gather_pair(result)."
+        )
+    settings = settings or RunSettings()
+    if not isinstance(settings.steps, int):
+        raise LoadEvalError(
+            f"prove_straggler needs a number of steps per arm, not steps={settings.steps!r}; "
+            "pass RunSettings(steps=200)."
+        )
+    mine = {
+        "suspect": ranks.suspect,
+        "control": ranks.runner_up if ranks.runner_up != ranks.suspect else None,
+        "depth": queue_depth(loader),
+        "len": safe_len(loader),
+        "steps": settings.steps,
+        "warmup": settings.warmup,
+        "cache": settings.num_cached_batches,
+    }
+    agreed = agree("plan of the straggler proof", mine, timeout_s) or [mine]
+    for key in ("steps", "warmup", "cache"):
+        odd = next((r for r, a in enumerate(agreed) if a[key] != agreed[0][key]), None)
+        if odd is not None:
+            raise LoadEvalError(
+                f"Rank {odd} proves with {key}={agreed[odd][key]!r} where rank 0 has "
+                f"{agreed[0][key]!r}: give every rank the same settings."
+            )
+    # rank 0's word: every rank replays on the same ranks
+    suspect, control = agreed[0]["suspect"], agreed[0]["control"]
+    if suspect is None:
+        raise LoadEvalError(
+            "No rank to put to the proof: the first measurement has no real run on any rank; "
+            "measure the pair first (run_pair, then gather_pair)."
+        )
+    depth = max(a["depth"] for a in agreed)
+    lens = [a["len"] for a in agreed if a["len"] is not None]
+    epoch = min(lens) if lens else None
+    warmup, cached = settings.warmup, settings.num_cached_batches
+    arms = ARMS if control is not None else ARMS[:2]
+    plan = plan_proof(settings.steps, warmup, cached, depth, epoch, arms)
+    try:
+        spans = run_pass(
+            loader,
+            run_once,
+            plan,
+            replay_in={suspect: FREE, control: CONTROL}.get(where[0]),
+            num_cached_batches=cached,
+            cache_on=settings.cache_on,
+        )
+    except BaseException as e:
+        print(
+            f"loadeval_nb: rank {where[0]} stops: its straggler proof's pass failed "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); if another "
+            "rank failed first, its traceback holds the cause.",
+            file=sys.stderr,
+        )
+        raise
+    import torch.distributed as dist
+
+    payload = (where[0], [(b.arm, b.steps, b.span_ns) for b in spans])
+    gathered: list[Any] = (
+        [None] * where[1] if group is None else [None] * dist.get_world_size(group)
+    )
+    agree("gathering of the straggler proof", where[0], timeout_s)
+    dist.all_gather_object(gathered, payload, group=group)
+    blocks = {int(g[0]): g[1] for g in gathered if g is not None}
+    return straggler_proof(blocks, suspect, control, named_by_skew=ranks.straggler == suspect)
 
 
 RANK_LOG = re.compile(r"^(?P<job>.+)-(?P<side>real|ideal)-rank(?P<rank>\d+)(?P<again>-\d+)?\.json$")

@@ -230,3 +230,177 @@ def test_a_rank_whose_loader_is_slower_is_a_straggler():
     fast = list(2 + rng.normal(0, 0.3, 300))
     res = ranks_result([_rank(0, fast, 32, 2), _rank(1, slow, 64, 2)])
     assert res.straggler == 1
+
+
+# -- the straggler proof: judged from blocks, served by a pass (no processes) ----------------
+
+
+def _blocks(real_ms, free_ms, control_ms=None, pairs=8, noise_ms=0.3, seed=0):
+    """A rank's measured blocks, A B C C B A, ``(arm, steps, span_ns)`` as gathered."""
+    rng = random.Random(seed)
+    arms = ("real", "free") if control_ms is None else ("real", "free", "control")
+    ms = {"real": real_ms, "free": free_ms, "control": control_ms}
+    out = []
+    for k in range(pairs):
+        for arm in arms if k % 2 == 0 else arms[::-1]:
+            out.append((arm, 10, int((ms[arm] + rng.uniform(-noise_ms, noise_ms)) * 10 * MS)))
+    return out
+
+
+def test_a_rank_whose_loader_holds_the_fleet_is_proven():
+    from loadeval_nb.core.ranks import straggler_proof
+
+    blocks = {0: _blocks(45, 13, 45), 1: _blocks(45, 13, 45, seed=1)}
+    proof = straggler_proof(blocks, 1, 0, named_by_skew=True)
+    assert proof.proven and proof.suspect == 1 and proof.pairs == 8 and proof.world_size == 2
+    assert proof.real_step_s == pytest.approx(0.045, abs=4e-4)
+    assert proof.free_step_s == pytest.approx(0.013, abs=4e-4)
+    assert proof.control_step_s == pytest.approx(0.045, abs=4e-4)
+    lo, hi = proof.gain_ci
+    assert 0.031 < lo < proof.gain_s < hi < 0.033
+    assert 0.031 < proof.excess_ci[0] < proof.excess_s
+    assert proof.speedup == pytest.approx(45 / 13, rel=0.03)
+    assert set(proof.rank_step_s) == {0, 1}
+    assert set(proof.rank_step_s[0]) == {"real", "free", "control"}
+    text = proof.text()
+    assert "rank 1 is a straggler, proven: with rank 1's loader free, every rank's step" in text
+    assert "1 (suspect)" in text and "rank 1's loader free" in text
+    assert "with rank 0's loader free instead, every rank's step 4" in text
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_fleet_that_does_not_recover_clears_the_suspect(named):
+    from loadeval_nb.core.ranks import straggler_proof
+
+    proof = straggler_proof({0: _blocks(20, 20, 20), 1: _blocks(20, 20, 20, seed=1)}, 0, 1, named)
+    assert not proof.proven
+    assert proof.gain_ci[0] < 0 < proof.gain_ci[1]
+    said = "whatever the skew says" if named else "the rank that waits most"
+    assert f"rank 0 is not a straggler ({said})" in proof.text()
+    assert "no recovery" in proof.text()
+
+
+def test_ranks_that_load_alike_gain_alike_and_none_is_a_straggler():
+    from loadeval_nb.core.ranks import straggler_proof
+
+    # freeing either rank's loader takes 2.5 ms off (the step waits for whichever rank's
+    # batch is late): a real gain, 9 % of the step, but no more than the control's
+    blocks = {0: _blocks(27, 24.5, 24.5, seed=2), 1: _blocks(27, 24.5, 24.5, seed=3)}
+    proof = straggler_proof(blocks, 0, 1)
+    assert proof.gain_ci[0] > 0 and proof.gain_share > 0.05 and not proof.proven
+    assert "no more than with rank 1's loader free (24." in proof.text()
+    assert "the ranks load alike" in proof.text()
+    # without the control, the same gain would have named it
+    assert straggler_proof({0: _blocks(27, 24.5)}, 0).proven
+
+
+def test_a_gain_too_small_to_matter_proves_nothing():
+    from loadeval_nb.core.ranks import straggler_proof
+
+    # 2 % of the step, pinned down tightly: real, but under the 5 % a straggler must cost
+    proof = straggler_proof({0: _blocks(50, 49, noise_ms=0.01)}, 0)
+    assert proof.gain_ci[0] > 0 and not proof.proven
+
+
+def test_one_pair_of_blocks_has_no_interval_and_proves_nothing():
+    from loadeval_nb.core.ranks import straggler_proof
+
+    proof = straggler_proof({0: _blocks(45, 13, pairs=1)}, 0)
+    assert proof.gain_s and proof.gain_ci == (None, None) and not proof.proven
+
+
+def test_the_suspect_is_the_straggler_else_the_rank_that_waits_most():
+    from loadeval_nb.core._shared import ranks_result
+
+    slow = ranks_result([rank(0, 0.2), rank(1, 32.0), rank(2, 5.0)])
+    assert (slow.suspect, slow.runner_up) == (1, 2)
+    equal = ranks_result([rank(0, 0.5), rank(1, 0.5)])
+    assert equal.straggler is None and equal.suspect == equal.slowest is not None
+    assert {equal.suspect, equal.runner_up} == {0, 1}
+
+
+def _plan():
+    from loadeval_nb.core.explore.straggler import ARMS
+    from loadeval_nb.core.measure.blocks import BlockPlan
+
+    return BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=ARMS)
+
+
+@pytest.mark.parametrize("replay_in", ["free", "control", None])
+def test_the_pass_serves_cached_batches_in_its_rank_s_arm_only(clock, replay_in):
+    from loadeval_nb.core.explore.straggler import run_pass
+
+    # real(3 warm-up + 4), free(1 + 4), control(1 + 4), control(4), free(1 + 4), real(1 + 4)
+    plan = _plan()
+    assert plan.total_steps == 31
+    assert plan.order() == ["real", "free", "control", "control", "free", "real"]
+    served = []
+
+    def run_once(batches):
+        assert batches.mode == "straggler" and len(batches) == 31
+        assert batches.append == loader.append  # the loader's own attributes pass through
+        for b in batches:
+            served.append(b)
+            clock.advance((3 if b < 2 else 10) * MS)  # a cached batch's step: 3 ms
+
+    loader = list(range(100))
+    blocks = run_pass(
+        loader, run_once, plan, replay_in=replay_in, num_cached_batches=2, clock=clock
+    )
+    assert [(b.arm, b.steps) for b in blocks] == [
+        ("real", 4),
+        ("free", 4),
+        ("control", 4),
+        ("control", 4),
+        ("free", 4),
+        ("real", 4),
+    ]
+    cached = [b.arm == replay_in for b in blocks]
+    assert [b.step_s for b in blocks] == [0.003 if c else 0.010 for c in cached]
+    if replay_in is None:
+        assert served == list(range(31))
+    else:  # its arm's blocks cycle over the 2 cached batches; the loader drew the rest
+        replayed = 10 if replay_in == "free" else 9  # (a block's left-out steps too)
+        assert served.count(0) + served.count(1) == 2 + replayed
+        assert sorted(set(served)) == list(range(31 - replayed))
+
+
+def test_a_loop_that_leaves_early_keeps_the_blocks_it_finished(clock):
+    from loadeval_nb.core.explore.straggler import run_pass
+
+    def run_once(batches):
+        for i, _ in enumerate(batches):
+            clock.advance(MS)
+            if i == 10:  # in the second block
+                break
+
+    blocks = run_pass(
+        list(range(100)), run_once, _plan(), replay_in="free", num_cached_batches=2, clock=clock
+    )
+    assert [b.arm for b in blocks] == ["real"]
+
+
+def test_the_pass_is_one_loop():
+    from loadeval_nb.core.explore.straggler import run_pass
+
+    def twice(batches):
+        list(batches)
+        list(batches)
+
+    with pytest.raises(LoadEvalError, match="iterated twice"):
+        run_pass(list(range(100)), twice, _plan(), replay_in=None, num_cached_batches=2)
+
+
+def test_an_empty_loader_is_one_sentence():
+    from loadeval_nb.core.explore.straggler import run_pass
+
+    with pytest.raises(LoadEvalError, match="produced no batches"):
+        run_pass([], list, _plan(), replay_in="free", num_cached_batches=2)
+
+
+def test_prove_straggler_needs_a_process_group():
+    from loadeval_nb.core._shared import ranks_result
+    from loadeval_nb.ranks import prove_straggler
+
+    with pytest.raises(LoadEvalError, match="needs torch.distributed"):
+        prove_straggler([1, 2], list, ranks_result([rank(0, 1.0)]))

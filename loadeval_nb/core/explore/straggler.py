@@ -1,0 +1,213 @@
+"""The straggler proof's pass on one rank: the user's loop run once over blocks of three
+arms in A B C C B A order: ``real`` (every rank serves its loader's batches), ``free``
+(the suspected rank alone serves its cached batches: its loader taken out of the job)
+and ``control`` (the runner-up alone does).
+
+Every rank runs the same plan (a :class:`~..measure.blocks.BlockPlan` with the arms
+:data:`ARMS`, agreed by :func:`loadeval_nb.ranks.prove_straggler` before the pass), so
+every rank hands its loop the same number of batches and DDP's all-reduce meets every
+step; a rank replays in one arm at most, and serves its real loader in the others. The
+fleet's step in a ``free`` block is the step the job would take if the suspect's loader
+cost nothing; in a ``control`` block, if the runner-up's did. Among ranks that load
+alike, freeing any one of them shortens the step a little (the step waits for whichever
+rank's batch is late): the control arm is what tells that from a straggler.
+
+As in the interleaved pair: the pass begins with ``warmup`` real steps (a replaying
+rank's cache filled from them, copied as the replay cache copies); the steps a block
+leaves out at its start (``drain`` at a real block after another arm's: the queue a
+replaying rank's workers filled meanwhile; ``settle`` at the start of another arm's
+block) are served but not measured.
+Each block is timed as one span, from its first measured step to the loop's next
+``next()``, with CUDA's queue drained at both edges (no step is synchronised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
+
+from .._env import cuda_synchronize
+from ..errors import LoadEvalError
+from ..measure.blocks import MAX_BLOCKS, MIN_BLOCK, MIN_BLOCKS, BlockPlan, plan_blocks
+from ..measure.cache import ReplayCache, nothing_to_measure
+from ..measure.loader import end_prepared_epoch, shutdown_source
+from ..measure.timing import DEFAULT_CLOCK, Clock
+
+FREE = "free"
+"""The arm in which the suspect serves its cached batches (every other rank its loader)."""
+CONTROL = "control"
+"""The arm in which the runner-up serves its cached batches (every other rank its loader)."""
+ARMS = ("real", FREE, CONTROL)
+
+
+def plan_proof(
+    steps: int,
+    warmup: int,
+    num_cached_batches: int,
+    depth: int,
+    loader_len: Optional[int],
+    arms: tuple[str, ...] = ARMS,
+) -> BlockPlan:
+    """The proof's plan: the interleaved pair's (:func:`~..measure.blocks.plan_blocks`,
+    ``steps`` per arm, the whole pass within an epoch of ``loader_len``), except that
+    every change of arm leaves out ``drain`` steps: at the start of every arm some rank
+    goes back to its real loader after replaying (its workers' queue full). Raises
+    :class:`LoadEvalError` when the steps or the epoch are too few for blocks."""
+    for n in range(MAX_BLOCKS, MIN_BLOCKS - 1, -2):
+        plan = plan_blocks(steps, warmup, num_cached_batches, depth, loader_len, n, arms)
+        if plan is None:
+            continue
+        plan = replace(plan, settle=plan.drain)
+        while loader_len is not None and plan.total_steps > loader_len and plan.block > MIN_BLOCK:
+            plan = replace(plan, block=plan.block - 1)
+        if loader_len is None or plan.total_steps <= loader_len:
+            return plan
+    first, drain = max(warmup, num_cached_batches, 1), 2 * depth + 1
+    need = BlockPlan(first, MIN_BLOCK, MIN_BLOCKS, drain, drain, arms).total_steps
+    have = (
+        f"an epoch of the loader has {loader_len} batches"
+        if loader_len is not None and loader_len < need
+        else f"{steps} steps an arm are too few"
+    )
+    raise LoadEvalError(
+        f"Cannot prove a straggler: {have}, and {MIN_BLOCKS} blocks of {MIN_BLOCK} steps in "
+        f"each of its {len(arms)} arms need {need}; pass more steps (RunSettings(steps=...)) "
+        "or a loader with a longer epoch."
+    )
+
+
+@dataclass(frozen=True)
+class BlockSpan:
+    """One measured block of the pass on one rank: its arm, its measured steps and their
+    span (ns)."""
+
+    arm: str
+    steps: int
+    span_ns: int
+
+    @property
+    def step_s(self) -> float:
+        """The block's mean step (seconds)."""
+        return self.span_ns / self.steps / 1e9
+
+
+class StragglerPass:
+    """The loader the loop gets for the proof's pass (``mode = "straggler"``): it serves
+    ``plan``'s blocks, cached batches in the blocks of arm ``replay_in`` (``free`` on the
+    suspect, ``control`` on the runner-up, None elsewhere), its loader's batches
+    otherwise, and ends after ``plan.total_steps`` steps. Other attributes (``dataset``,
+    ``sampler``, ``batch_size``, ...) are the loader's."""
+
+    mode = "straggler"
+
+    def __init__(
+        self,
+        loader: Any,
+        plan: BlockPlan,
+        *,
+        replay_in: Optional[str],
+        num_cached_batches: int,
+        cache_on: str = "host",
+        clock: Optional[Clock] = None,
+    ) -> None:
+        self.dataloader = loader
+        self.plan = plan
+        self.replay_in = replay_in
+        self.cache = ReplayCache(num_cached_batches, cache_on=cache_on)
+        self.clock: Clock = clock or DEFAULT_CLOCK
+        self.blocks: list[BlockSpan] = []
+        """The blocks measured so far, in the pass's order."""
+        self._iterated = False
+
+    def __len__(self) -> int:
+        return self.plan.total_steps
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "dataloader" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["dataloader"], name)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._iterated:
+            raise LoadEvalError(
+                "The straggler proof's loader was iterated twice: its pass is one loop over "
+                "it; run one epoch of the training loop in run_once."
+            )
+        self._iterated = True
+        return self._pass()
+
+    def _pass(self) -> Generator[Any, None, None]:
+        clock, cache, replay_in = self.clock, self.cache, self.replay_in
+        replay = replay_in is not None
+        src = iter(self.dataloader)
+        exhausted = False
+        try:
+            if replay:
+                cache.start(self.dataloader)
+            cached: list[Any] = []
+            j = 0
+            for arm, n, skip in self.plan.block_steps():
+                cached_arm = arm == replay_in
+                t0 = 0
+                for i in range(n):
+                    if i == skip:
+                        if replay and not cache.ready:
+                            cache.seal()
+                            cached = cache.batches
+                        cuda_synchronize()
+                        t0 = clock()
+                    if cached_arm:
+                        batch = cached[j % len(cached)]
+                        j += 1
+                    else:
+                        try:
+                            batch = next(src)
+                        except StopIteration:
+                            exhausted = True
+                            if not self.blocks and i == 0:
+                                raise LoadEvalError(nothing_to_measure(self.dataloader)) from None
+                            return
+                        if replay and not cache.full:
+                            cache.add(batch)
+                    yield batch
+                cuda_synchronize()
+                self.blocks.append(BlockSpan(arm, n - skip, clock() - t0))
+        finally:
+            if replay and cache.ready:
+                cache.check_mutation()
+            if not exhausted and not getattr(self.dataloader, "persistent_workers", False):
+                shutdown_source(src)  # the pass ends before the epoch: its workers go now
+            end_prepared_epoch(self.dataloader)
+            del src
+
+    def release(self) -> None:
+        """Let go of the cached batches."""
+        self.cache.release()
+
+
+def run_pass(
+    loader: Any,
+    run_once: Callable[[Any], None],
+    plan: BlockPlan,
+    *,
+    replay_in: Optional[str],
+    num_cached_batches: int,
+    cache_on: str = "host",
+    clock: Optional[Clock] = None,
+) -> list[BlockSpan]:
+    """Run ``run_once`` once over a :class:`StragglerPass` and return its measured blocks
+    (the cache let go of, whatever happens). Raises what ``run_once`` raises."""
+    wrapper = StragglerPass(
+        loader,
+        plan,
+        replay_in=replay_in,
+        num_cached_batches=num_cached_batches,
+        cache_on=cache_on,
+        clock=clock,
+    )
+    try:
+        run_once(wrapper)
+        return list(wrapper.blocks)
+    finally:
+        wrapper.release()
