@@ -13,7 +13,7 @@ import time
 from typing import Any, Optional
 
 from ...core.errors import LoadEvalError, OptionError
-from .launch import Signalled, stop_on_signals
+from .launch import Signalled, launcher_rank, stop_on_signals
 from .options import option_sentence, script_settings
 from .run import ScriptHooks, ScriptResult, run_script
 from .spec import MEASURES
@@ -28,10 +28,12 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
     the exit status: 0 with a verdict, 1 when the script failed, ``128 + n`` when signal
     ``n`` stopped it. :class:`LoadEvalError` for a bad option (the caller's exit 2)."""
     settings, ranks = script_settings(args)
+    launcher = launcher_rank()  # one rank of a job the user's own launcher started
 
     class Say(ScriptHooks):
         def side_started(self, which: str, log_dir: str, stamp: str) -> None:
-            print(f"loadeval_nb: {MEASURES[which]} ...", file=sys.stderr, flush=True)
+            if launcher is None or launcher.rank == 0:  # one line a job, not one a rank
+                print(f"loadeval_nb: {MEASURES[which]} ...", file=sys.stderr, flush=True)
 
     with stop_on_signals() as stop:
         started = time.time()
@@ -44,6 +46,7 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
                 loader_from=args.loader_from,
                 timeout_s=args.timeout,
                 hooks=Say(),
+                launcher=launcher,
             )
         except OptionError as e:
             raise LoadEvalError(option_sentence(e)) from None
@@ -95,7 +98,14 @@ def _stopped(by: str, log_dir: Optional[str], started: float) -> str:
 def _say_result(args: argparse.Namespace, target: list[str], result: ScriptResult) -> int:
     if not result.ok:
         print(f"loadeval_nb: {result.error}", file=sys.stderr)
-        return 1
+        return (result.exit_code or 1) if result.rank is not None else 1
+    if result.rank:  # another rank than rank 0 of the user's launcher: where its logs are
+        print(
+            f"loadeval_nb: rank {result.rank} measured its pair; its run logs are in "
+            f"{result.log_dir}, and rank 0 prints the ranks' report.",
+            file=sys.stderr,
+        )
+        return 0
     print(result.text(CLI))
     for note in result.notes:
         print(f"loadeval_nb: note: {note}", file=sys.stderr)

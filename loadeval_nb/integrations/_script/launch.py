@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import psutil
+
+from ...core.errors import LoadEvalError
+from .spec import ENV as CHILD_ENV
 
 CHILD_MODULE = "loadeval_nb.integrations._script.child"
 GRACE_S = 60.0
@@ -137,6 +142,97 @@ class Torchrun:
         if not host or not port.isdigit():
             host, port = str(self.rdzv_endpoint), str(DEFAULT_PORT)
         return f"{host}:{int(port) + (1 if side == 'ideal' else 0)}"
+
+
+@dataclass(frozen=True)
+class LauncherRank:
+    """This process is one rank of a job the user's own launcher started (``torchrun``,
+    ``accelerate launch``, ``srun``, a Kubernetes PyTorchJob): ``RANK`` and ``WORLD_SIZE``
+    are set, and not by ``--nproc-per-node`` (whose ranks run the child, never the
+    command). Its child runs the script with this environment, so the script's
+    ``init_process_group`` joins the launcher's job exactly as it would without us."""
+
+    rank: int
+    world_size: int
+    job: str
+    """The job's id in every rank's log names, alike on every rank (:func:`job_id`)."""
+    own_folders: bool = False
+    """The ranks are known to run on several machines (or pods), each with its own
+    temporary folder: they need a ``--log-dir`` they share."""
+
+    def default_log_dir(self) -> str:
+        """Where the ranks write without ``--log-dir``: one folder per job in the temporary
+        folder, the same path on every rank of one machine (kept: it is the job's)."""
+        return os.path.join(tempfile.gettempdir(), f"loadeval-run-{self.job}")
+
+
+def job_id(environ: Mapping[str, str]) -> str:
+    """The job's id, from what the launcher set alike on every rank: torchrun's
+    ``TORCHELASTIC_RUN_ID`` (its ``--rdzv-id``; a fresh one on one node), else SLURM's
+    ``SLURM_JOB_ID`` (``.SLURM_STEP_ID`` after it inside a job step), else, for
+    torchrun's ``none`` on one node (``accelerate launch``), the name of torchrun's agent
+    folder, else ``MASTER_ADDR-MASTER_PORT``; only characters a file name takes."""
+    run_id = environ.get("TORCHELASTIC_RUN_ID", "")
+    job = ""
+    if run_id and run_id != "none":
+        job = run_id
+    elif environ.get("SLURM_JOB_ID"):
+        step = environ.get("SLURM_STEP_ID", "")
+        job = f"{environ['SLURM_JOB_ID']}.{step}" if step else environ["SLURM_JOB_ID"]
+    elif environ.get("LOCAL_WORLD_SIZE") == environ.get("WORLD_SIZE"):
+        # torchrun's agent names a folder of its own per job: every local rank's error
+        # file is in it (``.../none_k2j3x/attempt_0/1/error.json``)
+        agent = re.search(r"([^/]+)/attempt_\d+/\d+/error\.json$", environ.get(ERROR_FILE, ""))
+        job = agent.group(1) if agent else ""
+    if not job and environ.get("MASTER_ADDR") and environ.get("MASTER_PORT"):
+        job = f"{environ['MASTER_ADDR']}-{environ['MASTER_PORT']}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", job)[:64] or "job"
+
+
+ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
+
+
+def launcher_rank(environ: Optional[Mapping[str, str]] = None) -> Optional[LauncherRank]:
+    """The rank this process is of a job its launcher started, or None (no ``RANK`` and
+    ``WORLD_SIZE``, or a child of our own). :class:`LoadEvalError` for values that name
+    no rank."""
+    environ = os.environ if environ is None else environ
+    rank, world = environ.get("RANK"), environ.get("WORLD_SIZE")
+    if rank is None or world is None or environ.get(CHILD_ENV):
+        return None
+    if not (rank.isdigit() and world.isdigit() and int(rank) < int(world)):
+        raise LoadEvalError(
+            f"RANK={rank!r} and WORLD_SIZE={world!r} name no rank of a job (a number below "
+            "the number of ranks); set them as your launcher does, or unset both."
+        )
+
+    def count(name: str) -> int:
+        value = environ.get(name, "")
+        return int(value) if value.isdigit() else 0
+
+    local = count("LOCAL_WORLD_SIZE")
+    own = (
+        count("GROUP_WORLD_SIZE") > 1
+        or 0 < local < int(world)
+        or max(count("SLURM_STEP_NUM_NODES"), count("SLURM_NNODES")) > 1
+        or (bool(environ.get("KUBERNETES_SERVICE_HOST")) and local != int(world))  # pods
+    )
+    return LauncherRank(int(rank), int(world), job_id(environ), own_folders=own)
+
+
+def wait_until(done: Callable[[], bool], timeout_s: float, poll_s: float = 0.2) -> bool:
+    """Poll ``done()`` until it is true (True) or ``timeout_s`` has passed (False); a stop
+    signal :func:`stop_on_signals` recorded raises :class:`Signalled`."""
+    end = time.monotonic() + timeout_s
+    while True:
+        if done():
+            return True
+        signum = _requested()
+        if signum is not None:
+            raise Signalled(signum)
+        if time.monotonic() > end:
+            return False
+        time.sleep(poll_s)
 
 
 def command(target: Sequence[str], side: str, ranks: Optional[Torchrun]) -> list[str]:

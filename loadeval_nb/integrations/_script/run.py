@@ -5,6 +5,8 @@ status files) and is never in their process group."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -15,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from ...core._shared import TUNABLE, Reported, check_writable_dir
+from ...core._shared import TUNABLE, Reported, check_writable_dir, write_text_atomic
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
 from ...core.ranks import RanksResult, gather_logs
 from ...core.record import Run, load_run
 from ...core.verdict import Diagnosis, Facts, diagnose
 from ..trackers import check_log_to, log_result
-from .launch import Ended, Torchrun, command, run_side
+from .launch import Ended, LauncherRank, Torchrun, command, run_side, wait_until
 from .loaders import parse_loader_from
 from .options import SCRIPT_TRAINER
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
@@ -33,6 +35,9 @@ the notebook's rerun panel): ``rebuild_loader``'s, which core keeps to itself.""
 DEFAULT_TIMEOUT_S = 1800.0
 """How long one side may run before its steps are measured (a hung script, a deadlock
 between ranks) before it is stopped."""
+GATHER_S = 300.0
+"""Under a launcher, how long rank 0 waits for the other ranks' logs once its own are
+written (``gather_pair``'s wait for the ranks, from outside the process group)."""
 
 
 class ScriptHooks:
@@ -69,6 +74,12 @@ class ScriptResult(Reported):
     notes: list[str] = field(default_factory=list)
     """What the user should know beside the verdict (the script ended a pass itself, a
     process that had to be stopped)."""
+    rank: Optional[int] = None
+    """This process's rank, when the user's own launcher started it as one rank of a job
+    (``launcher``): rank 0's result holds the ranks', another rank's its own pair."""
+    exit_code: Optional[int] = None
+    """Under a launcher, the status this rank exits with when it has no verdict: the
+    script's own (``128 + n`` for signal ``n``), 1 where the script did not fail."""
 
     @property
     def ok(self) -> bool:
@@ -147,6 +158,7 @@ def run_script(
     env: Optional[dict[str, str]] = None,
     loader_changes: Optional[dict[str, Any]] = None,
     loader_from: Optional[str] = None,
+    launcher: Optional[LauncherRank] = None,
 ) -> ScriptResult:
     """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
     ARGS...]``) as it is: a fresh child process runs it with its training loader
@@ -163,6 +175,11 @@ def run_script(
     with those settings instead (``rebuild_loader``'s; the notebook's rerun panel).
     ``loader_from`` (``MODULE:NAME``) names the loader to measure, any iterable (its class,
     or the object), where the rule finds only the loaders ``docs/scripts.md`` lists.
+    ``launcher`` (:func:`~.launch.launcher_rank`): this process is one rank of the user's
+    own launcher's job; its one child measures the pair with the rank's environment (its
+    process group is the job's), every rank writes its logs to the folder they share, and
+    rank 0 waits (at most :data:`GATHER_S`, or ``timeout_s`` if shorter) for the other
+    ranks' and gathers them (``docs/torchrun.md``).
 
     Raises :class:`LoadEvalError` for a bad option or script path, before anything
     runs; a script that fails, exits or never iterates a DataLoader comes back as the
@@ -180,7 +197,9 @@ def run_script(
         )
     if settings.repeat != 1 or settings.only is not None:
         raise LoadEvalError("repeat and only do not apply to a script's run; leave them out.")
-    if ranks is not None and settings.auto:
+    if launcher is not None:
+        _check_launcher(launcher, ranks, settings)
+    if (ranks is not None or launcher is not None) and settings.auto:
         raise OptionError(
             "steps",
             "='auto' stops each rank on its own, which desynchronises the ranks' collectives; "
@@ -201,35 +220,166 @@ def run_script(
     check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
     if timeout_s is not None and not timeout_s > 0:
         raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
-    keep = bool(settings.log_dir)
-    log_dir = settings.log_dir or tempfile.mkdtemp(prefix="loadeval-run-")
+    keep = bool(settings.log_dir) or launcher is not None  # (the job's folder is shared)
+    log_dir = settings.log_dir or (
+        launcher.default_log_dir() if launcher else tempfile.mkdtemp(prefix="loadeval-run-")
+    )
     if keep:
         check_writable_dir(log_dir, "--log-dir")
     multi = ranks is not None and ranks.nnodes > 1
     stamp = (
         re.sub(r"[^A-Za-z0-9_.-]+", "_", str(ranks.rdzv_id))
         if multi and ranks is not None
+        else launcher.job
+        if launcher is not None
         else time.strftime("%Y%m%d-%H%M%S")
     )
     label = label_of(target)
     result = ScriptResult(target=target, label=label, log_dir=log_dir)
+    if launcher is not None:
+        result.rank = launcher.rank
+        with contextlib.suppress(FileNotFoundError):  # an earlier run's, of the same job id
+            os.unlink(ended_path(log_dir, stamp, label, launcher.rank))
     # the children's settings, whole: their log folder is this one (a temporary one
     # without --log-dir, which ``temporary`` tells them)
     child = replace(settings, log_dir=log_dir)
-    rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes, loader_from)
+    rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes, loader_from, launcher)
     try:
         why = _run_sides(result, child, stamp, ranks, loader_index, *rest)
-        if why is not None:  # the child found the pass too short for blocks: in turn, said
+        if why is not None and launcher is not None:  # each rank runs the script once
+            result.error, result.failed, result.exit_code = _once(why), "pair", 1
+        elif why is not None:  # the child found the pass too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
             _run_sides(result, replace(child, interleave=False), stamp, ranks, loader_index, *rest)
+        if launcher is not None:
+            _end_rank(result, launcher, stamp, min(GATHER_S, timeout_s or GATHER_S))
     finally:
         kept = result.error is not None and bool(result.log_paths)
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
             shutil.rmtree(log_dir, ignore_errors=True)
             result.log_paths = {}
-    if settings.log_to and result.ok:  # a tracker that fails is a note: the run stands
+    # a tracker that fails is a note: the run stands (under a launcher, rank 0 writes)
+    if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
     return result
+
+
+def _check_launcher(
+    launcher: LauncherRank, ranks: Optional[Torchrun], settings: RunSettings
+) -> None:
+    """One sentence for what a rank of the user's launcher cannot do, before it starts."""
+    here = f"This is rank {launcher.rank} of the {launcher.world_size} your launcher started"
+    if ranks is not None:
+        raise LoadEvalError(
+            f"{here}; leave out --nproc-per-node and --nnodes (your launcher starts the ranks)."
+        )
+    if not settings.interleave:
+        raise LoadEvalError(
+            f"{here}, and each rank runs the script once, in the job's process group; leave out "
+            "--sequential (the sides are measured interleaved, in that one run)."
+        )
+    if launcher.own_folders and not settings.log_dir:
+        raise LoadEvalError(
+            f"{here}, on one of several machines; pass --log-dir a folder every rank can "
+            "write to and rank 0 can read (a shared disk), for rank 0 to gather their logs."
+        )
+
+
+def _once(why: str) -> str:
+    """The sentence for a pass too short for blocks under a launcher: the sides cannot be
+    measured in turn, since each rank runs the script once."""
+    return (
+        f"Cannot interleave: {why}; under your launcher each rank runs the script once, so "
+        "give its training pass more batches or pass fewer --steps or --cache, or measure it "
+        "with --nproc-per-node instead of your launcher (a run per side)."
+    )
+
+
+def _exit_code(ended: Ended) -> int:
+    """A rank's exit status for a side that failed: its child's (the script's), ``128 + n``
+    for signal ``n``, 1 where that says nothing (0, unknown)."""
+    code = ended.returncode
+    if code is not None and code < 0:
+        return 128 - code
+    return code or 1
+
+
+def ended_path(log_dir: str, stamp: str, label: str, rank: int) -> str:
+    """The file a rank of the user's launcher writes beside its run logs once its run has
+    ended (``loadeval-JOB-LABEL-rank1.ended``): the logs it wrote, or why there are none."""
+    return os.path.join(log_dir, f"loadeval-{stamp}-{label}-rank{rank}.ended")
+
+
+def _read_ended(path: str) -> Optional[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None  # not there yet (written whole, by a rename)
+    return value if isinstance(value, dict) else None
+
+
+def _end_rank(result: ScriptResult, launcher: LauncherRank, stamp: str, wait_s: float) -> None:
+    """Under the user's launcher, once this rank's run has ended: say so beside its logs;
+    rank 0 then waits at most ``wait_s`` for every other rank to have said so and gathers
+    their logs (the ranks' report), another rank reads its own pair."""
+    log_dir, label = result.log_dir, result.label
+    own = {k.split("-rank")[0]: p for k, p in result.log_paths.items()}
+    if launcher.rank != 0 and result.error is None:  # its own pair, for its own line
+        result.real, result.ideal = load_run(own["real"]), load_run(own["ideal"])
+        result.diagnosis = diagnose(result.real, result.ideal)
+    write_text_atomic(
+        ended_path(log_dir, stamp, label, launcher.rank),
+        json.dumps(
+            {
+                "rank": launcher.rank,
+                "error": result.error,
+                "logs": {side: os.path.basename(p) for side, p in own.items()},
+            }
+        ),
+    )
+    if result.error is not None or launcher.rank != 0:
+        return
+    ended: dict[int, dict[str, Any]] = {}
+
+    def all_ended() -> bool:
+        for r in range(1, launcher.world_size):
+            if r not in ended:
+                value = _read_ended(ended_path(log_dir, stamp, label, r))
+                if value is None:
+                    return False
+                ended[r] = value
+        return True
+
+    if not wait_until(all_ended, wait_s):
+        missing = [r for r in range(1, launcher.world_size) if r not in ended]
+        result.error, result.exit_code = _missing(missing, log_dir, wait_s, launcher), 1
+        return
+    failed = {r: v for r, v in ended.items() if v.get("error")}
+    if failed:
+        r = min(failed)
+        result.error = f"No ranks' report, since rank {r} measured nothing: {failed[r]['error']}"
+        result.exit_code = 1
+        return
+    found = dict(result.log_paths)
+    for r, value in ended.items():
+        for side, name in value.get("logs", {}).items():
+            found[f"{side}-rank{r}"] = os.path.join(log_dir, name)
+    result.log_paths = dict(sorted(found.items(), key=lambda kv: kv[0].replace("ideal", "~")))
+    result.ranks = gather_logs(list(result.log_paths.values()))
+
+
+def _missing(missing: list[int], log_dir: str, wait_s: float, launcher: LauncherRank) -> str:
+    """The sentence for ranks whose run had not ended when rank 0 stopped waiting."""
+    many = len(missing) > 1
+    names = ", ".join(map(str, missing))
+    return (
+        f"Rank{'s' if many else ''} {names} of {launcher.world_size} had not written "
+        f"{'their' if many else 'its'} run logs to {log_dir} {wait_s:g} s after rank 0 "
+        f"had written its own, so there is no ranks' report (ranks on other machines need a "
+        f"--log-dir they share; python -m loadeval_nb ranks {log_dir} gathers the logs that "
+        "are there)."
+    )
 
 
 def _in_turn(why: str) -> str:
@@ -251,6 +401,7 @@ def _run_sides(
     env: Optional[dict[str, str]],
     changes: dict[str, Any],
     loader_from: Optional[str] = None,
+    launcher: Optional[LauncherRank] = None,
 ) -> Optional[str]:
     """Measure the sides with ``settings`` (``settings.interleave``: the pair in one child,
     else a child per side; ``settings.log_dir``: the folder the children write to); the
@@ -302,6 +453,7 @@ def _run_sides(
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader_index)
         if error is not None:
             result.error, result.failed = error, which
+            result.exit_code = _exit_code(ended)
             result.log_paths = {  # the partial logs its sentence names are kept
                 f"{side}-rank{rank}" if rank else side: path
                 for rank, st in statuses.items()
@@ -317,6 +469,8 @@ def _run_sides(
             for side, path in st.log_paths.items():
                 found[f"{side}-rank{rank}" if rank else side] = path
     result.log_paths = dict(sorted(found.items(), key=lambda kv: kv[0].replace("ideal", "~")))
+    if launcher is not None:
+        return None  # rank 0 gathers the ranks' logs once every rank has written them
     if ranks is None:
         result.real, result.ideal = load_run(found["real"]), load_run(found["ideal"])
         result.diagnosis = diagnose(result.real, result.ideal)
