@@ -43,14 +43,23 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", default="loadeval-report.html")
     c = sub.add_parser(
         "compare",
-        help="compare two run logs' step times; exit 1 on a significant slowdown over the limit",
+        help="compare two run logs, ladders or transform splits: the step time and the stage "
+        "that changed; exit 1 on a significant slowdown over the limit",
     )
-    c.add_argument("before")
-    c.add_argument("after")
+    c.add_argument("before", help="a run log, a ladder or a transform split (JSON)")
+    c.add_argument("after", help="the same kind of file, measured after the change")
     c.add_argument(
         "--max-slowdown",
         default="5%",
-        help="slowdown allowed before it counts as a regression (default 5%%)",
+        help="slowdown allowed before it counts as a regression (default 5%%); with --stage, "
+        "that stage's slowdown as a share of the whole step (a sample, for splits) before",
+    )
+    c.add_argument(
+        "--stage",
+        default=None,
+        metavar="NAME",
+        help="gate on this stage alone: a run's wait, compute or h2d; a ladder's rung "
+        "(host, samples, real); a transform step (RandomResizedCrop)",
     )
     k = sub.add_parser(
         "ranks",
@@ -126,9 +135,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         elif args.command == "compare":
             from .core.verdict import compare_runs
 
-            result = compare_runs(args.before, args.after, max_slowdown=args.max_slowdown)
+            try:
+                result = compare_runs(
+                    args.before, args.after, max_slowdown=args.max_slowdown, stage=args.stage
+                )
+            except OptionError as e:
+                raise LoadEvalError(e.renamed(f"--{e.option.replace('_', '-')}")) from None
             print(result.text(CLI))
-            if result.ratio is None:  # a gate that could not compare must not pass
+            if not result.judged:  # a gate that could not compare must not pass
                 return 2
             return 1 if result.regression else 0
     except LoadEvalError as e:

@@ -128,6 +128,30 @@ def bootstrap_mean_ci(
     return float(lo), float(hi)
 
 
+def bootstrap_diff_ci(
+    plus: Sequence[Sequence[float]],
+    minus: Sequence[Sequence[float]],
+    *,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[Optional[float], Optional[float]]:
+    """Percentile interval of ``sum(mean(x) for x in plus) - sum(mean(x) for x in minus)``
+    by moving-block bootstrap, each series resampled on its own (they come from separate
+    runs): a change of one run's mean (``plus=[after], minus=[before]``), or of a stage
+    that is the difference of two runs. ``(None, None)`` when a series is empty."""
+    series = [(1.0, np.asarray(x, dtype=float)) for x in plus]
+    series += [(-1.0, np.asarray(x, dtype=float)) for x in minus]
+    if not series or any(a.size == 0 for _, a in series):
+        return None, None
+    rng = np.random.default_rng(seed)
+    total = np.zeros(n_boot)
+    for sign, a in series:
+        total += sign * _block_means(a, n_boot, rng)
+    lo, hi = np.percentile(total, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(lo), float(hi)
+
+
 DISAGREE_Z = 2.5758
 """Two blocks of one measurement disagree when their means are this many standard errors
 apart (a 99 % two-sided test) ..."""

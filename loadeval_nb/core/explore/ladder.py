@@ -41,6 +41,7 @@ from ..measure.batches import batch_nbytes
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.loader import shutdown_persistent_workers
 from ..measure.resource import WorkerResource
+from ..record.ladderlog import LadderLog, RungLog
 from ..record.run import Run, describe_steady
 from ..verdict.diagnosis import PARTLY_HEADROOM, ladder_advice
 from .result import Result
@@ -127,6 +128,35 @@ class LadderResult(Result):
 
     def rung(self, name: str) -> Optional[Rung]:
         return next((r for r in self.rungs if r.name == name), None)
+
+    def to_log(self) -> LadderLog:
+        """The ladder as a record (each rung's run log, its split) that :meth:`save`
+        writes and ``compare_runs`` reads."""
+        rungs = [
+            RungLog(
+                r.name,
+                r.title,
+                STAGES.get(r.name),
+                r.run,
+                r.skipped,
+                f"{type(r.error).__name__}: {r.error}" if r.error is not None else None,
+            )
+            for r in self.rungs
+        ]
+        return LadderLog(
+            rungs,
+            self.label,
+            dict(self.loader_settings),
+            self.transforms.to_log() if self.transforms is not None else None,
+            list(self.notes),
+            f"{type(self.error).__name__}: {self.error}" if self.error is not None else None,
+        )
+
+    def save(self, path: Any) -> str:
+        """Write the ladder as versioned JSON, each rung's run log inside (the layout:
+        ``record/ladderlog.py``), for ``python -m loadeval_nb compare`` to read.
+        Returns the path."""
+        return self.to_log().save(path)
 
     def resource(self) -> Optional[tuple[str, WorkerResource]]:
         """What the workers spent their time on, and the rung they ran in: the rung of

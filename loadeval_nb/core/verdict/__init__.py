@@ -1,6 +1,7 @@
 """What two runs say: the verdict as a record with its facts and advice
 (``diagnosis``), computing it from a real and an ideal run (``diagnose``), and the CI
-comparison of two runs (``compare``)."""
+comparison of two runs, ladders or transform splits and where they changed (``compare``,
+``changes``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .._face import lazy_face
 
 if TYPE_CHECKING:  # where each name lives; imported on its first use
     from .._facts import Fact, Facts
+    from .changes import Change
     from .compare import Comparison, compare_runs
     from .diagnose import diagnose
     from .diagnosis import (
@@ -21,6 +23,7 @@ if TYPE_CHECKING:  # where each name lives; imported on its first use
     )
 
 __all__ = [
+    "Change",
     "Comparison",
     "Diagnosis",
     "Fact",

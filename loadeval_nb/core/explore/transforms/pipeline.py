@@ -16,7 +16,8 @@ list is replaced by a new list, never edited, so the user's list object is untou
 Each timed call adds its *exclusive* time (its own, minus the timed calls made
 inside it) to a :class:`Table` in shared memory: one row per process (each worker
 writes only its own row, so no lock and no waiting; the main process has the last
-row), one ``(calls, ns)`` pair per slot. Slot 0 is the dataset's ``__getitem__``
+row), one ``(calls, ns)`` pair per slot, and beside it the sum of each sample's squared
+time (the spread an interval on a step's time needs). Slot 0 is the dataset's ``__getitem__``
 (or ``__getitems__``, or the iterator's ``next()``): its exclusive time is the rest
 of the per-sample work (reading and decoding, typically); slot 1 is ``collate_fn``.
 The buffer comes from the loader's own multiprocessing context, as
@@ -234,8 +235,13 @@ def _worker_info() -> Any:
 class Table:
     """``(calls, ns)`` per process and per slot, in shared memory (see the module's notes)."""
 
-    def __init__(self, buf: Any, rows: int, slots: int, clock: Callable[[], int]) -> None:
+    def __init__(
+        self, buf: Any, rows: int, slots: int, clock: Callable[[], int], sq: Any = None
+    ) -> None:
         self.buf, self.rows, self.slots, self.clock = buf, rows, slots, clock
+        # per process and slot, the sum of each sample's squared time (ns², floats): the
+        # spread behind an interval on a step's time when two splits are compared
+        self.sq = sq
 
     @classmethod
     def for_loader(
@@ -245,7 +251,8 @@ class Table:
 
         ctx = loader.multiprocessing_context or torch_mp
         rows = int(loader.num_workers) + 1
-        return cls(ctx.RawArray("q", rows * slots * 2), rows, slots, clock)
+        sq = ctx.RawArray("d", rows * slots)
+        return cls(ctx.RawArray("q", rows * slots * 2), rows, slots, clock, sq)
 
     def call(self, slot: int, fn: Callable, args: tuple, kwargs: dict, n: int = 1) -> Any:
         """``fn(*args, **kwargs)``, its exclusive time added to ``slot`` (``n`` samples)."""
@@ -271,6 +278,8 @@ class Table:
             j = (row * self.slots + slot) * 2
             self.buf[j] += calls
             self.buf[j + 1] += ns
+            if self.sq is not None and calls > 0:  # a batch call: its samples alike
+                self.sq[row * self.slots + slot] += float(ns) * ns / calls
         except Exception:
             pass
 
@@ -281,6 +290,15 @@ class Table:
             cells = [(r * self.slots + s) * 2 for r in range(self.rows)]
             out.append((sum(self.buf[j] for j in cells), sum(self.buf[j + 1] for j in cells)))
         return out
+
+    def squares(self) -> Optional[list[float]]:
+        """The sum of each sample's squared time per slot (ns²), summed over the processes;
+        None when not kept."""
+        if self.sq is None:
+            return None
+        return [
+            sum(self.sq[r * self.slots + s] for r in range(self.rows)) for s in range(self.slots)
+        ]
 
     def rows_used(self) -> int:
         """How many processes recorded anything."""

@@ -26,6 +26,7 @@ from ..._facts import Fact, Facts, Reported
 from ..._format import fmt_pct, fmt_seconds
 from ...errors import LoadEvalError
 from ...measure.loader import rebuild_loader, rng_kept, shutdown_source
+from ...record.ladderlog import PartLog, SplitLog
 from .pipeline import COLLATE, ROOT, Pipeline, Table, Timed, find_transforms, timed_transforms
 
 LADDER_MAX_S = 10.0
@@ -44,6 +45,9 @@ class TransformPart:
     share: Optional[float]
     rest: bool = False
     """True for the part of the per-sample call outside every timed step."""
+    sum_sq_s2: Optional[float] = None
+    """Each sample's time in this step squared, summed (seconds²): the spread behind an
+    interval when two splits are compared (None: not kept)."""
 
 
 @dataclass
@@ -144,6 +148,24 @@ class TransformSplit(Reported):
             for p in self.parts
         ]
 
+    def to_log(self) -> SplitLog:
+        """The split as a record that :meth:`save` writes and ``compare_runs`` reads."""
+        parts = [PartLog(p.name, p.calls, p.seconds, p.sum_sq_s2, p.rest) for p in self.parts]
+        return SplitLog(
+            parts,
+            self.samples,
+            self.batches,
+            self.num_workers,
+            self.processes,
+            self.collate_s,
+            list(self.notes),
+        )
+
+    def save(self, path: Any) -> str:
+        """Write the split as versioned JSON (the layout: ``record/ladderlog.py``), for
+        ``python -m loadeval_nb compare`` to read. Returns the path."""
+        return self.to_log().save(path)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON-ready)."""
         return {
@@ -162,9 +184,13 @@ def _result(pipeline: Pipeline, table: Table, rest: str, num_workers: int) -> Tr
     totals = table.totals()
     samples, root_ns = totals[ROOT]
     batches, collate_ns = totals[COLLATE]
-    raw = [(rest, samples, root_ns, True)]
-    raw += [(n, c, ns, False) for n, (c, ns) in zip(pipeline.names, totals[2:])]
-    whole = sum(max(ns, 0) for _, _, ns, _ in raw)
+    kept = table.squares()
+    squares: list[Optional[float]] = list(kept) if kept is not None else [None] * len(totals)
+    raw = [(rest, samples, root_ns, True, squares[ROOT])]
+    raw += [
+        (n, c, ns, False, sq) for n, (c, ns), sq in zip(pipeline.names, totals[2:], squares[2:])
+    ]
+    whole = sum(max(r[2], 0) for r in raw)
     parts = [
         TransformPart(
             name,
@@ -173,8 +199,9 @@ def _result(pipeline: Pipeline, table: Table, rest: str, num_workers: int) -> Tr
             max(ns, 0) / 1e9 / samples if samples else None,
             max(ns, 0) / whole if whole else None,
             is_rest,
+            sq / 1e18 if sq is not None else None,
         )
-        for name, calls, ns, is_rest in raw
+        for name, calls, ns, is_rest, sq in raw
     ]
     parts.sort(key=lambda p: -p.seconds)
     split = TransformSplit(
