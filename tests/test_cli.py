@@ -120,3 +120,48 @@ def test_advice_is_spelled_as_the_commands_options(tmp_path, capsys):
     assert "Verdict: NOT ENOUGH DATA" in out
     assert "(--steps 400, or --steps auto)" in out
     assert "steps=" not in out  # a script's keyword, not this command's option
+
+
+def _waiting_run(tmp_path, name, wait_ms, compute_ms, seed, n=200):
+    import random
+
+    rng = random.Random(seed)
+    wait = [int((wait_ms + rng.gauss(0, 0.2)) * MS) for _ in range(n)]
+    step = [w + int((compute_ms + rng.gauss(0, 0.3)) * MS) for w in wait]
+    start = [sum(step[:i]) for i in range(n)]
+    return Run(mode="log", start_ns=start, step_ns=step, wait_ns=wait, samples=[8] * n).save(
+        tmp_path / name
+    )
+
+
+def test_compare_names_the_stage_that_changed_and_gates_on_one(tmp_path, capsys):
+    before = _waiting_run(tmp_path, "before.json", 2.0, 10.0, seed=1)
+    after = _waiting_run(tmp_path, "after.json", 6.0, 10.0, seed=2)  # waiting +4 ms a step
+    assert main(["compare", before, after]) == 1
+    out = capsys.readouterr().out
+    assert "the change is in wait (+4.0 ms a step)" in out
+    assert "changed: wait (waiting for the next batch) +4.0 ms a step (95% CI +" in out
+    assert "changed: compute" not in out
+    assert main(["compare", before, after, "--stage", "compute"]) == 0  # the step's own work
+    assert "OK: compute " in capsys.readouterr().out
+    assert main(["compare", before, after, "--stage", "wait"]) == 1
+    assert "REGRESSION: wait is 4.0 ms a step slower" in capsys.readouterr().out
+
+
+def test_compare_refuses_a_stage_it_has_not_and_two_kinds_in_one_sentence(tmp_path, capsys):
+    before = _waiting_run(tmp_path, "before.json", 2.0, 10.0, seed=1)
+    assert main(["compare", before, before, "--stage", "collate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "loadeval_nb: --stage 'collate' is not a stage both runs measured; name one of "
+        "wait, compute."
+    )
+    split = tmp_path / "split.json"
+    split.write_text(
+        '{"kind": "loadeval_nb.transform_split", "schema_version": 1, "samples": 4, '
+        '"parts": [{"name": "Crop", "calls": 4, "seconds": 0.01, "sum_sq_s2": 3e-5}]}'
+    )
+    assert main(["compare", before, str(split)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("loadeval_nb: before is a run log and after a transform split; ")
+    assert "\n" not in err
