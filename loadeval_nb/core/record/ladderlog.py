@@ -316,30 +316,27 @@ def load_log(path: PathLike) -> Union[Run, LadderLog, SplitLog]:
     """Read a run log, a ladder or a transform split, whichever the file holds.
 
     Raises :class:`RunLogError` (one sentence) for a missing, unreadable, foreign,
-    damaged or too-new file."""
+    damaged or too-new file (a file that is not JSON gets a run log's sentences)."""
     p = expand_path(path)
     try:
-        mode = os.stat(p).st_mode
-    except FileNotFoundError:
-        raise RunLogError(f"No file at {p!r}; check the path.") from None
-    except OSError as e:
-        raise RunLogError(f"Cannot read {p!r} ({e.strerror}); check the path.") from None
-    if not stat.S_ISREG(mode):  # a folder, a pipe or a device
-        raise RunLogError(f"{p!r} is not a file; pass the path of a .json log.")
-    try:
-        with open(p, encoding="utf-8-sig") as f:  # a byte-order mark is JSON text too
-            doc = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise RunLogError(f"{p!r} is not a JSON log written by loadeval_nb.") from None
-    except OSError as e:
-        raise RunLogError(f"Cannot read {p!r} ({e.strerror}); check the path.") from None
+        regular = stat.S_ISREG(os.stat(p).st_mode)
+    except OSError:
+        regular = False
+    doc: Any = None
+    if regular:  # never open a pipe or a device: it could block
+        try:
+            with open(p, encoding="utf-8-sig") as f:  # a byte-order mark is JSON text too
+                doc = json.load(f)
+        except (OSError, ValueError, RecursionError):
+            doc = None
     kind = doc.get("kind") if isinstance(doc, dict) else None
-    if kind == RUN_KIND:
-        return load_run(p)  # with the journal of epochs appended while it ran
     if kind == LADDER_KIND:
         return ladder_from_dict(doc, repr(p))
     if kind == SPLIT_KIND:
         return split_from_dict(doc, repr(p))
+    if doc is None or kind == RUN_KIND:
+        # a run log, or a file that could not be read: load_run says what is wrong with it
+        return load_run(p)
     raise RunLogError(
         f"{p!r} is not a loadeval_nb run log, ladder or transform split; pass a file "
         "written by save_metrics(), LadderResult.save() or TransformSplit.save()."

@@ -113,7 +113,8 @@ CASES: list[tuple[str, Callable[[InputUser], Any], type[BaseException], str]] = 
         "compare-not-runs",
         lambda u: compare_runs(1, 2),
         LoadEvalError,
-        "before must be a LoaderEvaluator, a Run or the path of a run log, not an int.",
+        "before must be a run, a ladder or a transform split (a LoaderEvaluator, a "
+        "LadderResult, a TransformSplit, or the path of its JSON file), not an int.",
     ),
 ]
 
