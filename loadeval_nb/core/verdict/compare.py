@@ -253,9 +253,10 @@ class Comparison(Reported):
         rows = tuple(
             (
                 c.name,
-                f"{fmt_seconds(c.before_s)} a {c.unit}",
+                c.unit,
+                fmt_seconds(c.before_s),
                 fmt_seconds(c.after_s),
-                signed_s(c.delta_s) + ("" if c.located else " (within noise or under 5%)"),
+                signed_s(c.delta_s) + _unnamed(c),
                 f"{signed_s(c.ci_s[0])} to {signed_s(c.ci_s[1])}"
                 if c.ci_s[0] is not None and c.ci_s[1] is not None
                 else "n/a",
@@ -268,10 +269,19 @@ class Comparison(Reported):
             title=kinds.get(self.kind, f"Compare {self.kind}"),
             headline=self.headline(),
             facts=tuple(facts),
-            columns=("stage", "before", "after", "change", "95% CI") if rows else (),
+            columns=("stage", "per", "before", "after", "change", "95% CI") if rows else (),
             rows=rows,
             notes=self.notes,
         )
+
+
+def _unnamed(c: Change) -> str:
+    """Why a change in the table is not named: `` (within noise)``, `` (under 5%)``."""
+    if c.located:
+        return ""
+    if not c.beyond_noise:
+        return " (within noise)"
+    return f" (under {fmt_pct(MIN_CHANGE_SHARE)})"
 
 
 def _signed(x: float) -> str:
