@@ -96,6 +96,8 @@ def main(out_dir: str) -> None:
             "named_by_skew": proof.named_by_skew,
             "real_step_s": proof.real_step_s,
             "free_step_s": proof.free_step_s,
+            "control_step_s": proof.control_step_s,
+            "excess_s": proof.excess_s,
             "gain_s": proof.gain_s,
             "gain_ci": list(proof.gain_ci),
             "pairs": proof.pairs,
@@ -137,12 +139,11 @@ def test_a_slow_rank_is_proven_and_its_gain_is_the_constructed_one(tmp_path):
 
 @retry_once
 def test_equal_ranks_are_never_named(tmp_path):
-    # both ranks load alike (1 ms an item: 8 ms a batch): the rank that waits most is
-    # put to the proof, and freeing its loader leaves the other's to wait for
+    # both ranks load alike (1 ms an item: 8 ms a batch): the rank that waits most is put
+    # to the proof; freeing its loader leaves the other's to wait for (or gains no more
+    # than freeing the other's), whatever the skew said
     r = launch(tmp_path, ITEM_S="0.001")
     assert r["suspect"] in (0, 1) and r["proven"] is False, r
-    assert r["skew_straggler"] is None, r
-    assert abs(r["gain_s"]) < 0.05 * r["real_step_s"], r
     assert "is not a straggler" in r["text"], r
 
 
