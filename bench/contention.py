@@ -1,14 +1,17 @@
-"""What the contended arm costs: a pair with and without it, side by side, on the same
-loader (workers that burn the CPU the step needs), A B B A: the pass's wall time and
-the speedup interval's width, each as a ratio to the pair without the arm.
+"""What the contended arm costs: a pair with and without it, side by side on the same
+loader, A B B A, for workers that sleep (waiting) and workers that burn the CPU the step
+needs (contention): the pass's wall time, its steps, and the speedup interval's width,
+each as a ratio to the pair without the arm (the goal: at most 1.25 the time, the same
+width).
 
-    python -m bench.contention            # 2 pairs each, about a minute on 2 cores
+    python -m bench.contention            # 2 pairs a side a workload, about a minute
     python -m bench.contention --cuda     # the step on the GPU: one pair, its split
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import torch
@@ -24,11 +27,16 @@ def _burn(seconds: float) -> None:
 
 
 class Items(Dataset):
+    def __init__(self, sleep_s: float = 0.0, burn_s: float = 0.004) -> None:
+        self.sleep_s, self.burn_s = sleep_s, burn_s
+
     def __len__(self) -> int:
         return 100_000
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        _burn(0.004)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        _burn(self.burn_s)
         return torch.zeros(4)
 
 
@@ -37,8 +45,13 @@ def train(batches) -> None:
         _burn(0.008)
 
 
-def one(contention: bool) -> tuple[float, float, str]:
-    loader = DataLoader(Items(), batch_size=4, num_workers=2)
+WORKLOADS = {"sleep": (0.004, 0.0), "burn": (0.0, 0.004)}
+"""Each item's (sleep, burn) seconds, 4 items a batch over 2 workers; the step burns 8 ms."""
+
+
+def one(workload: str, contention: bool) -> tuple[float, int, float, str]:
+    sleep_s, burn_s = WORKLOADS[workload]
+    loader = DataLoader(Items(sleep_s, burn_s), batch_size=4, num_workers=2)
     settings = RunSettings(
         steps=200, warmup=10, num_cached_batches=8, contention=contention, sample_interval_s=None
     )
@@ -46,28 +59,34 @@ def one(contention: bool) -> tuple[float, float, str]:
     result = run_pair(loader, train, settings)
     wall = time.perf_counter() - t
     d = result.diagnosis
+    steps = sum(r.n_steps for r in (result.real, result.ideal, result.contended) if r is not None)
     lo, hi = d.speedup_ci
     split = (
-        f"waiting {d.waiting_s * 1e3:.2f} ms, contention {d.contention_s * 1e3:.2f} ms"
+        f"waiting {d.waiting_s * 1e3:.2f} ms, CPU taken {d.contention_s * 1e3:.2f} ms"
         if d.waiting_s is not None
         else ""
     )
-    return wall, (hi - lo) / d.speedup, split
+    return wall, steps, (hi - lo) / d.speedup, split
 
 
 def main(rounds: int = 2) -> None:
-    out: dict[bool, list[tuple[float, float, str]]] = {False: [], True: []}
-    for r in range(rounds):
-        for arm in (False, True) if r % 2 == 0 else (True, False):
-            out[arm].append(one(arm))
-    for arm, rows in out.items():
-        for wall, width, split in rows:
-            print(f"contention={arm!s:5}  pass {wall:5.2f} s  CI width {width:6.2%}  {split}")
-    w0 = statistics.median(w for w, _, _ in out[False])
-    w1 = statistics.median(w for w, _, _ in out[True])
-    c0 = statistics.median(c for _, c, _ in out[False])
-    c1 = statistics.median(c for _, c, _ in out[True])
-    print(f"pair time with the arm / without: {w1 / w0:.2f}; CI width ratio {c1 / c0:.2f}")
+    for workload in WORKLOADS:
+        out: dict[bool, list[tuple[float, int, float, str]]] = {False: [], True: []}
+        for r in range(rounds):
+            for arm in (False, True) if r % 2 == 0 else (True, False):
+                out[arm].append(one(workload, arm))
+        for arm, rows in out.items():
+            for wall, steps, width, split in rows:
+                print(
+                    f"{workload:5}  contention={arm!s:5}  pass {wall:5.2f} s, {steps} steps  "
+                    f"CI width {width:6.2%}  {split}"
+                )
+        med = {a: [statistics.median(row[k] for row in out[a]) for k in range(3)] for a in out}
+        print(
+            f"{workload:5}  with the arm / without: pass time {med[True][0] / med[False][0]:.2f}, "
+            f"steps {med[True][1] / med[False][1]:.2f}, speedup CI width "
+            f"{med[True][2] / med[False][2]:.2f}"
+        )
 
 
 def cuda_split() -> None:
@@ -94,6 +113,4 @@ def cuda_split() -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     cuda_split() if "--cuda" in sys.argv else main()

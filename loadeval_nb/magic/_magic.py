@@ -6,6 +6,7 @@ Thin: it parses options, resolves the loader, and orchestrates the core
 
 from __future__ import annotations
 
+import argparse
 from typing import Any, Optional
 
 from IPython.core.error import UsageError
@@ -226,10 +227,12 @@ class LoadEvalMagics(Magics):
     )
     @argument(
         "--contention",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="a third arm: cached batches while the loader keeps producing, which splits the "
-        "headroom into waiting for data and the CPU loading takes from the step (about half "
-        "as long again; needs workers)",
+        "headroom into waiting for data and the CPU loading takes from the step (needs "
+        "workers; default: on where it adds a quarter to the pass at most; --no-contention: "
+        "never)",
     )
     @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"

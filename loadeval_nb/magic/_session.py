@@ -198,8 +198,14 @@ class Session(NotebookSession):
         self._write_static()
 
     def _arms(self) -> tuple[str, ...]:
-        """The lines of a pair: real and ideal, and the contended arm when asked for."""
-        return (*SIDES, "contended") if self.settings.contention else SIDES
+        """The lines of a pair: real and ideal, and the contended arm when asked for, or
+        by default for a loader with workers (where the pass has no room for it, its
+        line stays empty and the verdict says why)."""
+        on = self.settings.contention
+        if on is None:
+            workers = loader_knobs(self.original).get("num_workers") or 0
+            on = self.settings.interleave and workers > 0
+        return (*SIDES, "contended") if on else SIDES
 
     def _run_once(self, ev: Any) -> None:
         latch = self.latch

@@ -14,7 +14,6 @@ from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
 from .._facts import Action, Facts, option_name, said
 from ..errors import CacheBudgetError, LoadEvalError, OptionError
 from ..measure.adaptive import AutoStop
-from ..measure.blocks import queue_depth
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import InterleavedEvaluator, NotInterleavable, plan_pass
@@ -44,8 +43,8 @@ class PairResult(Result):
     ideal: Optional[Run] = None
     diagnosis: Optional[Diagnosis] = None
     contended: Optional[Run] = None
-    """The contended arm's run (``RunSettings(contention=True)``): cached batches while the
-    loader kept producing; None without that arm."""
+    """The contended arm's run (on where cheap, or ``RunSettings(contention=True)``): cached
+    batches while the loader kept producing; None without that arm."""
 
     @classmethod
     def from_runs(
@@ -197,7 +196,7 @@ def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
             warmup=settings.warmup,
             num_cached_batches=settings.num_cached_batches,
             auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
-            contention=settings.contention and queue_depth(loader) > 0,
+            contention=settings.contention,
         )
     except NotInterleavable as e:
         return (
@@ -215,7 +214,7 @@ def _interleaved(
     runner: Runner,
     path: Optional[str],
 ) -> InterleavedEvaluator:
-    arms = ("real", "ideal", "contended") if settings.contention else ("real", "ideal")
+    arms = ("real", "ideal") if settings.contention is False else ("real", "ideal", "contended")
     files = {w: runner.path_for(w) for w in arms}
     n = safe_len(loader)
     return InterleavedEvaluator(

@@ -43,11 +43,13 @@ class RunSettings:
     """A pair's real and ideal steps interleaved in blocks in one loop (A B B A), so that a
     drift of the machine lands on both sides; False: the real run, then the ideal run
     (each a whole run of the loop, as ``repeat`` does)."""
-    contention: bool = False
+    contention: Optional[bool] = None
     """A third arm in the interleaved pass (cached batches while the loader keeps
     producing): the verdict splits the headroom into waiting for data and the CPU loading
-    takes from the step. About half as long again as a pair; left out, with a note, for
-    a loader without workers."""
+    takes from the step. None (the default): where it is cheap, a loader with workers
+    whose pass it lengthens by a quarter at most within the loader's epoch; True: whenever
+    the loader has workers (``--contention``); False: never (``--no-contention``). A
+    loader without workers gets none, and the verdict says why."""
     log_to: tuple[str, ...] = ()
     """Trackers the verdict is also written to when the run ends (``--log-to``):
     ``"tensorboard:DIR"``, ``"mlflow"``, ``"wandb"``, ``"trainer"`` (a Lightning or Hugging
@@ -71,7 +73,7 @@ class RunSettings:
         worker_timing: bool = True,
         repeat: int = 1,
         interleave: bool = True,
-        contention: bool = False,
+        contention: Optional[bool] = None,
         log_to: Any = (),
         checked: bool = False,
     ) -> None:
@@ -96,8 +98,9 @@ class RunSettings:
         check_int("repeat", self.repeat, 1)
         for name in ("interleave", "contention"):
             value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise OptionError(name, f" must be True or False, not {value!r}.")
+            if not isinstance(value, bool) and not (name == "contention" and value is None):
+                also = ", or None (where it is cheap)" if name == "contention" else ""
+                raise OptionError(name, f" must be True or False{also}, not {value!r}.")
         if self.repeat > 20:
             raise OptionError("repeat", f" must be from 1 to 20, not {self.repeat!r}.")
         check_interval("sample_interval_s", self.sample_interval_s)

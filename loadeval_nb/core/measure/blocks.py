@@ -11,7 +11,7 @@ rank's; the front ends (``explore/pair.py``, the script runner) ask the same fun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from .._env import agree, loader_settings, safe_len
@@ -22,7 +22,15 @@ from .adaptive import AutoStop
 CONTENDED = "contended"
 """The third arm: cached batches served while the real loader keeps producing (its
 batches dropped), the ideal with the loader's CPU use still on the machine."""
-ARMS_WITH_CONTENTION = (*SIDES, CONTENDED)
+ARMS_WITH_CONTENTION = ("real", CONTENDED, "ideal")
+"""The arms of a pass with the contended arm, in the order of a round (R C I I C R): a
+real block only ever follows a contended one, whose loader never stopped, so it needs no
+drain of a queue filled while the loader sat idle, and the changes of arm leave out no
+more steps than a pair's R I I R."""
+CHEAP = 0.25
+"""The contended arm is on by default (``contention=None``) where it is cheap: the loader
+has workers (on every rank), and the arm's blocks add at most this share to the pass's
+steps, within the loader's epoch, without shortening the pair's own blocks."""
 
 MIN_BLOCK = 8
 """Fewest steady steps in a block: fewer and a block's mean is mostly noise."""
@@ -52,6 +60,12 @@ class BlockPlan:
     another arm's (the workers finishing the batches they had in hand); 0: ``drain``."""
     arms: tuple[str, ...] = SIDES
     """The arms the pass serves, the real one first (a pair: real and ideal)."""
+    contended_block: int = 0
+    """Steady steps in a block of the contended arm (0: ``block``): half the pair's
+    blocks, so that the split costs a quarter of the pass, not half of it."""
+    no_contention: Optional[str] = field(default=None, compare=False)
+    """Why the pass has no contended arm where it was asked for or would be on by default
+    (a note for the verdict); None otherwise."""
 
     def order(self) -> list[str]:
         """The arm of each block: real, ideal, ideal, real, real, ideal, ..."""
@@ -72,11 +86,26 @@ class BlockPlan:
         out = []
         first = sides is None
         for k, side in enumerate(self.order() if sides is None else sides):
-            change = self.drain if side == "real" else (self.settle or self.drain)
-            skip = self.warmup if first and k == 0 else (change if side != before else 0)
-            out.append((side, self.block + skip, skip))
+            skip = self.warmup if first and k == 0 else self.left_out(side, before)
+            steps = (
+                self.contended_block if side == CONTENDED and self.contended_block else self.block
+            )
+            out.append((side, steps + skip, skip))
             before = side
         return out
+
+    def left_out(self, side: str, before: Optional[str]) -> int:
+        """Steps left out at the start of a block of ``side`` after one of ``before``: none
+        where an arm goes on; between real and contended (the loader producing in both)
+        one as the drawing thread starts, and the queue's depth (``settle``) into a real
+        block, in case the drawing thread got ahead; ``drain`` into a real block after
+        any other arm, ``settle`` into any other."""
+        if side == before:
+            return 0
+        settle = self.settle or self.drain
+        if {side, before} == {"real", CONTENDED}:
+            return settle if side == "real" else 1
+        return self.drain if side == "real" else settle
 
     @property
     def total_steps(self) -> int:
@@ -109,7 +138,12 @@ def plan_blocks(
     pass — both sides' blocks, the warm-up and the drained steps — fits in one epoch of the
     loader: the loop is handed no more batches than it would be without the tool, so a
     schedule sized from ``len(loader)`` runs as it would. None when the steps (or the
-    epoch) are too few to interleave."""
+    epoch) are too few to interleave. With the contended arm among ``arms``: the pair's
+    plan with the arm added (:func:`add_contention`; the pair's blocks shortened to fit the
+    epoch if need be), or without it and saying why."""
+    if CONTENDED in arms:
+        pair = plan_blocks(steps, warmup, num_cached_batches, depth, loader_len, blocks)
+        return None if pair is None else add_contention(pair, loader_len, cheap_only=False)
     first = max(warmup, num_cached_batches, 1)
     drain, settle = 2 * depth + 1, max(depth, 1)
     steady = steps - warmup
@@ -124,6 +158,48 @@ def plan_blocks(
         if block >= MIN_BLOCK:
             return BlockPlan(first, block, n, drain, settle, arms)
     return None
+
+
+def add_contention(pair: BlockPlan, loader_len: Optional[int], cheap_only: bool) -> BlockPlan:
+    """``pair`` (a plan of real and ideal) with the contended arm added: its blocks half
+    as long as the pair's (:data:`MIN_BLOCK` at least), a round R C I I C R. The whole
+    pass stays within ``loader_len``: asked for (``cheap_only`` False), the pair's blocks
+    are shortened to make room if need be; on by default (True), the arm is added only
+    where it is cheap (:data:`CHEAP`). Where it cannot be added: ``pair``, with the
+    reason in its ``no_contention``."""
+    extra = 0
+    for block in range(pair.block, MIN_BLOCK - 1, -1):
+        plan = replace(
+            pair, block=block, arms=ARMS_WITH_CONTENTION, contended_block=max(block // 2, MIN_BLOCK)
+        )
+        extra = plan.total_steps - pair.total_steps
+        fits = loader_len is None or plan.total_steps <= loader_len
+        if cheap_only:
+            if extra > CHEAP * pair.total_steps:
+                return replace(pair, no_contention=_not_cheap(pair, extra))
+            if not fits:
+                break
+            return plan
+        if fits:
+            return plan
+    return replace(
+        pair,
+        no_contention=(
+            f"no headroom split into waiting and CPU taken: an epoch of the loader has "
+            f"{loader_len} batches, too few for a third arm beside the pair's blocks of "
+            f"{pair.block if cheap_only else MIN_BLOCK} steps (it needs {extra} more); "
+            "pass fewer steps"
+        ),
+    )
+
+
+def _not_cheap(pair: BlockPlan, extra: int) -> str:
+    return (
+        f"no headroom split into waiting and CPU taken by default: with blocks of "
+        f"{pair.block} steps a third arm would add "
+        f"{extra / pair.total_steps:.0%} to the pass (more than {CHEAP:.0%}); pass more steps, "
+        "or ask for it (contention=True, --contention)"
+    )
 
 
 def fewest_steps(warmup: int, num_cached_batches: int, depth: int) -> int:
@@ -154,7 +230,7 @@ def plan_pass(
     num_cached_batches: int,
     blocks: Optional[int] = None,
     auto_stop: Optional[AutoStop] = None,
-    contention: bool = False,
+    contention: Optional[bool] = False,
 ) -> tuple[BlockPlan, Optional[int], int]:
     """The one rule for whether, and how, a pass over ``loader`` interleaves: its plan,
     made before its first step from the settings, the loader's ``len()`` and queue depth,
@@ -162,10 +238,13 @@ def plan_pass(
     ``torch.distributed`` the ranks agree first (the smallest epoch, the deepest queue),
     so every rank holds the same plan and runs the same number of loop steps; settings
     that differ between ranks are one sentence. ``contention``: a third arm
-    (:data:`CONTENDED`) in every round. Returns ``(plan, the epoch it fits in, ranks that
-    agreed)``; raises :class:`NotInterleavable` when the pass is too short."""
+    (:data:`CONTENDED`) in every round; None: where it is cheap (:data:`CHEAP`). A loader
+    without workers (on any rank) gets none: it loads in the loop's own thread. Where the
+    arm was asked for or would be on and is not, the plan's ``no_contention`` says why.
+    Returns ``(plan, the epoch it fits in, ranks that agreed)``; raises
+    :class:`NotInterleavable` when the pass is too short."""
     depth, n, ranks = queue_depth(loader), safe_len(loader), 1
-    arms = ARMS_WITH_CONTENTION if contention else SIDES
+    fewest = depth
     agreed = agree(
         "plan of the interleaved pass",
         {
@@ -183,19 +262,33 @@ def plan_pass(
         ranks = len(agreed)
         _same_settings(agreed)
         depth = max(a["depth"] for a in agreed)
+        fewest = min(a["depth"] for a in agreed)
         lens = [a["len"] for a in agreed if a["len"] is not None]
         n = min(lens) if lens else None
     if auto_stop is not None:  # two A B B A cycles first; more as the stop rule asks
         first_steps = max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup
-        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, 2, arms)
+        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, 2)
     else:
-        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks, arms)
+        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks)
     if plan is None:
         raise NotInterleavable(
             too_short(steps, warmup, num_cached_batches, depth, n),
             epoch_limited=n is not None and n < fewest_steps(warmup, num_cached_batches, depth),
         )
+    if contention is not False:
+        if fewest == 0:
+            plan = replace(plan, no_contention=NO_WORKERS)
+        else:
+            plan = add_contention(plan, n, cheap_only=contention is None)
     return plan, n, ranks
+
+
+NO_WORKERS = (
+    "no headroom split into waiting and CPU taken: the loader has no workers "
+    "(num_workers=0), so it loads in the loop's own thread, never beside the step, and "
+    "all its headroom is the loop's own time spent loading"
+)
+"""Why a loader without workers gets no contended arm."""
 
 
 class NotInterleavable(LoadEvalError):

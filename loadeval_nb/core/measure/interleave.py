@@ -29,7 +29,11 @@ it on both sides alike:
   thread keeps drawing the real loader's batches (as many as the block serves, at most)
   and drops them: the ideal with the loader's work still on the machine. Real minus
   contended is the time spent waiting for data, contended minus ideal the CPU (and the
-  hand-over of batches) that loading takes from the step. A loader without workers
+  hand-over of batches) that loading takes from the step. Its blocks are half the
+  pair's, and a round goes R C I I C R: a real block follows only a contended one (the
+  loader never stopped), so it leaves out the queue's depth, not a drain, and the arm
+  adds about a quarter to the pass (``contention=None``, :class:`RunSettings`' default:
+  only where that holds within the loader's epoch). A loader without workers
   (``num_workers=0``) loads in the loop's own thread: the arm would measure nothing
   else, so it is left out, and the runs' settings say why;
 * the cache is a sample of the stream, not of its first batches: the steps a real block
@@ -55,7 +59,9 @@ import inspect
 import random
 import threading
 from collections.abc import Generator, Iterator
-from itertools import cycle, islice
+from itertools import cycle, islice, repeat
+from operator import itemgetter
+from queue import SimpleQueue
 from typing import Any, Callable, Optional
 
 from .._env import agree, cuda_in_use, cuda_synchronize, interrupts_deferred
@@ -120,7 +126,9 @@ class InterleavedEvaluator(Evaluator):
         first_batch: called with the first real batch (a check the caller makes).
         contention: a third arm, ``contended`` (see the module's notes): the ideal with
             the loader still producing, which splits the headroom into waiting for data
-            and the CPU loading takes; left out (and said) for a loader without workers.
+            and the CPU loading takes; None: where it is cheap (a loader with workers, the
+            arm adding at most a quarter to the pass within its epoch: ``RunSettings``'
+            default). Left out (and said) for a loader without workers.
         representative: the cache a sample of the whole real stream (see the module's
             notes), the sizes of the batches served and of the stream kept for the verdict.
     """
@@ -147,7 +155,7 @@ class InterleavedEvaluator(Evaluator):
         first_batch: Optional[Callable[[Any], None]] = None,
         clock: Optional[Clock] = None,
         metrics_file: Optional[str] = None,
-        contention: bool = False,
+        contention: Optional[bool] = False,
         representative: bool = True,
     ) -> None:
         self._check(
@@ -181,14 +189,6 @@ class InterleavedEvaluator(Evaluator):
         self.worker_timing = bool(worker_timing)
         self.depth = queue_depth(dataloader)
         """This loader's queue (the drain rule reads it); the plan's is the deepest rank's."""
-        self.contention: Optional[str] = None
-        """Without the contended arm though it was asked for: why (else None)."""
-        if contention and self.depth == 0:
-            self.contention = (
-                "no contended arm: the loader has no workers (num_workers=0), so it loads in "
-                "the loop's own thread and never beside the step"
-            )
-            contention = False
         if auto_stop is None:
             check_int("steps", steps, 1)
         per_side = auto_stop.max_steps if auto_stop is not None else steps
@@ -202,6 +202,9 @@ class InterleavedEvaluator(Evaluator):
             contention=contention,
         )
         self.plan = plan
+        self.contention: Optional[str] = plan.no_contention
+        """Without the contended arm though it was asked for, or would be on by default:
+        why (else None)."""
         self.sides = plan.arms
         """The arms this pass serves: ``real`` and ``ideal``, and ``contended`` if asked."""
         self.steps = per_side
@@ -251,6 +254,8 @@ class InterleavedEvaluator(Evaluator):
     def __len__(self) -> int:
         if self.auto_stop is not None:  # at most: both sides' max_steps and the drains
             most = 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
+            if CONTENDED in self.sides:  # its blocks half the pair's, its changes settled
+                most += self.steps
             return most if self.loader_len is None else min(most, self.loader_len)
         return self.plan.total_steps
 
@@ -364,8 +369,10 @@ class InterleavedEvaluator(Evaluator):
                         self._served[name] += [sizes[(j + x) % len(sizes)] for x in range(n_steps)]
                         k_cache += n_steps
                         drain = _Drain(src, n_steps) if name == CONTENDED else None
+                        # the contended arm: a batch asked of the loader at each step
+                        served = order if drain is None else drain.paced(order)
                         try:
-                            yield from block_replay_iter(order, rec, clock)
+                            yield from block_replay_iter(served, rec, clock)  # type: ignore[arg-type]
                         finally:
                             if drain is not None:  # (its end is stamped: the join is not in it)
                                 drain.stop()
@@ -414,6 +421,8 @@ class InterleavedEvaluator(Evaluator):
                             batch = batches[k_cache % len(batches)]
                             self._served[name].append(self._cache_sizes[k_cache % len(batches)])
                             k_cache += 1
+                            if drain is not None:
+                                drain.tokens.put(1)
                         yield batch
                 finally:
                     if drain is not None:
@@ -596,7 +605,8 @@ class InterleavedEvaluator(Evaluator):
         """Adaptive: each side's step time known to ± ``rel`` (as :class:`AutoStop` asks of
         one run), over two A B B A cycles at least."""
         assert self.auto_stop is not None
-        runs = [self._run(s) for s in self.sides]
+        # the pair's sides: the split's arm is measured alongside, its interval as it comes
+        runs = [self._run(s) for s in SIDES]
         mine = min(len(r.epochs) for r in runs) >= 2 * MIN_BLOCKS and all(
             self.auto_stop.precise_enough(r.steady_step_s()) for r in runs
         )
@@ -772,23 +782,35 @@ class InterleavedEvaluator(Evaluator):
 
 
 class _Drain:
-    """The contended arm's loader: a thread that draws up to ``most`` batches from ``src``
-    and drops them, so that the workers go on producing (and the loop's process goes on
-    receiving) while the loop is served cached batches. :meth:`stop` ends it after the
-    batch it is waiting for, and raises what the loader raised."""
+    """The contended arm's loader: a thread that draws batches from ``src`` and drops
+    them, so that the workers go on producing (and the loop's process goes on receiving)
+    while the loop is served cached batches. It draws one batch for each step served (a
+    token each, :meth:`paced`), as the real loop asks for one, up to ``most``: a loader
+    that keeps ahead works at the pace it would in a real block, spread over the block,
+    not all at its start (where the steps left out would hide it); one that falls behind
+    is drawn from as fast as it delivers. :meth:`stop` ends it after the batch it is
+    waiting for, and raises what the loader raised."""
 
     def __init__(self, src: Iterator[Any], most: int) -> None:
         self.src, self.most = src, most
         self.taken = 0
         self.exhausted = False
         self.error: Optional[BaseException] = None
+        self.tokens: SimpleQueue[Optional[int]] = SimpleQueue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loadeval-drain", daemon=True)
         self._thread.start()
 
+    def paced(self, order: list[Any]) -> Iterator[Any]:
+        """``order``, a token given at each batch served (C-level iterators: no Python
+        frame on the step's path)."""
+        return map(itemgetter(0), zip(order, map(self.tokens.put, repeat(1))))
+
     def _run(self) -> None:
         try:
-            while self.taken < self.most and not self._stop.is_set():
+            while self.taken < self.most and self.tokens.get() is not None:
+                if self._stop.is_set():
+                    break
                 next(self.src)
                 self.taken += 1
         except StopIteration:
@@ -798,6 +820,7 @@ class _Drain:
 
     def stop(self) -> None:
         self._stop.set()
+        self.tokens.put(None)
         self._thread.join()
         if self.error is not None:
             raise self.error

@@ -21,6 +21,9 @@ INPUT_BOUND_HEADROOM = 0.20
 PARTLY_HEADROOM = 0.05
 """Headroom at or above this, significantly, is PARTLY INPUT-BOUND (speedup >= ~1.05x)."""
 CI_LEVEL = 0.95
+SPLIT_SHARE = 1 / 3
+"""A part of the headroom split (waiting, CPU taken by loading) under this share is not
+what the advice is about; both parts at least this share: the advice names both."""
 CONTENTION = 0.15
 """Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
 PER_STEPS = 1000
@@ -125,6 +128,24 @@ class Diagnosis(Reported):
             return None
         lo = self.contention_ci[0]
         return self.contention_s > self.waiting_s and (lo is None or lo > 0)
+
+    @property
+    def headroom_split(self) -> Optional[str]:
+        """What the headroom is, by the contended arm: ``"waiting"`` (for data; the CPU
+        loading takes under a third of it, or not beyond noise), ``"contention"`` (the CPU
+        loading takes, two thirds of it or more, beyond noise), ``"both"`` (each a third
+        or more, each beyond noise); None without the contended arm or the headroom."""
+        w, c = self.waiting_s, self.contention_s
+        if w is None or c is None or w + c <= 0:
+            return None
+        share = c / (w + c)
+        c_real = self.contention_ci[0] is None or self.contention_ci[0] > 0
+        w_real = self.waiting_ci[0] is None or self.waiting_ci[0] > 0
+        if share < SPLIT_SHARE or not c_real:
+            return "waiting"
+        if share > 1 - SPLIT_SHARE or not w_real:
+            return "contention"
+        return "both"
 
     def facts(self) -> Facts:
         """The diagnosis's facts, once: :meth:`text` and the notebook's verdict card
@@ -264,20 +285,32 @@ def _split_text(d: Diagnosis) -> str:
 
 def _split_advice(d: Diagnosis) -> list[Piece]:
     """What the split says to do, after the rest of the advice."""
-    if d.contention_bound is None or d.verdict not in (INPUT_BOUND, PARTLY_INPUT_BOUND):
+    split = d.headroom_split
+    if split is None or d.verdict not in (INPUT_BOUND, PARTLY_INPUT_BOUND):
         return []
-    if d.contention_bound:
+    if split == "contention":
         return [
             " Most of the headroom is CPU that loading takes from the step, not waiting: a "
-            "faster loader will not buy it back. Use fewer or cheaper workers, pin them to "
-            "cores the step does not use, lower the step's intra-op threads "
-            "(torch.set_num_threads), or move the loading work off the CPU (GPU decoding "
-            "and augmentation)."
+            f"faster loader will not buy it back. {_LESS_CPU}"
+        ]
+    if split == "both":
+        return [
+            f" The headroom is both: {fmt_seconds(d.waiting_s or 0.0)} a step waiting for "
+            "data, which a faster or more parallel loader (more workers, cheaper transforms, "
+            f"faster storage) buys, and {fmt_seconds(d.contention_s or 0.0)} of CPU that "
+            f"loading takes from the step, which it does not. For that part: {_LESS_CPU}"
         ]
     return [
         " Most of the headroom is waiting for data, not CPU taken from the step: a faster or "
         "more parallel loader (more workers, cheaper transforms, faster storage) buys it."
     ]
+
+
+_LESS_CPU = (
+    "Use fewer or cheaper workers, pin them to cores the step does not use, lower the "
+    "step's intra-op threads (torch.set_num_threads), or move the loading work off the CPU "
+    "(GPU decoding and augmentation)."
+)
 
 
 def advice(d: Diagnosis) -> list[Piece]:

@@ -35,6 +35,7 @@ RUN_FLAGS = {
     "loader_from": "--loader-from",
     "timeout": "--timeout",
     "log_to": "--log-to",
+    "contention": "--contention",
 }
 """Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
 command's option."""
@@ -114,6 +115,15 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
         "on both and the live plots move block by block)",
     )
     r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
+    r.add_argument(
+        "--contention",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a third arm: cached batches while the loader keeps producing, which splits the "
+        "headroom into waiting for data and the CPU loading takes from the step (needs "
+        "workers; default: on where it adds a quarter to the pass at most; --no-contention: "
+        "never)",
+    )
     r.add_argument(
         "--timeout",
         type=float,
@@ -219,6 +229,7 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
             cache_on=args.cache_on,
             log_dir=args.log_dir,
             interleave=not args.sequential,
+            contention=getattr(args, "contention", None),
             log_to=tuple(args.log_to or ()),
         )
     except OptionError as e:

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from ...core._shared import TUNABLE, Reported, check_writable_dir, write_text_atomic
+from ...core._shared import (
+    TUNABLE,
+    Reported,
+    check_writable_dir,
+    log_path,
+    write_text_atomic,
+)
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
 from ...core.ranks import RanksResult, gather_logs
@@ -216,6 +222,8 @@ def run_script(
         )
     if interleave is not None:
         settings = replace(settings, interleave=interleave)
+    if ranks is not None or launcher is not None:  # (gathered as pairs: no third arm)
+        settings = replace(settings, contention=False)
     check_cache_on(settings)
     check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
     if timeout_s is not None and not timeout_s > 0:
@@ -468,12 +476,16 @@ def _run_sides(
                 expect[rank] = st.loader_settings
             for side, path in st.log_paths.items():
                 found[f"{side}-rank{rank}" if rank else side] = path
+    third = log_path(settings, stamp, result.label, "contended") if ranks is None else None
+    if third is not None and os.path.isfile(third):  # the pass had the contended arm
+        found["contended"] = third
     result.log_paths = dict(sorted(found.items(), key=lambda kv: kv[0].replace("ideal", "~")))
     if launcher is not None:
         return None  # rank 0 gathers the ranks' logs once every rank has written them
     if ranks is None:
         result.real, result.ideal = load_run(found["real"]), load_run(found["ideal"])
-        result.diagnosis = diagnose(result.real, result.ideal)
+        contended = load_run(found["contended"]) if "contended" in found else None
+        result.diagnosis = diagnose(result.real, result.ideal, contended=contended)
     else:
         result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
     return None

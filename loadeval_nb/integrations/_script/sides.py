@@ -31,6 +31,7 @@ def pair_evaluator(
         auto_stop=settings.auto_stop,
         worker_timing=settings.worker_timing,
         metrics_files=files,
+        contention=settings.contention,
     )
 
 
@@ -50,6 +51,9 @@ def side_for(which: str, settings: RunSettings, stamp: str, label: str) -> Side:
 
     def make(loader: Any, files: dict[str, str]) -> Any:
         if which == "pair":
+            contended = log_path(settings, stamp, label, "contended")
+            if contended is not None and settings.contention is not False:
+                files = {**files, "contended": contended}  # (written if the pass has the arm)
             return pair_evaluator(loader, settings, files)
         return evaluator_for(loader, which, settings, metrics_file=files[which])
 

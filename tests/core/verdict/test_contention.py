@@ -1,18 +1,22 @@
 """The contended arm: the headroom split into waiting for data and the CPU loading takes
-from the step, against workloads whose split is built in code.
+from the step, against workloads whose split is built in code, each checked against a
+stopwatch taken before and after the tool's pair (A B A, the arms reversed the second
+time): the loop over the loader, over cached batches while a thread draws the loader's
+(as many as the steps served) and drops them, over cached batches alone.
 
-* workers that sleep take no CPU: the split is all waiting (contention under 10 % of the
-  headroom) and the advice is a faster loader;
-* workers that burn the CPU the step needs: the contended step against a stopwatch of the
-  same cached loop while a thread keeps drawing the same loader's batches, taken
-  interleaved with the loop alone (A B B A): the tool's share of the headroom that is
-  contention within 10 points of the stopwatch's;
+* workers that sleep take no CPU: the split is all waiting and the advice a faster loader;
+* a worker that burns 3 ms a batch on the one core the step burns 8 ms on, ahead of the
+  step: no waiting, 3 ms a step of CPU taken, and the advice is about CPU;
+* a worker that sleeps and burns, behind the step: both, within 10 points of the
+  stopwatch's shares, and the advice names both;
 * a loader without workers: no arm, and a note that says why.
 Unit checks of the interval and of the advice use runs made in code."""
 
 from __future__ import annotations
 
-import statistics
+import contextlib
+import os
+import queue
 import threading
 import time
 
@@ -24,7 +28,7 @@ from loadeval_nb.core.explore import RunSettings, run_pair
 from loadeval_nb.core.record import Run
 from loadeval_nb.core.verdict import diagnose
 
-from ...timing import retry_once
+from ...timing import Disturbed, retry_once, steady_mean_s
 
 
 def _burn(seconds: float) -> None:
@@ -34,99 +38,142 @@ def _burn(seconds: float) -> None:
 
 
 class Items(Dataset):
-    """Items that take ``item_s`` each: asleep, or burning a core (``burn``)."""
+    """Batches that take ``sleep_s`` asleep and ``burn_s`` of CPU each to make."""
 
-    def __init__(self, n: int, item_s: float, burn: bool) -> None:
-        self.n, self.item_s, self.burn = n, item_s, burn
+    def __init__(self, n: int, sleep_s: float, burn_s: float) -> None:
+        self.n, self.sleep_s, self.burn_s = n, sleep_s, burn_s
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        (_burn if self.burn else time.sleep)(self.item_s)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        _burn(self.burn_s)
         return torch.zeros(4)
 
 
-STEP_S = 0.008
+@contextlib.contextmanager
+def one_core():
+    """This thread, and the workers and threads it starts, on one core: a step and a
+    worker that burn CPU then share it, whatever the machine has (here: 2 cores)."""
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(old)})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, old)
+        torch.set_num_threads(threads)
 
 
-def _train(batches) -> None:
-    for _ in batches:
-        _burn(STEP_S)  # CPU: the step needs a core
+def _steps(step_s: float):
+    def run_once(batches) -> None:
+        for _ in batches:
+            _burn(step_s)  # CPU: the step needs the core
+
+    return run_once
 
 
-def _pair(burn: bool, workers: int = 2):
-    loader = DataLoader(Items(20000, 0.004, burn), batch_size=4, num_workers=workers)
-    settings = RunSettings(
-        steps=200, warmup=10, num_cached_batches=8, contention=True, sample_interval_s=None
-    )
-    return loader, run_pair(loader, _train, settings)
+def _hand(loader, step_s: float, order: tuple[str, ...], n: int = 60) -> dict[str, float]:
+    """A stopwatch's mean step (seconds) of the loop over the loader (``real``), over cached
+    batches while a thread draws one of the loader's batches for each step and drops it
+    (``contended``), and over cached batches alone (``ideal``), in ``order``; no tool."""
+    it = iter(loader)
+    cache = [next(it) for _ in range(8)]
+    out: dict[str, float] = {}
+    for arm in order:
+        tokens: queue.SimpleQueue = queue.SimpleQueue()
+
+        def draw(src, tokens) -> None:
+            while tokens.get() is not None:  # one batch asked for each step, as a real loop
+                next(src)
+
+        th = threading.Thread(target=draw, args=(it, tokens)) if arm == "contended" else None
+        if th is not None:
+            th.start()
+        stamps = []
+        for k in range(n):
+            stamps.append(time.perf_counter())
+            if arm == "real":
+                next(it)
+            else:
+                _ = cache[k % len(cache)]
+                if th is not None:
+                    tokens.put(1)
+            _burn(step_s)
+        stamps.append(time.perf_counter())
+        if th is not None:
+            tokens.put(None)
+            th.join()
+        out[arm] = steady_mean_s(stamps, 12)
+    del it
+    return out
+
+
+def _split(sleep_s: float, burn_s: float, step_s: float, workers: int, pin: bool = True):
+    """The tool's pair with its contended arm (on by default: the loader has workers),
+    between two stopwatch rounds (A B A, the arms reversed in the second), on one core
+    (``pin``): the diagnosis and the stopwatch's means."""
+    loader = DataLoader(Items(100_000, sleep_s, burn_s), batch_size=None, num_workers=workers)
+    settings = RunSettings(steps=200, warmup=10, num_cached_batches=8, sample_interval_s=None)
+    with one_core() if pin else contextlib.nullcontext():
+        before = _hand(loader, step_s, ("ideal", "contended", "real"))
+        result = run_pair(loader, _steps(step_s), settings)
+        after = _hand(loader, step_s, ("real", "contended", "ideal"))
+    hand = {k: (before[k] + after[k]) / 2 for k in before}
+    d = result.diagnosis
+    assert result.contended is not None and d is not None and d.contended_step_s is not None
+    if d.disturbed:
+        raise Disturbed(f"the tool marked the {' and '.join(d.disturbed)} run disturbed")
+    return d, hand
+
+
+def _shares(d, hand) -> tuple[float, float]:
+    """The share of the headroom that is CPU taken by loading: the tool's, the stopwatch's."""
+    tool = d.contention_s / (d.waiting_s + d.contention_s)
+    return tool, (hand["contended"] - hand["ideal"]) / (hand["real"] - hand["ideal"])
 
 
 @pytest.mark.slow
 @retry_once
 def test_sleeping_workers_make_the_headroom_all_waiting():
-    _, result = _pair(burn=False)
-    d = result.diagnosis
-    assert result.contended is not None and d.contended_step_s is not None
-    headroom = d.real_step_s - d.ideal_step_s
-    assert headroom > 0.001  # 16 ms of sleep a batch over 2 workers: input-bound
-    assert abs(d.contention_s) < 0.10 * headroom  # built: no CPU taken
-    assert abs(d.waiting_s + d.contention_s - headroom) < 1e-9
-    assert d.contention_bound is False and "faster or more parallel loader" in d.text()
-    assert "headroom split" in d.text()
-
-
-def _hand_contention(loader, rounds: int = 2) -> tuple[float, float]:
-    """Mean step of the cached loop alone and while a thread draws the loader's batches,
-    A B B A (stopwatches, no tool)."""
-    it = iter(loader)
-    cache = [next(it) for _ in range(8)]
-    alone: list[float] = []
-    drawn: list[float] = []
-
-    def loop(out: list[float], n: int = 60) -> None:
-        times = []
-        for k in range(n):
-            t = time.perf_counter()
-            _burn(STEP_S)
-            _ = cache[k % len(cache)]
-            times.append(time.perf_counter() - t)
-        out.append(statistics.mean(times[8:]))
-
-    stop = threading.Event()
-
-    def draw() -> None:
-        while not stop.is_set():
-            next(it)
-
-    for r in range(rounds):
-        for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
-            if side == "A":
-                loop(alone)
-            else:
-                stop.clear()
-                th = threading.Thread(target=draw)
-                th.start()
-                time.sleep(0.05)
-                loop(drawn)
-                stop.set()
-                th.join()
-    return statistics.mean(alone), statistics.mean(drawn)
+    """Built: workers that sleep 16 ms a batch (8 ms over two) take no CPU; the step burns
+    4 ms: 4 ms a step of waiting, none of CPU taken."""
+    d, hand = _split(sleep_s=0.016, burn_s=0.0, step_s=0.004, workers=2, pin=False)
+    tool, by_hand = _shares(d, hand)
+    assert d.real_step_s - d.ideal_step_s > 0.002, d.text()
+    assert abs(tool) < 0.10 and abs(by_hand) < 0.10, (tool, by_hand, d.text())
+    assert d.headroom_split == "waiting" and d.contention_bound is False
+    assert "faster or more parallel loader" in d.text() and "headroom split" in d.text()
 
 
 @pytest.mark.slow
 @retry_once
-def test_burning_workers_take_cpu_from_the_step_as_a_stopwatch_says():
-    loader, result = _pair(burn=True)
-    d = result.diagnosis
-    alone, drawn = _hand_contention(loader)
-    headroom = d.real_step_s - d.ideal_step_s
-    assert headroom > 0.001
-    tool_share = d.contention_s / headroom
-    hand_share = (drawn - alone) / headroom
-    assert abs(tool_share - hand_share) < 0.10, (tool_share, hand_share, d.text())
-    assert d.contention_ci[0] is not None and d.contention_ci[0] <= d.contention_s
+def test_burning_workers_take_the_cpu_the_step_needs():
+    """Built: one core; the step burns 8 ms, a worker 3 ms a batch and keeps ahead of it:
+    no waiting, 3 ms a step of CPU taken (the two share the core)."""
+    d, hand = _split(sleep_s=0.0, burn_s=0.003, step_s=0.008, workers=1)
+    tool, by_hand = _shares(d, hand)
+    assert abs(d.contention_s - 0.003) < 0.10 * 0.003 + 0.0003, d.text()  # (+ the hand-over)
+    assert tool > 0.90 and abs(tool - by_hand) < 0.10, (tool, by_hand, d.text())
+    assert d.headroom_split == "contention" and d.contention_bound is True
+    assert d.contention_ci[0] is not None and d.contention_ci[0] > 0
+    assert "intra-op threads" in d.text() and "faster loader will not buy it back" in d.text()
+
+
+@pytest.mark.slow
+@retry_once
+def test_workers_that_sleep_and_burn_split_the_headroom_both_ways():
+    """Built: one core; the step burns 6 ms, a worker sleeps 3 ms and burns 6 ms a batch:
+    it cannot keep up (waiting) and takes the core from the step while it burns (CPU
+    taken); the stopwatch says how much of each."""
+    d, hand = _split(sleep_s=0.003, burn_s=0.006, step_s=0.006, workers=1)
+    tool, by_hand = _shares(d, hand)
+    assert abs(tool - by_hand) < 0.10, (tool, by_hand, hand, d.text())
+    assert 1 / 3 <= tool <= 2 / 3, (tool, d.text())
+    assert d.headroom_split == "both" and "The headroom is both" in d.text()
 
 
 def test_a_loader_without_workers_gets_no_arm_and_a_note():
