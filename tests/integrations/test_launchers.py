@@ -18,6 +18,7 @@ from typing import Optional
 
 import pytest
 
+from loadeval_nb import LoadEvalError
 from loadeval_nb.__main__ import main
 from loadeval_nb.integrations._script.launch import job_id, launcher_rank
 from loadeval_nb.ranks import gather_logs
@@ -204,9 +205,13 @@ def test_each_rank_exits_with_the_scripts_status(tmp_path):
     assert rc1 == 7, err1[-2000:]  # the script's own sys.exit(7)
     assert "loadeval_nb: alone.py (rank 1) exited with code 7" in err1
     assert rc0 == 1, err0[-2000:]  # measured, but no report without rank 1's logs
-    assert err0.strip().splitlines()[-1].startswith(
-        "loadeval_nb: No ranks' report, since rank 1 measured nothing: alone.py (rank 1) "
-        "exited with code 7"
+    assert (
+        err0.strip()
+        .splitlines()[-1]
+        .startswith(
+            "loadeval_nb: No ranks' report, since rank 1 measured nothing: alone.py (rank 1) "
+            "exited with code 7"
+        )
     )
     # the job id without a launcher's own: MASTER_ADDR-MASTER_PORT
     assert glob.glob(str(logs / "loadeval-127.0.0.1-*-alone-real-rank0.json"))
@@ -247,7 +252,7 @@ def test_a_rank_of_a_launcher_is_told_from_our_own_ranks():
     ):
         r = launcher_rank({"RANK": "0", "WORLD_SIZE": "2", **several})
         assert r is not None and r.own_folders, several
-    with pytest.raises(Exception, match="RANK='2' and WORLD_SIZE='2' name no rank"):
+    with pytest.raises(LoadEvalError, match="RANK='2' and WORLD_SIZE='2' name no rank"):
         launcher_rank({"RANK": "2", "WORLD_SIZE": "2"})
 
 
@@ -275,6 +280,8 @@ def test_the_job_id_is_the_launchers_own():
     ],
 )
 def test_what_a_rank_of_a_launcher_refuses(monkeypatch, capsys, args, extra, said):
+    for k in [k for k in os.environ if k.startswith(LAUNCHED)]:
+        monkeypatch.delenv(k)
     for k, v in {"RANK": "1", "WORLD_SIZE": "2", **extra}.items():
         monkeypatch.setenv(k, v)
     assert main(["run", *args, DDP]) == 2
@@ -289,4 +296,3 @@ def test_bad_rank_variables_are_one_sentence(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert main(["run", DDP]) == 2
     assert "RANK='x' and WORLD_SIZE='2' name no rank of a job" in capsys.readouterr().err
-    assert not os.environ.get("LOADEVAL_NB_CHILD")
