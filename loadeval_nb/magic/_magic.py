@@ -228,11 +228,10 @@ class LoadEvalMagics(Magics):
     @argument(
         "--contention",
         action=argparse.BooleanOptionalAction,
-        default=None,
+        default=False,
         help="a third arm: cached batches while the loader keeps producing, which splits the "
         "headroom into waiting for data and the CPU loading takes from the step (needs "
-        "workers; default: on where it adds a quarter to the pass at most; --no-contention: "
-        "never)",
+        "workers; default: off)",
     )
     @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"

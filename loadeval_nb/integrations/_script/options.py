@@ -118,11 +118,10 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     r.add_argument(
         "--contention",
         action=argparse.BooleanOptionalAction,
-        default=None,
+        default=False,
         help="a third arm: cached batches while the loader keeps producing, which splits the "
         "headroom into waiting for data and the CPU loading takes from the step (needs "
-        "workers; default: on where it adds a quarter to the pass at most; --no-contention: "
-        "never)",
+        "workers; default: off)",
     )
     r.add_argument(
         "--timeout",
@@ -229,7 +228,7 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
             cache_on=args.cache_on,
             log_dir=args.log_dir,
             interleave=not args.sequential,
-            contention=getattr(args, "contention", None),
+            contention=getattr(args, "contention", False),
             log_to=tuple(args.log_to or ()),
         )
     except OptionError as e:
