@@ -163,8 +163,7 @@ class Kernel:
                 out.append(msg["content"]["text"])
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
-        reply = self.kc.get_shell_msg(timeout=30)
-        return {**reply["content"], "stdout": "".join(out)}
+        return {**self.reply(msg_id, timeout=30), "stdout": "".join(out)}
 
     def start(self, code: str) -> str:
         return self.kc.execute(code)

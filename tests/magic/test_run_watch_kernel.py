@@ -115,7 +115,11 @@ class Kernel:
                 out["streamed"] += 1
             elif kind == "status" and content["execution_state"] == "idle":
                 break
-        reply = self.kc.get_shell_msg(timeout=30)["content"]
+        while True:  # the reply to this cell: a late kernel_info reply may come first
+            shell = self.kc.get_shell_msg(timeout=30)
+            if shell["parent_header"].get("msg_id") == msg_id:
+                break
+        reply = shell["content"]
         out["status"] = reply["status"]
         if reply["status"] == "error":  # a UsageError is shown as text, not as an error
             out["error"] = {"ename": reply["ename"], "evalue": reply["evalue"]}
