@@ -13,6 +13,7 @@ from ._script.command import CLI, run_command, save_script_report
 from ._script.launch import Signalled, StopRequest, stop_on_signals
 from ._script.loaders import KNOWN as KNOWN_LOADERS
 from ._script.options import (
+    PAIR_OPTIONS,
     RUN_USAGE,
     RUN_VALUED,
     add_run_parser,
@@ -32,6 +33,7 @@ __all__ = [
     "HF_NO_AUTO",
     "KNOWN_LOADERS",
     "MEASURES",
+    "PAIR_OPTIONS",
     "RUN_USAGE",
     "RUN_VALUED",
     "Signalled",

@@ -6,7 +6,6 @@ Thin: it parses options, resolves the loader, and orchestrates the core
 
 from __future__ import annotations
 
-import argparse
 from typing import Any, Optional
 
 from IPython.core.error import UsageError
@@ -17,6 +16,7 @@ from ..core._shared import a_kind, said
 from ..core.errors import LoadEvalError, OptionError
 from ..core.explore import RunSettings, plan_run, prepare_sweep
 from ..integrations._shared import (
+    PAIR_OPTIONS,
     Target,
     check_log_to,
     is_hf_trainer,
@@ -183,35 +183,12 @@ class LoadEvalMagics(Magics):
         help="the DataLoader's name in the notebook, or a dotted path (trainer.train_loader); "
         "optional when the cell refers to exactly one DataLoader",
     )
-    @argument(
-        "--steps",
-        default="200",
-        help="steps per run, warm-up included (default 200), or 'auto': stop each run once "
-        "its median and mean step are known to ±5%% (30 to 2000 steps)",
-    )
-    @argument(
-        "--warmup",
-        type=int,
-        default=10,
-        help="warm-up steps per run left out of the statistics (default 10)",
-    )
-    @argument("--cache", type=int, default=20, help="batches cached for the ideal run (default 20)")
-    @argument(
-        "--cache-on",
-        choices=["host", "device"],
-        default="host",
-        help="keep cached batches as produced (host) or on the GPU (device: also excludes the copy)",
-    )
+    @argument("--steps", **PAIR_OPTIONS["--steps"])
+    @argument("--warmup", **PAIR_OPTIONS["--warmup"])
+    @argument("--cache", **PAIR_OPTIONS["--cache"])
+    @argument("--cache-on", **PAIR_OPTIONS["--cache-on"])
     @argument("--log-dir", default=None, help="also save both runs' JSON logs in this folder")
-    @argument(
-        "--log-to",
-        action="append",
-        default=None,
-        metavar="TRACKER",
-        help="also write the verdict, the speedup, the step times and the settings to "
-        "tensorboard:DIR, mlflow[:URI], wandb[:PROJECT] or trainer (the Trainer's own "
-        "loggers); repeat it for more than one",
-    )
+    @argument("--log-to", **PAIR_OPTIONS["--log-to"])
     @argument(
         "--repeat",
         type=int,
@@ -225,14 +202,7 @@ class LoadEvalMagics(Magics):
         help="run the real run, then the ideal run (default: their steps interleaved in "
         "blocks in one loop, so that a drift of the machine lands on both)",
     )
-    @argument(
-        "--contention",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="a third arm: cached batches while the loader keeps producing, which splits the "
-        "headroom into waiting for data and the CPU loading takes from the step (needs "
-        "workers; default: off)",
-    )
+    @argument("--contention", **PAIR_OPTIONS["--contention"])
     @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
     )

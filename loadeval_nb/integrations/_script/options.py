@@ -49,6 +49,49 @@ RUN_HELP = (
 )
 
 
+PAIR_OPTIONS: dict[str, dict[str, Any]] = {
+    "--steps": {
+        "default": "200",
+        "help": "steps per run, warm-up included (default 200), or 'auto': stop each run once "
+        "its median and mean step are known to ±5%% (30 to 2000 steps)",
+    },
+    "--warmup": {
+        "type": int,
+        "default": 10,
+        "help": "warm-up steps per run left out of the statistics (default 10)",
+    },
+    "--cache": {
+        "type": int,
+        "default": 20,
+        "help": "batches cached for the ideal run (default 20)",
+    },
+    "--cache-on": {
+        "choices": ["host", "device"],
+        "default": "host",
+        "help": "keep cached batches as produced (host) or on the GPU (device: also excludes "
+        "the copy)",
+    },
+    "--log-to": {
+        "action": "append",
+        "default": None,
+        "metavar": "TRACKER",
+        "help": "also write the verdict, the speedup, the step times and the settings to "
+        "tensorboard:DIR, mlflow[:URI], wandb[:PROJECT] or, in a cell, trainer (the "
+        "Trainer's own loggers); repeat it for more than one",
+    },
+    "--contention": {
+        "action": argparse.BooleanOptionalAction,
+        "default": False,
+        "help": "a third arm: cached batches while the loader keeps producing, which splits "
+        "the headroom into waiting for data and the CPU loading takes from the step (needs "
+        "workers; default: off)",
+    },
+}
+"""The options the pair's two front ends share (``%%loadeval`` and the ``run`` command:
+``python -m loadeval_nb run`` and ``%loadeval_run``), defined once: argparse's keywords
+by option."""
+
+
 def description(front_end: str = "") -> str:
     """The command's description; ``front_end`` adds what a front end shows beside the
     verdict (the notebook's dashboard and panel)."""
@@ -66,30 +109,10 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     r: argparse.ArgumentParser = sub.add_parser(
         "run", usage=RUN_USAGE, help=RUN_HELP, description=description()
     )
-    r.add_argument(
-        "--steps",
-        default="200",
-        help="steps per run, warm-up included, or 'auto' (default 200)",
-    )
-    r.add_argument("--warmup", type=int, default=10, help="warm-up steps per run (default 10)")
-    r.add_argument(
-        "--cache", type=int, default=20, help="batches cached for the ideal run (default 20)"
-    )
-    r.add_argument(
-        "--cache-on",
-        choices=["host", "device"],
-        default="host",
-        help="keep the cached batches in host or GPU memory (default host)",
-    )
+    for flag in ("--steps", "--warmup", "--cache", "--cache-on"):
+        r.add_argument(flag, **PAIR_OPTIONS[flag])
     r.add_argument("--log-dir", default=None, help="keep the run logs here")
-    r.add_argument(
-        "--log-to",
-        action="append",
-        default=None,
-        metavar="TRACKER",
-        help="also write the verdict, the speedup, the step times and the settings to "
-        "tensorboard:DIR, mlflow[:URI] or wandb[:PROJECT]; repeat it for more than one",
-    )
+    r.add_argument("--log-to", **PAIR_OPTIONS["--log-to"])
     r.add_argument("-o", "--out", default=None, help="write an HTML report here")
     r.add_argument(
         "--loader",
@@ -115,14 +138,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
         "on both and the live plots move block by block)",
     )
     r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
-    r.add_argument(
-        "--contention",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="a third arm: cached batches while the loader keeps producing, which splits the "
-        "headroom into waiting for data and the CPU loading takes from the step (needs "
-        "workers; default: off)",
-    )
+    r.add_argument("--contention", **PAIR_OPTIONS["--contention"])
     r.add_argument(
         "--timeout",
         type=float,
