@@ -26,14 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from .test_jupyterlab import (
+from .conftest import (
     ARTIFACTS,
     BUSY,
-    CHROMIUM,
     KERNEL_IDLE,
-    _diagnose,
-    _need_browser,
-    serve_lab,
+    RUN_ALL,
+    SAVE,
+    diagnose,
+    launch_chromium,
+    need_browser,
+    serve,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -78,7 +80,6 @@ VISIBLE = """(sel) => [...document.querySelectorAll(sel)].filter(e => e.checkVis
 IN_CELL = f"""([i, sel]) => [...({CELL})(i).querySelectorAll(sel)]
   .filter(e => e.checkVisibility()).length"""
 """How many elements of cell ``i`` that match ``sel`` are visible."""
-SAVE = "async () => { await window.jupyterapp.commands.execute('docmanager:save'); }"
 
 
 def _notebook() -> dict:
@@ -103,14 +104,14 @@ def _notebook() -> dict:
 
 @pytest.fixture
 def lab_without_bokeh_js():
-    _need_browser()
+    need_browser()
     root = Path(tempfile.mkdtemp(prefix="loadeval-hosts-"))
     (root / "hosts.ipynb").write_text(json.dumps(_notebook()))
     # jupyter_bokeh's labextension disabled in this server's own config only (the
     # command, `jupyter labextension disable`, writes to the environment's sys-prefix
     # config by default: every JupyterLab of the environment would lose it)
     try:
-        with serve_lab(
+        with serve(
             root, disabled=("@bokeh/jupyter_bokeh",), drop_env=("LOADEVAL_VIEW", "VSCODE_PID")
         ) as (url, token, env):
             listed = subprocess.run(
@@ -126,17 +127,6 @@ def lab_without_bokeh_js():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _browser(pw, profile: Path):
-    return pw.chromium.launch_persistent_context(
-        str(profile),
-        executable_path=CHROMIUM,
-        headless=True,
-        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run"],
-        viewport={"width": 1280, "height": 1000},
-    )  # fmt: skip
-
-
 def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
@@ -145,7 +135,7 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     with sync_playwright() as pw:
-        ctx = _browser(pw, root / "chromium-profile")
+        ctx = launch_chromium(pw, root / "chromium-profile")
         try:
             page = ctx.new_page()
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -154,7 +144,7 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             page.wait_for_function(KERNEL_IDLE, timeout=180_000)
             # the setup cell, then the html view's cell
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            page.evaluate(RUN_ALL)
 
             # (a) live: the html view gains steps and points between reads while busy
             reads: list[dict] = []
@@ -179,9 +169,9 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
                     break
                 page.wait_for_timeout(300)
             else:
-                pytest.fail("the html view's verdict never came:\n" + _diagnose(page, root, errors))
+                pytest.fail("the html view's verdict never came:\n" + diagnose(page, root, errors))
             steps = [sum(int(n) for n in re.findall(r"step (\d+)", r["status"])) for r in reads]
-            assert len(reads) >= 2, (seen[:40], _diagnose(page, root, errors))
+            assert len(reads) >= 2, (seen[:40], diagnose(page, root, errors))
             assert steps[-1] > steps[0] and reads[-1]["points"] > reads[0]["points"], reads
             # no widget error anywhere in the html view's cell, none in the console
             assert page.evaluate(ERROR_BOXES, 1) == []
@@ -206,7 +196,7 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
             try:
                 cell3.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=180_000)
             except PlaywrightTimeout:
-                pytest.fail("the bokeh view's panel never came:\n" + _diagnose(page, root, errors))
+                pytest.fail("the bokeh view's panel never came:\n" + diagnose(page, root, errors))
             page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
             assert [e for e in errors if NO_MODULE in e], "the labextension was not disabled"
             assert page.evaluate(IN_CELL, [2, ".loadeval-status"]) == 1
@@ -228,7 +218,7 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
             env=env, check=True, capture_output=True, timeout=120,
         )  # fmt: skip
         exported = root / "hosts.html"
-        ctx = _browser(pw, root / "chromium-profile-2")
+        ctx = launch_chromium(pw, root / "chromium-profile-2")
         try:
             page = ctx.new_page()
             page.goto(exported.as_uri())

@@ -20,158 +20,47 @@ overrides).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("LOADEVAL_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(os.environ.get("LOADEVAL_ARTIFACTS", ROOT / "test-artifacts"))
-# Console messages that are not ours and not errors of the page under test.
-BENIGN = (
-    "reading 'schema'",  # Notebook 7.6.5, even for print(1) (shared/notes)
-    "could not set initial ranges",  # Bokeh, plots that start empty
-    "Failed to load resource: net::ERR_",  # closed network: no internet by design
+from .conftest import (
+    ARTIFACTS,
+    BENIGN,
+    BUSY,
+    KERNEL_IDLE,
+    ROOT,
+    RUN_ALL,
+    SAVE,
+    STEP_POINTS,
+    VISIBLE_BOXES,
+    diagnose,
+    launch_chromium,
+    need_browser,
+    serve,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
-def _need_browser():
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        reason = "playwright is not installed"
-    else:
-        if os.path.exists(CHROMIUM):
-            return
-        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(f"the browser test must run in CI: {reason}")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve_lab(root: Path, disabled: tuple[str, ...] = (), drop_env: tuple[str, ...] = ()):
-    """JupyterLab on 127.0.0.1 over ``root`` with a config of its own (``disabled``
-    labextensions off in its own page_config, never the environment's), stopped with
-    the kernels it started; yields ``(url, token, env)``."""
-    port, token = _free_port(), "loadeval-test-token"
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(root / ".jupyter"),
-        "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
-    }
-    for name in drop_env:
-        env.pop(name, None)
-    # no "get notified about Jupyter news?" pop-up over the page
-    off = {"@jupyterlab/apputils-extension:announcements": True, **dict.fromkeys(disabled, True)}
-    (root / ".jupyter" / "labconfig").mkdir(parents=True)
-    (root / ".jupyter" / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": off})
-    )
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter",
-            "lab",
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={root}",
-            "--LabApp.expose_app_in_browser=True",
-            "--ServerApp.port_retries=0",
-            "--LabApp.extension_manager=readonly",
-            "--LabApp.news_url=",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=root,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:]
-                    ) from None
-                time.sleep(0.3)
-        yield url, token, env
-    finally:
-        kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for k in kids:  # kernels that outlived the server
-            try:
-                k.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(kids, timeout=10)
-        log.close()
-
-
 @pytest.fixture
 def lab():
-    _need_browser()
+    need_browser()
     root = Path(tempfile.mkdtemp(prefix="loadeval-lab-"))
     for name in ("quickstart.ipynb", "watch_torchrun.ipynb"):
         shutil.copy(ROOT / "notebooks" / name, root / name)
     try:
-        with serve_lab(root) as (url, token, _env):
+        with serve(root) as (url, token, _env):
             yield url, token, root
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-STEP_POINTS = """() => {
-  const docs = (window.Bokeh && window.Bokeh.documents) || [];
-  let n = -1;
-  for (const d of docs) for (const m of d.all_models)
-    if (m.name === 'live_steps_real' && m.data && m.data.step) n = Math.max(n, m.data.step.length);
-  return n;
-}"""
-KERNEL_IDLE = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
-}"""
-KERNEL_STATE = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return k ? `${k.name}: ${k.connectionStatus}, ${k.status}` : 'no kernel';
-}"""
 STEP_AXIS = """() => {
   let startup = null, steady = 0, axis = null;
   for (const d of (window.Bokeh && window.Bokeh.documents) || []) for (const m of d.all_models) {
@@ -215,28 +104,6 @@ HISTORY_FIT = """() => {
                      .map(c => c.innerText)};
 }"""
 """The history table's box against the output area, and the cells whose text wrapped."""
-OUTPUTS = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
-  .map(e => e.innerText.slice(0, 800)).join('\\n---\\n')"""
-
-
-def _diagnose(page, root: Path, errors: list[str]) -> str:
-    """What a failed wait saw: kernel state, cell outputs, console errors, server log."""
-    parts = []
-    for name, js in (("kernel", KERNEL_STATE), ("outputs", OUTPUTS), ("busy", BUSY)):
-        try:
-            parts.append(f"{name}: {page.evaluate(js)}")
-        except Exception as e:  # the page itself may be the problem
-            parts.append(f"{name}: <{e}>")
-    parts.append("console errors: " + " | ".join(errors[-10:]))
-    log = root / "server.log"
-    if log.exists():
-        parts.append("server log tail:\n" + log.read_text(errors="replace")[-3000:])
-    return "\n".join(parts)
-
-
-BUSY = (
-    "() => [...document.querySelectorAll('.jp-InputPrompt')].some(e => e.textContent.includes('*'))"
-)
 STATUS_BAR = """() => {
   const t = [...document.querySelectorAll('.jp-StatusBar-TextItem')]
     .map(e => e.innerText).find(t => t.includes('(ipykernel) |'));
@@ -254,12 +121,6 @@ SLEEP_READS = f"""async () => {{
   return {{done, seen: [...new Set(seen)], last: seen[seen.length - 1]}};
 }}"""
 """What the status bar read while a plain ``time.sleep(3)`` ran, and after."""
-SAVE = "async () => { await window.jupyterapp.commands.execute('docmanager:save'); }"
-VISIBLE_BOXES = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
-  .filter(e => e.checkVisibility())
-  .map(e => e.innerText)
-  .filter(t => /Loading widget|Error displaying widget|javascript error/.test(t))"""
-"""Visible outputs that say a widget is loading or failed."""
 RUNNING_CELL = "() => !!document.querySelector('.loadeval-dashboard') && " + BUSY[6:]
 # expected after the page is reloaded: the dashboard's plots cannot render without
 # BokehJS (reload with the kernel alive), its model is gone (a new kernel)
@@ -293,21 +154,8 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
     errors: list[str] = []
     sizes: dict[str, object] = {}
     with sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(root / "chromium-profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-            # 1280 px with JupyterLab's file browser open (its default): a laptop's notebook
-            viewport={"width": 1280, "height": 1000},
-        )
+        # 1280 px with JupyterLab's file browser open (its default): a laptop's notebook
+        ctx = launch_chromium(pw, root / "chromium-profile")
         try:
             page = ctx.new_page()
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -326,7 +174,7 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
                 if sleep["done"] and "Busy" in sleep["seen"]:
                     break
             assert sleep["done"] and "Busy" in sleep["seen"] and sleep["last"] == "Idle", sleep
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            page.evaluate(RUN_ALL)
 
             # (a) live: the step plot gains points between two reads while the kernel is
             # busy; the status bar reads Busy at every read while the cell runs
@@ -348,7 +196,7 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
                 page.wait_for_timeout(100)
             if first < 3:
                 page.screenshot(path=str(ARTIFACTS / "00-no-points.png"), full_page=True)
-            assert first >= 3, "the step-time plot never showed points\n" + _diagnose(
+            assert first >= 3, "the step-time plot never showed points\n" + diagnose(
                 page, root, errors
             )
             # the step axis follows the steps on the line, not the start-up step (a marker)
@@ -502,7 +350,7 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             assert not unexpected, unexpected
         except PlaywrightTimeout as e:
             page.screenshot(path=str(ARTIFACTS / "99-timeout.png"), full_page=True)
-            raise AssertionError(f"{e}\n{_diagnose(page, root, errors)}") from None
+            raise AssertionError(f"{e}\n{diagnose(page, root, errors)}") from None
         finally:
             ctx.close()
             (ARTIFACTS / "saved-sizes.json").write_text(json.dumps(sizes))
@@ -550,13 +398,7 @@ def test_watch_lines_grow_while_the_job_runs(lab):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     with sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(root / "chromium-profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-            viewport={"width": 1280, "height": 1000},
-        )
+        ctx = launch_chromium(pw, root / "chromium-profile")
         try:
             page = ctx.new_page()
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -564,7 +406,7 @@ def test_watch_lines_grow_while_the_job_runs(lab):
             page.goto(f"{url}/lab/tree/watch_torchrun.ipynb?token={token}")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             page.wait_for_function(KERNEL_IDLE, timeout=180_000)
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            page.evaluate(RUN_ALL)
 
             # the watch's lines gain points between two reads while its cell is busy
             def total() -> int:
@@ -579,7 +421,7 @@ def test_watch_lines_grow_while_the_job_runs(lab):
                 page.wait_for_timeout(100)
             if first == 0:
                 page.screenshot(path=str(ARTIFACTS / "10-watch-no-points.png"), full_page=True)
-            assert first > 0, "the watch's lines never showed points\n" + _diagnose(
+            assert first > 0, "the watch's lines never showed points\n" + diagnose(
                 page, root, errors
             )
             second, still_busy = first, True
@@ -614,6 +456,6 @@ def test_watch_lines_grow_while_the_job_runs(lab):
             assert not ours, ours
         except PlaywrightTimeout as e:
             page.screenshot(path=str(ARTIFACTS / "99-watch-timeout.png"), full_page=True)
-            raise AssertionError(f"{e}\n{_diagnose(page, root, errors)}") from None
+            raise AssertionError(f"{e}\n{diagnose(page, root, errors)}") from None
         finally:
             ctx.close()
