@@ -10,8 +10,10 @@ and one name for the resource, by this rule (the thresholds are the constants be
 
 1. Under :data:`MIN_WORKER_S` worker-seconds read: ``unknown`` (too short to say).
 2. ``idle``: the workers spent :data:`IDLE_SHARE` or more of their time outside
-   making a batch (the per-batch timing inside the workers; the rest of the time
-   they wait for the loop to take one: the queue is full). Without that timing:
+   making a batch (the per-batch timing inside the workers, at the mean time a batch
+   took for as many batches as the run took: one side of an interleaved pass takes only
+   some of the batches the workers make; the rest of the time they wait for the loop to
+   take one: the queue is full). Without that timing:
    the loop waited for batches under :data:`LOOP_KEEPS_UP` of its time and the
    workers used a CPU (or waited for one) under half theirs.
 3. Otherwise the largest of: on a CPU, blocked on I/O, and waiting otherwise (the
@@ -49,10 +51,13 @@ __all__ = [
     "IDLE_SHARE",
     "LOOP_KEEPS_UP",
     "MAIN_COMPETES_PCT",
+    "KINDS",
     "MIN_WORKER_S",
+    "REMEDIES",
     "RUNQ_SHARE",
     "STORAGE_BYTES_PER_S",
     "WorkerResource",
+    "reading_of",
     "resource_text",
     "worker_resource",
 ]
@@ -80,6 +85,28 @@ KINDS = {
     "unknown": "too little of the workers' time was read to name a resource",
 }
 """Each resource's name in words."""
+
+REMEDIES = {
+    "cpu": (
+        "more workers where cores are free, or cheaper per-sample work (cheaper transforms, "
+        "done once ahead of training, or on the GPU)"
+    ),
+    "threads": (
+        "fewer workers, or fewer intra-op threads in the training process "
+        "(torch.set_num_threads), so that the two stop taking turns on the cores"
+    ),
+    "storage": (
+        "faster storage, reading ahead (more workers or a larger prefetch_factor keep more "
+        "reads in flight), or caching the files (in memory, on a local disk, or packed into "
+        "fewer, larger files)"
+    ),
+    "waiting": (
+        "more workers, to overlap the waits (a waiting worker costs little CPU), or removing "
+        "what they wait on"
+    ),
+    "idle": "nothing on the workers' side: they are not the limit",
+}
+"""What usually helps, for each resource (``unknown``: nothing to say)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +208,33 @@ class WorkerResource:
             text += f"; {self.majflt:,} major page faults"
         return text
 
+    def gist(self) -> str:
+        """The share behind the name, for a sentence of advice: ``"92% of their time on
+        CPU"``; empty for ``unknown``."""
+        if self.kind in ("cpu", "threads"):
+            runq = f", {fmt_pct(self.runq)} waiting for one" if self.runq is not None else ""
+            return f"{fmt_pct(self.on_cpu)} of their time on a CPU{runq}"
+        if self.kind == "storage":
+            est = "an estimated " if self.io_from == "d-state" else ""
+            said = (
+                f"{est}{fmt_pct(self.blocked_io)} of their time blocked on I/O"
+                if self.blocked_io
+                else f"{fmt_pct(self.waiting)} of their time waiting"
+            )
+            read = (
+                f", {fmt_bytes(self.read_bytes)} read from storage"
+                if self.read_bytes is not None
+                else ""
+            )
+            return said + read
+        if self.kind == "waiting":
+            return f"{fmt_pct(self.waiting)} of their time waiting, {fmt_pct(self.on_cpu)} on a CPU"
+        if self.kind == "idle":
+            if self.idle is not None:
+                return f"{fmt_pct(self.idle)} of their time idle"
+            return f"the loop waited {fmt_pct(self.loop_wait_share)} of its time"
+        return ""
+
     def text(self) -> str:
         """One line: the numbers and the resource, then what the machine did not expose."""
         if self.kind == "unknown":
@@ -189,14 +243,21 @@ class WorkerResource:
         return f"{self.numbers()}: {self.headline()}." + (f" ({hidden}.)" if hidden else "")
 
 
-def resource_text(reading: Optional[dict[str, Any]]) -> Optional[str]:
-    """:meth:`WorkerResource.text` of a run log's ``worker_resource`` (None: none)."""
-    if not reading:
+def reading_of(reading: Optional[dict[str, Any]]) -> Optional[WorkerResource]:
+    """A run log's ``worker_resource`` as a :class:`WorkerResource` (None: none, or not
+    one this version can read)."""
+    if not isinstance(reading, dict) or not reading:
         return None
     try:
-        return WorkerResource.from_dict(reading).text()
+        return WorkerResource.from_dict(reading)
     except (TypeError, ValueError):
         return None
+
+
+def resource_text(reading: Optional[dict[str, Any]]) -> Optional[str]:
+    """:meth:`WorkerResource.text` of a run log's ``worker_resource`` (None: none)."""
+    found = reading_of(reading)
+    return found.text() if found is not None else None
 
 
 def _total(series: Any) -> Optional[float]:
@@ -281,7 +342,12 @@ def worker_resource(
         hidden.append("bytes read not exposed (/proc/<pid>/io unreadable)")
     idle: Optional[float] = None
     if worker_load_ns:
-        idle = max(0.0, 1.0 - sum(worker_load_ns) / alive)
+        # the timing inside the workers covers every batch they made; the ticks, only the
+        # run's own time (one side of an interleaved pass, whose cache fill and other arms
+        # also drew batches): the batches the run took, at the mean time a batch took
+        taken = len(step_ns) if step_ns else len(worker_load_ns)
+        made = sum(worker_load_ns) / len(worker_load_ns) * min(taken, len(worker_load_ns))
+        idle = max(0.0, 1.0 - made / alive)
     want = on + (runq or 0.0)
     blocked_s = blocked or 0.0
     rest = max(0.0, 1.0 - want - blocked_s - (idle or 0.0))

@@ -17,6 +17,7 @@ from .._errors import a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
 from ..errors import LoadEvalError
+from ..measure.resource import reading_of
 from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
 from ..whatif.from_runs import predict_from_runs
@@ -562,6 +563,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         ideal_startup_s=i.startup_s(),
         disturbed=disturbed,
         real_h2d_s=real_h2d,
+        worker_resource=reading_of(r.worker_resource),
     )
 
 

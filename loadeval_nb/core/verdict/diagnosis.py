@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from .._facts import Action, Fact, Facts, Piece, Reported
 from .._format import fmt_pct, fmt_seconds, fmt_times
+from ..measure.resource import REMEDIES, WorkerResource
 
 INPUT_BOUND = "INPUT-BOUND"
 PARTLY_INPUT_BOUND = "PARTLY INPUT-BOUND"
@@ -113,12 +114,25 @@ class Diagnosis(Reported):
     """Of the headroom, the CPU (and the batches' hand-over) loading takes from the step
     while it runs beside it: contended minus ideal (seconds a step)."""
     contention_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    worker_resource: Optional[WorkerResource] = None
+    """What the real run's workers spent their time on, read from the operating system
+    (its run log's ``worker_resource``: on a CPU, blocked on I/O, idle, ...); None: no
+    workers (``num_workers=0``), or no reading of them (an older log)."""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("speedup_ci", "waiting_ci", "contention_ci"):
             d[k] = list(getattr(self, k))
+        if self.worker_resource is not None:  # as the run log keeps it
+            d["worker_resource"] = self.worker_resource.to_dict()
         return d
+
+    @property
+    def resource(self) -> Optional[str]:
+        """The real run's workers' resource (``cpu``, ``threads``, ``storage``,
+        ``waiting``, ``idle``), when one was named; None otherwise (``unknown`` too)."""
+        r = self.worker_resource
+        return r.kind if r is not None and r.kind in REMEDIES else None
 
     @property
     def contention_bound(self) -> Optional[bool]:
@@ -244,6 +258,8 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
         gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
     if d.waiting_s is not None and d.contention_s is not None:
         facts.append(Fact("split", "headroom split", _split_text(d)))
+    if d.worker_resource is not None:
+        facts.append(Fact("resource", "the real run's workers", d.worker_resource.text()))
     facts.append(Fact("gpu", "GPU utilisation", gpu))
     if d.prediction:
         facts.append(Fact("prediction", "simulator", d.prediction))
@@ -293,17 +309,27 @@ def _split_advice(d: Diagnosis) -> list[Piece]:
             " Most of the headroom is CPU that loading takes from the step, not waiting: a "
             f"faster loader will not buy it back. {_LESS_CPU}"
         ]
+    faster = _FASTER.get(d.resource or "", _FASTER[""])
     if split == "both":
         return [
             f" The headroom is both: {fmt_seconds(d.waiting_s or 0.0)} a step waiting for "
-            "data, which a faster or more parallel loader (more workers, cheaper transforms, "
-            f"faster storage) buys, and {fmt_seconds(d.contention_s or 0.0)} of CPU that "
-            f"loading takes from the step, which it does not. For that part: {_LESS_CPU}"
+            f"data, which a faster or more parallel loader ({faster}) buys, and "
+            f"{fmt_seconds(d.contention_s or 0.0)} of CPU that loading takes from the step, "
+            f"which it does not. For that part: {_LESS_CPU}"
         ]
     return [
         " Most of the headroom is waiting for data, not CPU taken from the step: a faster or "
-        "more parallel loader (more workers, cheaper transforms, faster storage) buys it."
+        f"more parallel loader ({faster}) buys it."
     ]
+
+
+_FASTER = {
+    "": "more workers, cheaper transforms, faster storage",
+    "cpu": "more workers where cores are free, cheaper transforms",
+    "storage": "faster storage, reading ahead, caching the files",
+    "waiting": "more workers, to overlap the workers' waits",
+}
+"""What makes the loader faster, by its workers' resource (the rest: any of it)."""
 
 
 _LESS_CPU = (
@@ -377,7 +403,7 @@ def _advice(d: Diagnosis) -> list[Piece]:
         ]
     waits = d.wait_share is not None and d.wait_share >= 0.1
     if waits:
-        out += [f"The loop waits for data {fmt_pct(d.wait_share)} of the time: ", *_workers(d)]
+        out += [f"The loop waits for data {fmt_pct(d.wait_share)} of the time", *_waits(d)]
     slower = (
         d.real_other_s / d.ideal_step_s - 1.0
         if d.real_other_s is not None and d.ideal_step_s
@@ -439,12 +465,67 @@ def _longer(slower: float) -> str:
     return f"{slower:.0%} longer than" if slower < 1 else f"{1 + slower:.1f}× as long as"
 
 
+def _waits(d: Diagnosis) -> list[Piece]:
+    """What to do about the loop's wait for data: by the resource the real run's workers
+    were read to spend their time on, when one was named (its words and remedies are
+    measure.resource's, the ladder's too); else more workers, then the per-sample work."""
+    r, kind = d.worker_resource, d.resource
+    if r is None or kind is None:
+        return [": ", *_workers(d)]
+    said = f", and {r.headline()}: {r.gist()}. "
+    if kind == "cpu" and not r.contended():
+        return [said, *_capital(_workers(d))]
+    if kind == "cpu":  # other processes hold the cores: more workers queue behind them
+        return [
+            said,
+            "More workers will not help while other processes hold the cores: rerun when "
+            "they are done; if the loop still waits, the per-sample work is the cost: ",
+            *_PER_SAMPLE,
+        ]
+    if kind == "threads":
+        return [
+            said,
+            f"More workers would make it worse. Try {REMEDIES['threads']} (",
+            Action("sweep", "num_workers=1,2; num_threads=1,2"),
+            ").",
+        ]
+    if kind == "storage":
+        return [said, f"Cheaper transforms will not help; try {REMEDIES['storage']}."]
+    if kind == "waiting":
+        gist = _sim_gist(d)
+        sim = f"; the simulator: {gist}" if gist else ""
+        return [said, f"Try {REMEDIES['waiting']}{sim}."]
+    # idle: the workers keep their queue full, yet the loop waits
+    return [
+        f", yet {r.headline()}: {r.gist()}. The workers are not the limit: more of them, or "
+        "cheaper transforms, will not shorten the wait. What is left is handing the batches "
+        "over to the training process (taking them off the workers' queue, pinning): hand "
+        "over fewer, larger batches, or smaller ones (uint8 rather than float).",
+    ]
+
+
+def _capital(pieces: list[Piece]) -> list[Piece]:
+    """``pieces`` as the start of a sentence."""
+    if pieces and isinstance(pieces[0], str):
+        return [pieces[0][:1].upper() + pieces[0][1:], *pieces[1:]]
+    return pieces
+
+
+def _sim_gist(d: Diagnosis) -> Optional[str]:
+    """The simulator's line's gist (``"with num_workers=4: about 2.0× faster"``) when it
+    finds a number of workers that helps; None otherwise."""
+    line = d.prediction or ""
+    if line.startswith("with num_workers="):
+        return line.split(" (")[0].split(", still")[0]
+    return None
+
+
 def _workers(d: Diagnosis) -> list[Piece]:
     """Whether more workers are the answer, as the simulator's line says (its gist only:
     the whole line is the fact above the advice)."""
     line = d.prediction or ""
-    if line.startswith("with num_workers="):
-        gist = line.split(" (")[0].split(", still")[0]  # "with num_workers=4: about 2.0× faster"
+    gist = _sim_gist(d)
+    if gist:
         return [
             f"add DataLoader workers ({gist}). If more workers do not help, the per-sample "
             "work is the cost: ",
