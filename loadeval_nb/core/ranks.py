@@ -35,23 +35,32 @@ one, whatever the skew says.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from ._env import agree, dist_rank, safe_len
 from ._facts import Fact, Facts, Reported
-from ._files import expand_path
+from ._files import expand_path, write_text_atomic
 from ._format import fmt_pct, fmt_seconds, fmt_times
 from ._stats import bootstrap_mean_ci, t975
-from .errors import LoadEvalError
+from .errors import LoadEvalError, RunLogError
 from .explore.settings import RunSettings
-from .explore.straggler import ARMS, CONTROL, FREE, plan_proof, run_pass
-from .measure.blocks import queue_depth
+from .explore.straggler import (
+    ARMS,
+    CONTROL,
+    FREE,
+    BlockSpan,
+    StragglerPass,
+    plan_proof,
+    run_pass,
+)
+from .measure.blocks import BlockPlan, queue_depth
 from .record.run import Run, describe_steady
 from .record.runlog import load_run
 from .verdict.diagnose import diagnose
@@ -59,10 +68,15 @@ from .verdict.diagnosis import PARTLY_HEADROOM, Diagnosis
 
 __all__ = [
     "RankResult",
+    "ProvingPass",
     "RanksResult",
     "StragglerProof",
     "gather_logs",
     "gather_pair",
+    "gather_runs",
+    "load_proof",
+    "plan_proof_after",
+    "proof_path",
     "prove_straggler",
 ]
 
@@ -92,6 +106,9 @@ class RankResult:
     error: Optional[str] = None
     """Why this rank has no runs (for results gathered by other means; ``gather_pair``
     raises a rank's error instead)."""
+    contended: Optional[dict[str, Any]] = None
+    """The contended arm's run, where the pair had it (``contention``): the rank's
+    headroom split into waiting for data and CPU taken by loading."""
 
     def run(self, which: str) -> Optional[Run]:
         doc = getattr(self, which)
@@ -147,6 +164,11 @@ class RanksResult(Reported):
     None for ranks gathered over ``torch.distributed``."""
     left_out: tuple[str, ...] = ()
     """Other jobs whose logs were in the same folder and were not gathered."""
+    proof: Optional[StragglerProof] = None
+    """The straggler proof run after the pair (``python -m loadeval_nb run
+    --prove-straggler``; read by :func:`gather_logs` from the job's ``...-proof.json``):
+    when there, its verdict is the report's headline and its steps are columns of the
+    ranks' table."""
 
     @property
     def world_size(self) -> int:
@@ -168,12 +190,21 @@ class RanksResult(Reported):
 
     def facts(self) -> Facts:
         """The gathered facts, once: :meth:`text` and the notebook's card render this."""
+        split = any(d.waiting_s is not None for d in self.diagnoses.values())
+        proof = self.proof
+        arms = proof.arms if proof is not None else ()
         rows = []
         for r in self.ranks:
             d = self.diagnoses.get(r.rank)
+            extra: tuple[str, ...] = ()
+            if split:
+                extra += (_split_cell(d),)
+            if proof is not None:
+                steps = proof.rank_step_s.get(r.rank, {})
+                extra += tuple(fmt_seconds(steps.get(a)) if a in steps else "" for a in arms)
             if d is None:
                 side = "real run only" if r.real else "ideal run only" if r.ideal else "no runs"
-                rows.append((str(r.rank), r.host, "", "", "", "", r.error or side))
+                rows.append((str(r.rank), r.host, "", "", "", "", *extra, r.error or side))
                 continue
             mark = " (straggler)" if r.rank == self.straggler else ""
             rows.append(
@@ -184,6 +215,7 @@ class RanksResult(Reported):
                     fmt_seconds(d.ideal_step_s),
                     fmt_times(d.speedup),
                     fmt_seconds(d.real_wait_s),
+                    *extra,
                     d.verdict,
                 )
             )
@@ -209,12 +241,21 @@ class RanksResult(Reported):
                     f"rank{ci}, {fmt_pct(self.skew_share)} of a step",
                 )
             )
+        if proof is not None:
+            facts += [
+                Fact(f"proof_{f.key}", f"proof: {f.label}", f.text) for f in proof.facts().facts
+            ]
+        columns: tuple[str, ...] = ("rank", "host", "real step", "ideal step", "speedup", "wait")
+        if split:
+            columns += ("waiting / CPU taken",)
+        if proof is not None:
+            columns += tuple(proof.arm_names())
         return Facts(
             kind="ranks",
             title=f"{self.world_size} ranks",
             headline=self.headline(),
             facts=tuple(facts),
-            columns=("rank", "host", "real step", "ideal step", "speedup", "wait", "verdict"),
+            columns=(*columns, "verdict"),
             rows=tuple(rows),
             notes=tuple(n for n in (self.phase_note, self._left_out_note()) if n),
         )
@@ -229,6 +270,8 @@ class RanksResult(Reported):
         )
 
     def headline(self) -> str:
+        if self.proof is not None:  # the counterfactual's word, over the skew's
+            return self.proof.headline()
         if self.straggler is not None:
             return (
                 f"rank {self.straggler} is a straggler: its input waits hold the other ranks at "
@@ -237,6 +280,13 @@ class RanksResult(Reported):
         slow = self.diagnosis()
         verdict = slow.verdict if slow is not None else "no verdict (a pair needs both runs)"
         return f"{verdict} on the slowest rank; no rank holds the others back."
+
+
+def _split_cell(d: Optional[Diagnosis]) -> str:
+    """A rank's headroom split (the contended arm): waiting for data / CPU taken."""
+    if d is None or d.waiting_s is None or d.contention_s is None:
+        return ""
+    return f"{fmt_seconds(d.waiting_s)} / {fmt_seconds(d.contention_s)}"
 
 
 def ranks_result(ranks: list[RankResult]) -> RanksResult:
@@ -254,7 +304,7 @@ def ranks_result(ranks: list[RankResult]) -> RanksResult:
             if w:
                 waits[r.rank] = w
         if real is not None and ideal is not None:
-            out.diagnoses[r.rank] = diagnose(real, ideal)
+            out.diagnoses[r.rank] = diagnose(real, ideal, contended=r.run("contended"))
     mean = {k: sum(v) / len(v) for k, v in waits.items()}
     pace = mean or steps
     order = sorted(pace, key=lambda k: pace[k], reverse=True)
@@ -324,14 +374,31 @@ def gather_pair(result: Any, group: Any = None, timeout_s: Optional[float] = Non
             file=sys.stderr,
         )
         raise result.error
+    return gather_runs(result.runs(), group, timeout_s)
+
+
+def gather_runs(
+    runs: Mapping[str, Optional[Run]], group: Any = None, timeout_s: Optional[float] = None
+) -> RanksResult:
+    """Every rank's runs (``{"real": Run, "ideal": Run}``, and ``"contended"`` where the
+    pair had the arm), gathered over ``torch.distributed`` as :func:`gather_pair` gathers
+    a pair's (which calls it): every rank calls it, every rank gets the same
+    :class:`RanksResult`. Raises :class:`~loadeval_nb.LoadEvalError` when
+    ``torch.distributed`` is not initialised or a rank does not arrive in ``timeout_s``."""
+    where = dist_rank()
+    if where is None:
+        raise LoadEvalError(
+            "gather_runs needs torch.distributed: call dist.init_process_group() first "
+            "(torchrun sets up the environment it reads)."
+        )
     import torch.distributed as dist
 
-    runs = result.runs()
     mine = RankResult(
         rank=where[0],
         host=socket.gethostname(),
-        real=_payload(runs["real"]),
-        ideal=_payload(runs["ideal"]),
+        real=_payload(runs.get("real")),
+        ideal=_payload(runs.get("ideal")),
+        contended=_payload(runs.get("contended")),
     )
     gathered: list[Any] = (
         [None] * where[1] if group is None else [None] * dist.get_world_size(group)
@@ -392,10 +459,49 @@ class StragglerProof(Reported):
         return len(self.rank_step_s)
 
     @property
+    def arms(self) -> tuple[str, ...]:
+        """The pass's arms: ``real``, ``free`` and (with a control) ``control``."""
+        return ARMS if self.control is not None else ARMS[:2]
+
+    def arm_names(self) -> list[str]:
+        """Each arm as the ranks' table heads its column."""
+        names = {
+            "real": "proof: all real",
+            FREE: f"rank {self.suspect} free",
+            CONTROL: f"rank {self.control} free",
+        }
+        return [names[a] for a in self.arms]
+
+    @property
     def pairs(self) -> int:
         """Block pairs the intervals are taken over."""
         arms = [a for a, _ in self.block_step_s]
-        return min(arms.count(a) for a in (ARMS if self.control is not None else ARMS[:2]))
+        return min(arms.count(a) for a in self.arms)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The proof as JSON values, versioned (``kind``, ``schema_version``)."""
+        return {
+            "kind": PROOF_KIND,
+            "schema_version": PROOF_SCHEMA,
+            "suspect": self.suspect,
+            "control": self.control,
+            "proven": self.proven,
+            "real_step_s": self.real_step_s,
+            "free_step_s": self.free_step_s,
+            "control_step_s": self.control_step_s,
+            "gain_s": self.gain_s,
+            "gain_ci": list(self.gain_ci),
+            "excess_s": self.excess_s,
+            "excess_ci": list(self.excess_ci),
+            "named_by_skew": self.named_by_skew,
+            "block_step_s": [[a, s] for a, s in self.block_step_s],
+            "rank_step_s": {str(r): dict(v) for r, v in self.rank_step_s.items()},
+        }
+
+    def save(self, path: Union[str, os.PathLike[str]]) -> str:
+        """Write the proof as versioned JSON (atomically), beside the ranks' run logs
+        (:func:`proof_path`), where :func:`gather_logs` finds it. Returns the path."""
+        return write_text_atomic(path, json.dumps(self.to_dict(), allow_nan=False))
 
     @property
     def gain_share(self) -> Optional[float]:
@@ -483,6 +589,67 @@ class StragglerProof(Reported):
             columns=tuple(columns),
             rows=rows,
         )
+
+
+PROOF_KIND = "loadeval_nb.straggler_proof"
+PROOF_SCHEMA = 1
+
+
+def proof_path(real_log: Union[str, os.PathLike[str]]) -> str:
+    """Where a job's straggler proof goes: beside rank 0's real run log, named after the
+    job (``loadeval-JOB-train-real-rank0.json`` → ``loadeval-JOB-train-proof.json``)."""
+    path = os.fspath(real_log)
+    m = RANK_LOG.match(os.path.basename(path))
+    if m is None:
+        raise LoadEvalError(f"{path!r} is not a rank's run log (a name ending -real-rank0.json).")
+    job = m.group("job") + (m.group("again") or "")
+    return os.path.join(os.path.dirname(path), f"{job}-proof.json")
+
+
+def load_proof(path: Union[str, os.PathLike[str]]) -> StragglerProof:
+    """A straggler proof :meth:`StragglerProof.save` wrote. Raises
+    :class:`~loadeval_nb.errors.RunLogError` for a file that is not one, or is newer than
+    this version reads."""
+    source = os.fspath(path)
+    try:
+        with open(source, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise RunLogError(f"Cannot read the straggler proof {source!r} ({e}).") from None
+    if not isinstance(doc, dict) or doc.get("kind") != PROOF_KIND:
+        raise RunLogError(f"{source!r} is not a straggler proof of loadeval_nb.")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > PROOF_SCHEMA:
+        raise RunLogError(
+            f"{source!r} uses straggler proof schema {version!r}, not one this loadeval_nb "
+            f"reads (up to {PROOF_SCHEMA}); upgrade with `pip install -U loadeval-nb`."
+        )
+
+    def ci(key: str) -> tuple[Optional[float], Optional[float]]:
+        lo, hi = doc.get(key) or (None, None)
+        return lo, hi
+
+    try:
+        return StragglerProof(
+            suspect=int(doc["suspect"]),
+            control=None if doc.get("control") is None else int(doc["control"]),
+            proven=bool(doc.get("proven")),
+            real_step_s=doc.get("real_step_s"),
+            free_step_s=doc.get("free_step_s"),
+            control_step_s=doc.get("control_step_s"),
+            gain_s=doc.get("gain_s"),
+            gain_ci=ci("gain_ci"),
+            excess_s=doc.get("excess_s"),
+            excess_ci=ci("excess_ci"),
+            named_by_skew=bool(doc.get("named_by_skew")),
+            block_step_s=[(str(a), float(x)) for a, x in doc.get("block_step_s") or []],
+            rank_step_s={
+                int(r): {str(a): float(x) for a, x in v.items()}
+                for r, v in (doc.get("rank_step_s") or {}).items()
+            },
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunLogError(f"{source!r} is not a whole straggler proof ({e}).") from None
 
 
 def _mean_ci(xs: list[float]) -> tuple[Optional[float], tuple[Optional[float], Optional[float]]]:
@@ -648,8 +815,22 @@ def prove_straggler(
             file=sys.stderr,
         )
         raise
+    return _judge(spans, suspect, control, ranks.straggler == suspect, group, timeout_s)
+
+
+def _judge(
+    spans: Sequence[BlockSpan],
+    suspect: int,
+    control: Optional[int],
+    named_by_skew: bool,
+    group: Any,
+    timeout_s: Optional[float],
+) -> StragglerProof:
+    """Every rank's measured blocks gathered (every rank calls it), judged."""
     import torch.distributed as dist
 
+    where = dist_rank()
+    assert where is not None  # (asked before the pass)
     payload = (where[0], [(b.arm, b.steps, b.span_ns) for b in spans])
     gathered: list[Any] = (
         [None] * where[1] if group is None else [None] * dist.get_world_size(group)
@@ -657,12 +838,105 @@ def prove_straggler(
     agree("gathering of the straggler proof", where[0], timeout_s)
     dist.all_gather_object(gathered, payload, group=group)
     blocks = {int(g[0]): g[1] for g in gathered if g is not None}
-    return straggler_proof(blocks, suspect, control, named_by_skew=ranks.straggler == suspect)
+    return straggler_proof(blocks, suspect, control, named_by_skew=named_by_skew)
 
 
-RANK_LOG = re.compile(r"^(?P<job>.+)-(?P<side>real|ideal)-rank(?P<rank>\d+)(?P<again>-\d+)?\.json$")
+def plan_proof_after(pair: BlockPlan, epoch: Optional[int], settings: RunSettings) -> BlockPlan:
+    """The proof's plan for a loop that goes on over it after an interleaved pair's
+    ``pair`` plan, in the same pass (the script runner's ``--prove-straggler``): ``steps``
+    per arm, its drains those of the pair's agreed queue depth, the whole pass — the pair
+    and the proof — within ``epoch`` (the pair's agreed epoch; None: no end). Every rank
+    makes the same plan from the same agreed pair. Raises
+    :class:`~loadeval_nb.LoadEvalError` when the epoch's rest is too short for blocks."""
+    if not isinstance(settings.steps, int):
+        raise LoadEvalError(
+            f"The straggler proof needs a number of steps per arm, not steps={settings.steps!r}."
+        )
+    depth = (pair.drain - 1) // 2
+    room = None if epoch is None else epoch - pair.total_steps
+    return plan_proof(settings.steps, settings.warmup, settings.num_cached_batches, depth, room)
+
+
+class ProvingPass:
+    """The straggler proof's pass for a loop that already runs (the script runner's: the
+    script's own loop goes on over it after the pair, in the same pass): made on every
+    rank once the ranks' pairs are gathered (``ranks``), with the same ``plan``
+    (:func:`plan_proof_after`). The ranks agree first, through the process group's store,
+    on rank 0's suspect and control; iterate it for the pass's batches (``len()`` of
+    them), then call :meth:`judge` on every rank for the :class:`StragglerProof` (a
+    collective). :meth:`release` lets go of the cached batches."""
+
+    def __init__(
+        self,
+        loader: Any,
+        plan: BlockPlan,
+        ranks: RanksResult,
+        settings: RunSettings,
+        *,
+        group: Any = None,
+        timeout_s: Optional[float] = None,
+    ) -> None:
+        where = dist_rank()
+        if where is None:
+            raise LoadEvalError(
+                "The straggler proof needs torch.distributed: call dist.init_process_group() "
+                "first (torchrun sets up the environment it reads)."
+            )
+        mine = {
+            "suspect": ranks.suspect,
+            "control": ranks.runner_up if ranks.runner_up != ranks.suspect else None,
+        }
+        agreed = agree("suspect of the straggler proof", mine, timeout_s) or [mine]
+        self.suspect: Optional[int] = agreed[0]["suspect"]  # rank 0's word
+        self.control: Optional[int] = agreed[0]["control"] if self.suspect is not None else None
+        self.named_by_skew = ranks.straggler is not None and ranks.straggler == self.suspect
+        self.group, self.timeout_s = group, timeout_s
+        self._pass = StragglerPass(
+            loader,
+            plan,
+            replay_in={self.suspect: FREE, self.control: CONTROL}.get(where[0]),
+            num_cached_batches=settings.num_cached_batches,
+            cache_on=settings.cache_on,
+        )
+
+    def __len__(self) -> int:
+        return len(self._pass)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._pass)
+
+    @property
+    def blocks_done(self) -> int:
+        """Blocks measured so far (on this rank)."""
+        return len(self._pass.blocks)
+
+    @property
+    def complete(self) -> bool:
+        """Every block of the plan was measured (on this rank)."""
+        return self.blocks_done == len(self._pass.plan.block_steps())
+
+    def judge(self) -> Optional[StragglerProof]:
+        """Every rank's blocks gathered and judged (every rank calls it); None where no
+        rank was put to the proof (no real run on any rank)."""
+        if self.suspect is None:
+            return None
+        return _judge(
+            self._pass.blocks, self.suspect, self.control, self.named_by_skew, self.group,
+            self.timeout_s,
+        )  # fmt: skip
+
+    def release(self) -> None:
+        self._pass.release()
+
+
+RANK_LOG = re.compile(
+    r"^(?P<job>.+)-(?P<side>real|ideal|contended)-rank(?P<rank>\d+)(?P<again>-\d+)?\.json$"
+)
 """A per-rank run log's name, as the runs name them under ``torch.distributed``
-(``loadeval-20250101-120000-train-real-rank3.json``; ``-2`` after a name already taken)."""
+(``loadeval-20250101-120000-train-real-rank3.json``; ``-2`` after a name already taken;
+``-contended-rank3.json`` for the contended arm of a pair that had it)."""
+PROOF_LOG = re.compile(r"^(?P<job>.+)-proof\.json$")
+"""A job's straggler proof, beside its ranks' run logs (:func:`proof_path`)."""
 
 
 def _by_job(paths: Sequence[str]) -> dict[str, dict[int, dict[str, str]]]:
@@ -689,6 +963,9 @@ def gather_logs(
     ``...-ideal-rank0.json``, ...; on several nodes, the shared ``log_dir`` every node
     wrote to), or a list of such files. A folder holding several jobs' logs gives the
     newest job (the one whose logs were written last); ``left_out`` names the others.
+    A rank's contended arm (``...-contended-rank0.json``, a pair run with
+    ``contention``) goes into its diagnosis (the headroom split); the job's straggler
+    proof (``...-proof.json``, beside the logs, listed or not) into ``proof``.
 
     Raises :class:`~loadeval_nb.LoadEvalError` when there is no per-rank log to gather,
     and :class:`~loadeval_nb.errors.RunLogError` for a log that cannot be read.
@@ -710,11 +987,11 @@ def gather_logs(
         paths = [os.fspath(p) for p in where]
         jobs = _by_job(paths)
         named = {p for r in jobs.values() for s in r.values() for p in s.values()}
-        stray = [p for p in paths if p not in named]
+        stray = [p for p in paths if p not in named and not PROOF_LOG.match(os.path.basename(p))]
         if stray or not jobs:
             raise LoadEvalError(
                 f"{stray[0]!r} is not a per-rank run log (a name ending -real-rank0.json or "
-                "-ideal-rank0.json)."
+                "-ideal-rank0.json, or a job's -proof.json)."
                 if stray
                 else "No run logs given; pass the per-rank logs to gather."
             )
@@ -747,9 +1024,15 @@ def gather_logs(
                 real=_payload(runs.get("real")),
                 ideal=_payload(runs.get("ideal")),
                 error=f"no {missing[0]} run log" if len(missing) == 1 else None,
+                contended=_payload(runs.get("contended")),
             )
         )
     out = ranks_result(ranks)
+    folders = {os.path.dirname(p) for r in jobs[job].values() for p in r.values()}
+    proofs = [os.path.join(f, f"{job}-proof.json") for f in sorted(folders)]
+    found = [p for p in proofs if os.path.isfile(p)]
+    if found:
+        out.proof = load_proof(found[0])
     out.job = job
     out.left_out = tuple(newest[:-1][::-1])
     return out

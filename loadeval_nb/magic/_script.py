@@ -185,6 +185,7 @@ class ScriptSession(NotebookSession):
                     loader_index=self.args.loader,
                     loader_from=self.args.loader_from,
                     timeout_s=self.args.timeout,
+                    prove_straggler=self.args.prove_straggler,
                     hooks=hooks,
                     loader_changes=changes,
                 )

@@ -147,7 +147,8 @@ class StragglerPass:
                 cache.start(self.dataloader)
             cached: list[Any] = []
             j = 0
-            for arm, n, skip in self.plan.block_steps():
+            blocks = self.plan.block_steps()
+            for k, (arm, n, skip) in enumerate(blocks):
                 cached_arm = arm == replay_in
                 t0 = 0
                 for i in range(n):
@@ -170,7 +171,18 @@ class StragglerPass:
                             return
                         if replay and not cache.full:
                             cache.add(batch)
-                    yield batch
+                    if i < n - 1 or k < len(blocks) - 1:
+                        yield batch
+                        continue
+                    try:
+                        yield batch
+                    except GeneratorExit:
+                        # a loop that stops once it has had len() batches (the script
+                        # runner's, at the last step's optimizer step): the pass is whole,
+                        # its last block ends where the loop let go
+                        cuda_synchronize()
+                        self.blocks.append(BlockSpan(arm, n - skip, clock() - t0))
+                        raise
                 cuda_synchronize()
                 self.blocks.append(BlockSpan(arm, n - skip, clock() - t0))
         finally:

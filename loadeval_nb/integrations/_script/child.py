@@ -86,7 +86,7 @@ def main(target: list[str]) -> int:
     elif spec.loader_index is not None:
         want = (spec.loader_index, spec.pass_index)
     picker = Picker(
-        side_for(spec.side, settings, spec.stamp, spec.label),
+        side_for(spec.side, settings, spec.stamp, spec.label, spec.prove_straggler),
         settings.warmup,
         want=want,
         expect=spec.expect.get(rank),

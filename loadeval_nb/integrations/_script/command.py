@@ -47,6 +47,7 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
                 timeout_s=args.timeout,
                 hooks=Say(),
                 launcher=launcher,
+                prove_straggler=args.prove_straggler,
             )
         except OptionError as e:
             raise LoadEvalError(option_sentence(e)) from None

@@ -36,6 +36,7 @@ RUN_FLAGS = {
     "timeout": "--timeout",
     "log_to": "--log-to",
     "contention": "--contention",
+    "prove_straggler": "--prove-straggler",
 }
 """Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
 command's option."""
@@ -152,6 +153,14 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     t.add_argument("--nnodes", type=int, default=1, help="nodes (default 1)")
     t.add_argument("--rdzv-endpoint", default=None, help="HOST:PORT where the nodes meet")
     t.add_argument("--rdzv-id", default=None, help="the job's id, the same on every node")
+    t.add_argument(
+        "--prove-straggler",
+        action="store_true",
+        help="after the pair, in the same pass, put the ranks' suspect (the straggler, else "
+        "the rank that waits most) to a counterfactual: its loader freed in some blocks, the "
+        "runner-up's in others; the ranks' report says whether every rank's step recovers "
+        "(needs ranks and the script's process group; three more arms of --steps each)",
+    )
     return r
 
 

@@ -21,7 +21,6 @@ from ...core._shared import (
     TUNABLE,
     Reported,
     check_writable_dir,
-    log_path,
     write_text_atomic,
 )
 from ...core.errors import LoadEvalError, OptionError
@@ -165,6 +164,7 @@ def run_script(
     loader_changes: Optional[dict[str, Any]] = None,
     loader_from: Optional[str] = None,
     launcher: Optional[LauncherRank] = None,
+    prove_straggler: bool = False,
 ) -> ScriptResult:
     """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
     ARGS...]``) as it is: a fresh child process runs it with its training loader
@@ -185,7 +185,11 @@ def run_script(
     own launcher's job; its one child measures the pair with the rank's environment (its
     process group is the job's), every rank writes its logs to the folder they share, and
     rank 0 waits (at most :data:`GATHER_S`, or ``timeout_s`` if shorter) for the other
-    ranks' and gathers them (``docs/torchrun.md``).
+    ranks' and gathers them (``docs/torchrun.md``). ``prove_straggler`` (under
+    ``launcher`` or ``ranks``, interleaved): after the pair, in the same pass of the
+    script's loop, the ranks' suspect is put to the straggler proof (its loader freed
+    in some blocks, the runner-up's in others); the gathered report carries it
+    (``result.ranks.proof``).
 
     Raises :class:`LoadEvalError` for a bad option or script path, before anything
     runs; a script that fails, exits or never iterates a DataLoader comes back as the
@@ -205,6 +209,12 @@ def run_script(
         raise LoadEvalError("repeat and only do not apply to a script's run; leave them out.")
     if launcher is not None:
         _check_launcher(launcher, ranks, settings)
+    if prove_straggler:
+        _check_proof(
+            launcher,
+            ranks,
+            settings if interleave is None else replace(settings, interleave=interleave),
+        )
     if (ranks is not None or launcher is not None) and settings.auto:
         raise OptionError(
             "steps",
@@ -222,8 +232,6 @@ def run_script(
         )
     if interleave is not None:
         settings = replace(settings, interleave=interleave)
-    if ranks is not None or launcher is not None:  # (gathered as pairs: no third arm)
-        settings = replace(settings, contention=False)
     check_cache_on(settings)
     check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
     if timeout_s is not None and not timeout_s > 0:
@@ -251,16 +259,22 @@ def run_script(
     # the children's settings, whole: their log folder is this one (a temporary one
     # without --log-dir, which ``temporary`` tells them)
     child = replace(settings, log_dir=log_dir)
-    rest = (not keep, timeout_s, hooks or ScriptHooks(), env, changes, loader_from, launcher)
+    rest = (
+        not keep, timeout_s, hooks or ScriptHooks(), env, changes, loader_from, launcher,
+        prove_straggler,
+    )  # fmt: skip
     try:
         why = _run_sides(result, child, stamp, ranks, loader_index, *rest)
-        if why is not None and launcher is not None:  # each rank runs the script once
-            result.error, result.failed, result.exit_code = _once(why), "pair", 1
+        if why is not None and (launcher is not None or prove_straggler):  # one pass only
+            result.error, result.failed = _once(why, prove_straggler, launcher), "pair"
+            result.exit_code = 1
         elif why is not None:  # the child found the pass too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
             _run_sides(result, replace(child, interleave=False), stamp, ranks, loader_index, *rest)
         if launcher is not None:
             _end_rank(result, launcher, stamp, min(GATHER_S, timeout_s or GATHER_S))
+        if prove_straggler and result.ranks is not None and result.ranks.proof is None:
+            result.notes.append(NO_PROOF)
     finally:
         kept = result.error is not None and bool(result.log_paths)
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
@@ -293,14 +307,55 @@ def _check_launcher(
         )
 
 
-def _once(why: str) -> str:
-    """The sentence for a pass too short for blocks under a launcher: the sides cannot be
-    measured in turn, since each rank runs the script once."""
+def _once(why: str, prove_straggler: bool = False, launcher: Optional[LauncherRank] = None) -> str:
+    """The sentence for a pass too short for blocks under a launcher (the sides cannot be
+    measured in turn, since each rank runs the script once), or for the pair and the
+    straggler proof (one pass holds both)."""
+    if prove_straggler:
+        return (
+            f"Cannot measure the pair and prove a straggler in one pass: {why}; give the "
+            "script's training pass more batches, or pass fewer --steps or --cache."
+        )
     return (
         f"Cannot interleave: {why}; under your launcher each rank runs the script once, so "
         "give its training pass more batches or pass fewer --steps or --cache, or measure it "
         "with --nproc-per-node instead of your launcher (a run per side)."
     )
+
+
+NO_PROOF = (
+    "no straggler proof was written (a rank could not make it: its line on stderr says "
+    "why, or the script stopped the pass before the proof's last block)"
+)
+"""The note for a run asked to prove a straggler whose proof is missing."""
+
+
+def _check_proof(
+    launcher: Optional[LauncherRank], ranks: Optional[Torchrun], settings: RunSettings
+) -> None:
+    """One sentence for ``--prove-straggler`` where there are no ranks to prove, before
+    anything starts."""
+    if launcher is None and ranks is None:
+        raise OptionError(
+            "prove_straggler",
+            " needs ranks: run the command under your launcher (torchrun --nproc-per-node 2 "
+            "-m loadeval_nb run --prove-straggler SCRIPT), or pass --nproc-per-node 2 or more.",
+        )
+    world = launcher.world_size if launcher is not None else 0
+    if ranks is not None:
+        world = ranks.nproc_per_node * ranks.nnodes
+    if world < 2:
+        raise OptionError(
+            "prove_straggler",
+            f" needs two ranks or more to tell a straggler from the others, and this job has "
+            f"{world}; leave it out, or run more ranks.",
+        )
+    if not settings.interleave:
+        raise OptionError(
+            "prove_straggler",
+            " runs the proof in the pass that measures the pair, interleaved; leave out "
+            "--sequential.",
+        )
 
 
 def _exit_code(ended: Ended) -> int:
@@ -335,7 +390,8 @@ def _end_rank(result: ScriptResult, launcher: LauncherRank, stamp: str, wait_s: 
     own = {k.split("-rank")[0]: p for k, p in result.log_paths.items()}
     if launcher.rank != 0 and result.error is None:  # its own pair, for its own line
         result.real, result.ideal = load_run(own["real"]), load_run(own["ideal"])
-        result.diagnosis = diagnose(result.real, result.ideal)
+        contended = load_run(own["contended"]) if "contended" in own else None
+        result.diagnosis = diagnose(result.real, result.ideal, contended=contended)
     write_text_atomic(
         ended_path(log_dir, stamp, label, launcher.rank),
         json.dumps(
@@ -410,6 +466,7 @@ def _run_sides(
     changes: dict[str, Any],
     loader_from: Optional[str] = None,
     launcher: Optional[LauncherRank] = None,
+    prove_straggler: bool = False,
 ) -> Optional[str]:
     """Measure the sides with ``settings`` (``settings.interleave``: the pair in one child,
     else a child per side; ``settings.log_dir``: the folder the children write to); the
@@ -437,6 +494,7 @@ def _run_sides(
                 loader_changes=changes,
                 timeout_s=timeout_s,
                 log_dir_temporary=temporary,
+                prove_straggler=prove_straggler,
             )
             child_env = {**(env if env is not None else os.environ), ENV: spec.to_env()}
             hooks.side_started(which, log_dir, stamp)
@@ -475,10 +533,9 @@ def _run_sides(
                 picks[rank] = [st.loader_index, st.pass_index or 1]
                 expect[rank] = st.loader_settings
             for side, path in st.log_paths.items():
-                found[f"{side}-rank{rank}" if rank else side] = path
-    third = log_path(settings, stamp, result.label, "contended") if ranks is None else None
-    if third is not None and os.path.isfile(third):  # the pass had the contended arm
-        found["contended"] = third
+                if side in ("real", "ideal") or os.path.isfile(path):  # (the contended arm's
+                    # log is there only where the pass had the arm)
+                    found[f"{side}-rank{rank}" if rank else side] = path
     result.log_paths = dict(sorted(found.items(), key=lambda kv: kv[0].replace("ideal", "~")))
     if launcher is not None:
         return None  # rank 0 gathers the ranks' logs once every rank has written them
@@ -602,9 +659,11 @@ def _sentence(
         if st.failed_step is not None
         else f" before the steps of {side} were measured"
     )
+    written = [p for p in st.log_paths.values() if os.path.isfile(p)]  # (a contended
+    # arm's log only where the pass had the arm)
     logs = (
-        f"; the partial run logs: {', '.join(st.log_paths.values())}"
-        if st.log_paths and all(os.path.isfile(p) for p in st.log_paths.values())
+        f"; the partial run logs: {', '.join(written)}"
+        if written and all(os.path.isfile(p) for s, p in st.log_paths.items() if s != "contended")
         else ""
     )
     if st.outcome == "script-failed":

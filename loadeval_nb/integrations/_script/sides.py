@@ -8,9 +8,14 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ...core._shared import SIDES, evaluator_for, log_path
+from ...core.errors import LoadEvalError
 from ...core.explore import RunSettings
 from ...core.measure import InterleavedEvaluator
 from .pick import Side
+from .proof import NO_GROUP, ProvedPair, in_process_group
+
+CONTENDED = "contended"
+"""The pair's third arm's run (``--contention``): its log beside the real and ideal."""
 
 
 def pair_evaluator(
@@ -35,11 +40,17 @@ def pair_evaluator(
     )
 
 
-def side_for(which: str, settings: RunSettings, stamp: str, label: str) -> Side:
+def side_for(
+    which: str, settings: RunSettings, stamp: str, label: str, prove_straggler: bool = False
+) -> Side:
     """The :class:`Side` a child of kind ``which`` ("real", "ideal", "pair") measures,
     its logs named as the pair names them (``...-real.json``, ``...-real-rank0.json``
-    under ranks)."""
+    under ranks; ``...-contended...`` too where the pair may have the contended arm,
+    written only if it has). ``prove_straggler``: the pair's pass goes on with the
+    straggler proof (:class:`~.proof.ProvedPair`)."""
     names = SIDES if which == "pair" else (which,)
+    if which == "pair" and settings.contention is not False:
+        names = (*names, CONTENDED)
 
     def paths() -> dict[str, str]:
         out = {}
@@ -50,11 +61,12 @@ def side_for(which: str, settings: RunSettings, stamp: str, label: str) -> Side:
         return out
 
     def make(loader: Any, files: dict[str, str]) -> Any:
-        if which == "pair":
-            contended = log_path(settings, stamp, label, "contended")
-            if contended is not None and settings.contention is not False:
-                files = {**files, "contended": contended}  # (written if the pass has the arm)
+        if which != "pair":
+            return evaluator_for(loader, which, settings, metrics_file=files[which])
+        if not prove_straggler:
             return pair_evaluator(loader, settings, files)
-        return evaluator_for(loader, which, settings, metrics_file=files[which])
+        if not in_process_group():  # before the pair starts anything
+            raise LoadEvalError(NO_GROUP)
+        return ProvedPair(pair_evaluator(loader, settings, files), settings, files["real"])
 
     return Side(names, make, paths)

@@ -87,6 +87,9 @@ class ChildSpec:
     child whose parent is gone removes it, unless it holds run logs, which the child's
     last sentence then names (the parent removes it otherwise, or names it in a failure's
     sentence)."""
+    prove_straggler: bool = False
+    """After the pair, in the same pass, the straggler proof (``--prove-straggler``; the
+    side is the pair, under ranks)."""
     parent_pid: int = field(default_factory=os.getpid)
     """The process that runs the side (made where the spec is made): a child whose
     ``parent_pid`` is gone ends itself, with every process it started."""
