@@ -33,6 +33,7 @@ from .build_run import LogWriter, run_settings
 from .config import EvaluatorConfig
 from .interleave import InterleavedEvaluator
 from .modes import MODES, LogMode, ReplayMode
+from .resource import resource_text
 from .timing import Clock, EpochGuard, EpochRecord, epoch_steps
 
 
@@ -391,6 +392,9 @@ class LoaderEvaluator(Evaluator):
             if m["samples_per_s"] is not None:
                 lines.append(f"  Throughput: {m['samples_per_s']:.1f} samples/s")
             lines.append(f"  CPU: {self.to_run().cpu_text()}")
+            workers = resource_text(self.to_run().worker_resource)
+            if workers:  # what the workers spent their time on, as the verdict says it
+                lines.append(f"  Workers: {workers}")
             if m["wait_share"] is not None:
                 lines.append(f"  Time waiting for data: {m['wait_share']:.1%}")
             if m["status"] != "complete":

@@ -6,6 +6,7 @@ each retried once, and skipped when other processes loaded the machine twice."""
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
 import time
@@ -88,7 +89,11 @@ def measure(ds: Dataset, step=None, batch_size: int = 1) -> WorkerResource:
     ev.close()
     reading = ev.to_run().worker_resource
     assert reading is not None, "no reading of the workers"
-    return WorkerResource.from_dict(reading)
+    r = WorkerResource.from_dict(reading)
+    summary = io.StringIO()
+    ev.print_summary(file=summary)  # the text report says it too, in the same words
+    assert f"  Workers: {r.text()}" in summary.getvalue(), summary.getvalue()
+    return r
 
 
 @retry_once
