@@ -130,7 +130,7 @@ def _payload(run: Optional[Run]) -> Optional[dict[str, Any]]:
         status=run.status,
         loader_settings=run.loader_settings,
         settings=run.settings,
-        epochs=run.epochs,
+        blocks=run.blocks,
         util=run.util,  # a sample every 0.1 s: small next to the steps
         worker_load_ns=_thin(run.worker_load_ns) if run.worker_load_ns else None,
     )

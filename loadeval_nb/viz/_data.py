@@ -52,9 +52,9 @@ def startup_indices(run: Run) -> list[int]:
     draw it apart so that it does not set their scale."""
     if not run.n_steps:
         return []
-    e = np.asarray(run.epoch)
+    e = np.asarray(run.block)
     firsts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]]).tolist()
-    summaries = run.epochs or []
+    summaries = run.blocks or []
 
     def started(k: int) -> bool:
         i = int(e[k])

@@ -41,7 +41,7 @@ class LiveSteps:
     def __init__(self, name: str) -> None:
         self.name = name
         self.step_ns = array("q")
-        self.epoch = array("q")
+        self.block = array("q")
         self._epoch = 0
 
     def add(self, steps: list[int], startups: list[int]) -> None:
@@ -49,15 +49,15 @@ class LiveSteps:
         k0 = 0
         for k in sorted(startups):
             if k > 0 or self.step_ns:
-                self.epoch.extend([self._epoch] * (k - k0))
+                self.block.extend([self._epoch] * (k - k0))
                 self._epoch += 1
                 k0 = k
-        self.epoch.extend([self._epoch] * (len(steps) - k0))
+        self.block.extend([self._epoch] * (len(steps) - k0))
         self.step_ns.extend(steps)
 
     def run(self) -> Run:
         """What was read, as a run record the SVG chart draws."""
-        return Run(mode=self.name, start_ns=[], step_ns=self.step_ns, epoch=self.epoch)  # type: ignore[arg-type]
+        return Run(mode=self.name, start_ns=[], step_ns=self.step_ns, block=self.block)  # type: ignore[arg-type]
 
 
 class HtmlPusher(Pusher):

@@ -56,7 +56,7 @@ def test_queued_gpu_work_is_counted_without_per_step_sync():
     end.synchronize()
     gpu_ms = start.elapsed_time(end)
     run = ev.to_run()
-    assert run.epochs[0]["sync_ns"] > 0
+    assert run.blocks[0]["sync_ns"] > 0
     assert sum(run.step_ns) / 1e6 >= 0.9 * gpu_ms
 
 

@@ -307,7 +307,7 @@ def test_steps_auto(shell):
     res = shell.user_ns["_loadeval"]
     for ev in (res.real, res.ideal):
         run_ = ev
-        assert run_.epochs[0]["auto_stop"] == "converged" and 30 <= run_.n_steps < 1000
+        assert run_.blocks[0]["auto_stop"] == "converged" and 30 <= run_.n_steps < 1000
 
 
 @pytest.mark.parametrize(
@@ -410,8 +410,8 @@ def test_running_a_cell_again_releases_its_previous_session(shell):
 def test_repeat_runs_the_pair_in_abba_order(shell):
     run(shell, f"train_loader {QUIET} --repeat 2", LOOP)
     res = shell.user_ns["_loadeval"]
-    assert sorted(set(res.real.epoch)) == [0, 1]
-    assert sorted(set(res.ideal.epoch)) == [0, 1]
+    assert sorted(set(res.real.block)) == [0, 1]
+    assert sorted(set(res.ideal.block)) == [0, 1]
     with pytest.raises(UsageError, match=r"^--repeat must be an integer >= 1, not 0\.$"):
         run(shell, f"train_loader {QUIET} --repeat 0", LOOP)
 

@@ -221,7 +221,7 @@ def test_run_by_default_interleaves_both_sides_in_one_child_streaming_block_by_b
     res = kernel.run(
         "print(json.dumps({'verdict': _loadeval.diagnosis.verdict, "
         "'notes': _loadeval.diagnosis.notes, "
-        "'blocks': [len(_loadeval.real.epochs), len(_loadeval.ideal.epochs)]}))"
+        "'blocks': [len(_loadeval.real.blocks), len(_loadeval.ideal.blocks)]}))"
     )
     got = json.loads(res["stdout"].strip().splitlines()[-1])
     assert got["verdict"] == "INPUT-BOUND", got

@@ -50,7 +50,7 @@ def test_a_pair_written_elsewhere_is_followed_to_its_verdict(shell, tmp_path):
 
 def test_nothing_written_ends_at_the_timeout_and_says_so(shell, tmp_path):
     old = tmp_path / "loadeval-20250101-100000-real-rank0.json"
-    Run(mode="log", start_ns=[0], step_ns=[1], epochs=[{"status": "complete"}]).save(str(old))
+    Run(mode="log", start_ns=[0], step_ns=[1], blocks=[{"status": "complete"}]).save(str(old))
     past = time.time() - 3600
     os.utime(old, (past, past))
     shell.user_ns.pop("_loadeval", None)

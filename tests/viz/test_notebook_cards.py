@@ -27,13 +27,13 @@ from loadeval_nb.viz._shared import (
 MS = 1_000_000
 
 
-def run_of(step_ms, mode="log", epoch=None):
+def run_of(step_ms, mode="log", block=None):
     step = [int(s * MS) for s in step_ms]
     return Run(
         mode=mode,
         start_ns=[sum(step[:i]) for i in range(len(step))],
         step_ns=step,
-        epoch=epoch or [],
+        block=block or [],
         wait_ns=[s // 2 for s in step] if mode == "log" else None,
     )
 
@@ -46,7 +46,7 @@ def _renderer_of(p, source):
 
 
 def test_each_epoch_s_first_step_is_the_start_up_and_not_on_the_line():
-    run = run_of([1250, 100, 101, 99, 900, 102, 98], epoch=[0, 0, 0, 0, 1, 1, 1])
+    run = run_of([1250, 100, 101, 99, 900, 102, 98], block=[0, 0, 0, 0, 1, 1, 1])
     assert startup_indices(run) == [0, 4]
     assert steps_data(run) == {"step": [1, 2, 3, 5, 6], "step_ms": [100, 101, 99, 102, 98]}
     up = startup_data(run, "real")
@@ -57,11 +57,11 @@ def test_each_epoch_s_first_step_is_the_start_up_and_not_on_the_line():
 
 def test_an_epoch_that_did_not_start_the_loader_keeps_its_first_step_on_the_line():
     # the blocks of an interleaved pair are epochs of one loader start: no set-up of their own
-    run = run_of([1250, 100, 101, 99, 102, 98], epoch=[0, 0, 0, 1, 1, 1])
-    run.epochs = [{"steps": 3, "setup_ns": 5 * MS}, {"steps": 3, "setup_ns": 0}]
+    run = run_of([1250, 100, 101, 99, 102, 98], block=[0, 0, 0, 1, 1, 1])
+    run.blocks = [{"steps": 3, "setup_ns": 5 * MS}, {"steps": 3, "setup_ns": 0}]
     assert startup_indices(run) == [0]
     assert steps_data(run)["step"] == [1, 2, 3, 4, 5]
-    run.epochs[1]["setup_ns"] = 3 * MS  # a second iter(): a start-up again
+    run.blocks[1]["setup_ns"] = 3 * MS  # a second iter(): a start-up again
     assert startup_indices(run) == [0, 3]
 
 

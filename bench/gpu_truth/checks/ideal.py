@@ -47,7 +47,7 @@ def check(ctx: Ctx) -> list[Record]:
         wins = steady_windows(
             dev_run.start_ns,
             dev_run.step_ns,
-            dev_run.epoch,
+            dev_run.block,
             dev_run.steady_indices(),
             on_dev.started_ns or 0,
             ctx.pick(int(0.5e9), int(0.5e9), 0),  # a dry run's NVML is flat

@@ -23,7 +23,7 @@ def _by_epoch(run: Any, values: list[int]) -> list[float]:
     """The mean of ``values`` (ns) over each epoch's steady steps, in seconds."""
     out: dict[int, list[int]] = {}
     for k in run.steady_indices():
-        out.setdefault(run.epoch[k], []).append(values[k])
+        out.setdefault(run.block[k], []).append(values[k])
     return [sum(v) / len(v) / 1e9 for v in out.values() if v]
 
 

@@ -94,7 +94,7 @@ class Rung:
 
     def blocks(self) -> list[list[float]]:
         """The steady step times of each block (the run's epochs), in order."""
-        per = self.run.steady_by_epoch() if self.run is not None else {}
+        per = self.run.steady_by_block() if self.run is not None else {}
         return [per[e] for e in sorted(per)]
 
     def disagrees(self) -> bool:

@@ -80,7 +80,7 @@ def measure(
         hooks.run_started(which, ev, index, total)
         run_once(ev)
         if ev.total_steps == before:
-            if ev.to_run().epochs:  # the loop did iterate: the loader had nothing to give
+            if ev.to_run().blocks:  # the loop did iterate: the loader had nothing to give
                 raise LoadEvalError(nothing_to_measure(ev.dataloader, loader_name))
             raise LoadEvalError(
                 f"The cell never iterated {loader_name}; loop over it (for batch in {loader_name}: ...)."
@@ -297,7 +297,7 @@ class Runner:
             return {}
         ev.release()
         runs = ev.to_runs()
-        return {k: r for k, r in runs.items() if r.n_steps or r.epochs}
+        return {k: r for k, r in runs.items() if r.n_steps or r.blocks}
 
     def take(self, key: str) -> Optional[Run]:
         """``key``'s run, and let go of its wrapper: its replay cache (host and device

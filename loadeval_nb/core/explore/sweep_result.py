@@ -52,11 +52,11 @@ class SweepPoint:
     @property
     def repeats(self) -> int:
         """Blocks (or repeats) measured: the epochs of its runs."""
-        return sum(max(len(run.epochs), 1) for run in self.runs)
+        return sum(max(len(run.blocks), 1) for run in self.runs)
 
     def blocks(self) -> list[list[float]]:
         """The steady step times of each block (each run's epochs), in order."""
-        return [b for run in self.runs for _, b in sorted(run.steady_by_epoch().items())]
+        return [b for run in self.runs for _, b in sorted(run.steady_by_block().items())]
 
     @property
     def within_noise(self) -> bool:

@@ -607,7 +607,7 @@ class InterleavedEvaluator(Evaluator):
         assert self.auto_stop is not None
         # the pair's sides: the split's arm is measured alongside, its interval as it comes
         runs = [self._run(s) for s in SIDES]
-        mine = min(len(r.epochs) for r in runs) >= 2 * MIN_BLOCKS and all(
+        mine = min(len(r.blocks) for r in runs) >= 2 * MIN_BLOCKS and all(
             self.auto_stop.precise_enough(r.steady_step_s()) for r in runs
         )
         agreed = agree("adaptive stop of the interleaved pass", mine)

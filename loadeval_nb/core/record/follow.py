@@ -82,11 +82,11 @@ def looks_final(run: Run, journal_waiting: bool = False) -> bool:
     A log whose run went on for more epochs than that (``repeat``) reads as final at its
     first; a watcher that must know waits for the writer's process instead.
     """
-    if journal_waiting or not run.epochs or run.status in ("running", "not-started"):
+    if journal_waiting or not run.blocks or run.status in ("running", "not-started"):
         return False
     if run.status in ("stopped", "source-error"):
         return True
-    if any(isinstance(e, dict) and e.get("auto_stop") for e in run.epochs):
+    if any(isinstance(e, dict) and e.get("auto_stop") for e in run.blocks):
         return True
     settings = run.settings or {}
     if settings.get("auto_stop"):
@@ -94,7 +94,7 @@ def looks_final(run: Run, journal_waiting: bool = False) -> bool:
     plan = settings.get("interleaved")
     if isinstance(plan, dict):
         blocks = plan.get("blocks")
-        return isinstance(blocks, int) and len(run.epochs) >= blocks
+        return isinstance(blocks, int) and len(run.blocks) >= blocks
     return True
 
 
@@ -307,9 +307,9 @@ def _loader_starts(run: Run) -> list[int]:
     whose record shows set-up time (an ``iter()`` of its own)."""
     if not run.n_steps:
         return [0]
-    e = np.asarray(run.epoch)
+    e = np.asarray(run.block)
     firsts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]]).tolist()
-    summaries = run.epochs or []
+    summaries = run.blocks or []
 
     def started(k: int) -> bool:
         i = int(e[k])

@@ -10,9 +10,9 @@ document; the evaluator's ``close()`` writes the whole document and removes the 
 
 A journal line::
 
-    {"kind": "loadeval_nb.journal", "after_steps": int, "after_epochs": int,
+    {"kind": "loadeval_nb.journal", "after_steps": int, "after_blocks": int,
      "after_ticks": int, "after_loads": int, "status": str,
-     "steps": {...as in the log, new steps only...}, "epochs": [...],
+     "steps": {...as in the log, new steps only...}, "blocks": [...],
      "util": {...as in the log, new ticks only...} | null, "worker_load_ns": [...] | null}
 """
 
@@ -210,7 +210,7 @@ class MetricsWriter:
         self._timer = timer
         self._written_at: Optional[float] = None
         self._full_cost = 0.0
-        self._steps = self._epochs = self._ticks = self._loads = 0
+        self._steps = self._blocks = self._ticks = self._loads = 0
         self._append_failed = False
         self._claim: Optional[_Claim] = None
         self._finalizer: Optional[weakref.finalize] = None
@@ -249,7 +249,7 @@ class MetricsWriter:
         if self._written_at is None or now - self._written_at >= self._full_cost / FULL_WRITE_SHARE:
             self._write_whole(snapshot(0, 0))
         else:
-            self._append(snapshot(self._epochs, self._ticks))
+            self._append(snapshot(self._blocks, self._ticks))
 
     def write_all(self, run: Run) -> None:
         """Write the whole document (atomically), drop the journal it now includes, and
@@ -267,7 +267,7 @@ class MetricsWriter:
             os.remove(self.journal)
         self._full_cost = self._timer() - t
         self._written_at = self._timer()
-        self._steps, self._epochs = run.n_steps, len(run.epochs)
+        self._steps, self._blocks = run.n_steps, len(run.blocks)
         self._ticks, self._loads = _util_ticks(run.util), len(run.worker_load_ns or [])
 
     def _append(self, part: Run) -> None:
@@ -275,7 +275,7 @@ class MetricsWriter:
         line = {
             "kind": JOURNAL_KIND,
             "after_steps": self._steps,
-            "after_epochs": self._epochs,
+            "after_blocks": self._blocks,
             "after_ticks": self._ticks,
             "after_loads": self._loads,
             "status": part.status,
@@ -284,11 +284,11 @@ class MetricsWriter:
                 "wait_ns": part.wait_ns,
                 "step_ns": part.step_ns,
                 "samples": part.samples,
-                "epoch": part.epoch,
+                "block": part.block,
                 "complete": part.complete,
                 "h2d_ns": part.h2d_ns,
             },
-            "epochs": part.epochs,
+            "blocks": part.blocks,
             "util": part.util,
             "worker_load_ns": loads[self._loads :] if loads is not None else None,
         }
@@ -309,7 +309,7 @@ class MetricsWriter:
                 )
             return
         self._steps += part.n_steps
-        self._epochs += len(part.epochs)
+        self._blocks += len(part.blocks)
         self._ticks += _util_ticks(part.util)
         self._loads = len(loads) if loads is not None else 0
 
@@ -345,7 +345,8 @@ _SERIES: dict[str, Any] = {
     "wait_ns": _count,
     "h2d_ns": lambda x: x is None or _count(x),
     "samples": lambda x: x is None or _count(x),
-    "epoch": _count,
+    "block": _count,
+    "epoch": _count,  # schema 3's name of block
     "complete": lambda x: isinstance(x, bool),
 }
 
@@ -368,10 +369,10 @@ def _checked_line(
         if not all(ok(x) for x in got):
             raise ValueError(f"steps.{key} holds a value a run log cannot")
         add[key] = list(got)
-    more_epochs = line["epochs"]
-    if not isinstance(more_epochs, list) or not all(isinstance(e, dict) for e in more_epochs):
-        raise ValueError("its epochs are not a list of objects")
-    return add, k, list(more_epochs)
+    more = line["blocks"] if "blocks" in line else line["epochs"]  # schema 3: epochs
+    if not isinstance(more, list) or not all(isinstance(e, dict) for e in more):
+        raise ValueError("its blocks are not a list of objects")
+    return add, k, list(more)
 
 
 def read_journal(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], int]:
@@ -411,7 +412,7 @@ def merge_journal_lines(doc: dict[str, Any], lines: list[str]) -> tuple[dict[str
         n = len(steps["step_ns"] or [])
     except (KeyError, TypeError, AttributeError):
         return doc, 0, 0
-    epochs = list(doc.get("epochs") or [])
+    blocks = list(doc.get("blocks", doc.get("epochs")) or [])
     util, loads = doc.get("util"), doc.get("worker_load_ns")
     status, used = doc.get("status"), 0
     dropped = 0
@@ -429,14 +430,14 @@ def merge_journal_lines(doc: dict[str, Any], lines: list[str]) -> tuple[dict[str
         if not isinstance(after, int) or after < n:
             continue  # already in the document (written just before a crash)
         try:  # the whole line or nothing: checked into temporaries first
-            add, k, more_epochs = _checked_line(line, steps)
+            add, k, more_blocks = _checked_line(line, steps)
         except (KeyError, TypeError, ValueError):
             dropped += 1
             continue
         for key, got in add.items():
             steps[key] = (steps[key] or [None] * n) + got  # copy times begin later: pad
         n += k
-        epochs += more_epochs
+        blocks += more_blocks
         try:
             util = _join_util(util, line.get("util"))
         except Exception:  # utilisation is a bonus: never lose the steps over it
@@ -449,6 +450,7 @@ def merge_journal_lines(doc: dict[str, Any], lines: list[str]) -> tuple[dict[str
     if not used:
         return doc, 0, dropped
     # summary and DALI keys are derived: recomputed on load, so they are left stale here
-    merged = {**doc, "steps": steps, "epochs": epochs, "util": util, "status": status}
+    merged = {**doc, "steps": steps, "blocks": blocks, "util": util, "status": status}
+    merged.pop("epochs", None)  # schema 3's name
     merged["worker_load_ns"] = loads
     return merged, used, dropped

@@ -35,7 +35,11 @@ class Run:
     step_ns: list[int]
     wait_ns: Optional[list[int]] = None
     samples: list[Optional[int]] = field(default_factory=list)
-    epoch: list[int] = field(default_factory=list)
+    block: list[int] = field(default_factory=list)
+    """The block each step belongs to (0, 1, ...). A block is a stretch of consecutive
+    steps measured as one: a block of an interleaved pair, one repeat of a sequential
+    pair, one of a rung's two blocks, or one epoch of a run :class:`LoaderEvaluator`
+    measured (there, and only there, a block is an epoch of the loader)."""
     complete: list[bool] = field(default_factory=list)
     warmup: int = 0
     """Steps at the start of each epoch left out of the statistics (the log's
@@ -47,7 +51,10 @@ class Run:
     loader_settings: dict[str, Any] = field(default_factory=dict)
     """The loader's settings (batch_size, num_workers, ...): the run log's ``loader``."""
     settings: dict[str, Any] = field(default_factory=dict)
-    epochs: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    """One summary per block: its ``status``, ``steps``, ``setup_ns``, ``startup_ns`` and
+    ``sync_ns``, the steps it leaves out at its start (``warmup``), why it stopped
+    (``auto_stop``)."""
     util: Optional[dict[str, Any]] = None
     worker_load_ns: Optional[list[int]] = None
     """Per-batch production times measured inside worker processes (None: not measured)."""
@@ -63,8 +70,8 @@ class Run:
         n = len(self.step_ns)
         if not self.samples:
             self.samples = [None] * n
-        if not self.epoch:
-            self.epoch = [0] * n
+        if not self.block:
+            self.block = [0] * n
         if not self.complete:
             self.complete = [True] * n
 
@@ -74,17 +81,17 @@ class Run:
         return len(self.step_ns)
 
     def steady_indices(self) -> list[int]:
-        """Steps used for statistics: past the first ``warmup`` of each epoch, and complete."""
+        """Steps used for statistics: past the first ``warmup`` of each block, and complete."""
         return self._steady().tolist()
 
     def _steady(self) -> np.ndarray:
         # vectorised: a million-step run is read in milliseconds, not seconds
-        n = len(self.epoch)
+        n = len(self.block)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        e = np.asarray(self.epoch)
+        e = np.asarray(self.block)
         idx = np.arange(n)
-        if n > 1 and np.any(e[1:] < e[:-1]):  # epochs out of order (an edited log)
+        if n > 1 and np.any(e[1:] < e[:-1]):  # blocks out of order (an edited log)
             order = np.argsort(e, kind="stable")
             pos = np.empty(n, dtype=np.int64)
             se = e[order]
@@ -98,7 +105,7 @@ class Run:
         skip = np.full(n, max(self.warmup, 1), dtype=np.int64)
         own = {
             k: int(ep["warmup"])
-            for k, ep in enumerate(self.epochs or [])
+            for k, ep in enumerate(self.blocks or [])
             if isinstance(ep, dict) and isinstance(ep.get("warmup"), int) and ep["warmup"] >= 0
         }
         if own:  # a block of an interleaved pair says itself what to leave out
@@ -106,20 +113,21 @@ class Run:
         keep = (pos >= skip) & np.asarray(self.complete, dtype=bool)
         return idx[keep]
 
-    def steady_by_epoch(self) -> dict[int, list[float]]:
-        """The steady step times (seconds) of each epoch that has any, by epoch: the blocks
-        of an interleaved pair, the repeats of a pair, the two blocks of a rung."""
+    def steady_by_block(self) -> dict[int, list[float]]:
+        """The steady step times (seconds) of each block that has any, by block: the blocks
+        of an interleaved pair, the repeats of a pair, the two blocks of a rung, the epochs
+        of a :class:`LoaderEvaluator` run."""
         out: dict[int, list[float]] = {}
         for k in self.steady_indices():
-            out.setdefault(self.epoch[k], []).append(self.step_ns[k] / 1e9)
+            out.setdefault(self.block[k], []).append(self.step_ns[k] / 1e9)
         return out
 
     def startup_s(self) -> Optional[float]:
         """Time from ``iter()`` to the first batch of the first epoch (worker spawn, first
         fetch; for a replay, setting up the epoch), seconds; None without a step."""
-        if not self.epochs or not self.step_ns:
+        if not self.blocks or not self.step_ns:
             return None
-        first = self.epochs[0]
+        first = self.blocks[0]
         if first.get("startup_ns") is not None:
             return float(first["startup_ns"]) / 1e9
         wait = self.wait_ns[0] if self.wait_ns else 0
@@ -146,7 +154,7 @@ class Run:
         if isinstance(n, int) and n > 0:
             return n
         counts: dict[int, int] = {}
-        for e in self.epoch:
+        for e in self.block:
             counts[e] = counts.get(e, 0) + 1
         return max(counts.values()) if counts else None
 
@@ -265,9 +273,10 @@ def dali_metrics(run: Run) -> dict[str, Any]:
 SIDES = ("real", "ideal")
 """The two sides of a pair, in the order every front end shows them."""
 
-SCHEMA_VERSION = 3
-"""3: ``settings.steps``, ``settings.warmup`` and ``loader_settings`` (2 said ``max_steps``,
-``warmup_steps`` and ``loader``; all three are still read)."""
+SCHEMA_VERSION = 4
+"""4: ``steps.block`` and ``blocks`` (3 said ``steps.epoch`` and ``epochs``); 3:
+``settings.steps``, ``settings.warmup`` and ``loader_settings`` (2 said ``max_steps``,
+``warmup_steps`` and ``loader``). Every older key is still read."""
 OLD_SETTINGS = {"max_steps": "steps", "warmup_steps": "warmup"}
 """Schema 2's keys in ``settings`` and the words that replaced them."""
 RUN_KIND = "loadeval_nb.run"
@@ -292,11 +301,11 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             "wait_ns": run.wait_ns,
             "step_ns": run.step_ns,
             "samples": run.samples,
-            "epoch": run.epoch,
+            "block": run.block,
             "complete": run.complete,
             "h2d_ns": run.h2d_ns,
         },
-        "epochs": run.epochs,
+        "blocks": run.blocks,
         "util": run.util,
         "worker_load_ns": run.worker_load_ns,
         **({"worker_resource": run.worker_resource} if run.worker_resource is not None else {}),
@@ -349,12 +358,12 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
         wait = steps.get("wait_ns")
         wait_ns = [int(x) for x in wait] if wait is not None else None
         samples = [None if x is None else int(x) for x in steps.get("samples") or [None] * n]
-        epoch = [int(x) for x in steps.get("epoch") or [0] * n]
+        block = [int(x) for x in steps.get("block", steps.get("epoch")) or [0] * n]
         complete = [bool(x) for x in steps.get("complete") or [True] * n]
         for name, arr in (
             ("start_ns", start_ns),
             ("samples", samples),
-            ("epoch", epoch),
+            ("block", block),
             ("complete", complete),
             ("wait_ns", wait_ns),
         ):
@@ -388,7 +397,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             step_ns=step_ns,
             wait_ns=wait_ns,
             samples=samples,
-            epoch=epoch,
+            block=block,
             complete=complete,
             warmup=warmup,
             label=doc.get("label"),
@@ -397,7 +406,7 @@ def run_from_dict(doc: Any, source: str = "the run log", cls: type[Run] = Run) -
             environment=dict(doc.get("environment") or {}),
             loader_settings=dict(doc.get("loader_settings", doc.get("loader")) or {}),
             settings=settings,
-            epochs=list(doc.get("epochs") or []),
+            blocks=list(doc.get("blocks", doc.get("epochs")) or []),
             util=doc.get("util"),
             worker_load_ns=[int(x) for x in loads] if loads is not None else None,
             h2d_ns=[None if x is None else int(x) for x in h2d] if h2d is not None else None,

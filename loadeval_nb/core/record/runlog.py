@@ -3,7 +3,7 @@
 Layout (``schema_version`` 3)::
 
     {
-      "kind": "loadeval_nb.run", "schema_version": 3,
+      "kind": "loadeval_nb.run", "schema_version": 4,
       "mode": "log" | "replay", "label": str | null, "status": str, "created_unix": float,
       "total_batches": int, "total_time": float,        # DALI's metric keys (seconds),
       "avg_batch_time": float | null, "min_batch_time": float | null,
@@ -11,15 +11,15 @@ Layout (``schema_version`` 3)::
       "environment": {...},             # versions, devices (see _env.environment)
       "loader_settings": {...},         # batch_size, num_workers, pin_memory, ...
       "settings": {...},                # warmup, steps, cache_on, cache_bytes, ...
-      "steps": {                        # one entry per step, all runs' epochs in order
+      "steps": {                        # one entry per step, all the run's blocks in order
         "start_ns": [...],              # since the run began (same clock as "util")
         "wait_ns": [...] | null,        # time inside next() (null: replay, not measured)
         "step_ns": [...],               # next() to next(): the whole step
         "samples": [...],               # samples in the batch (null entries if unknown)
-        "epoch": [...], "complete": [...],
+        "block": [...], "complete": [...],  # the block each step is in (schema 3: epoch)
         "h2d_ns": [...] | null          # host-to-device copy time per step (CUDA events;
       },                                # null: not measured, e.g. on CPU)
-      "epochs": [{"status", "steps", "setup_ns", "sync_ns"}, ...],
+      "blocks": [{"status", "steps", "setup_ns", "sync_ns"}, ...],  # schema 3: epochs
       "util": {"interval_s", "t_ns", "gpu": {...}, "cpu": {...}} | null,
       "worker_load_ns": [...] | null,   # per-batch time inside worker processes (optional)
       "summary": {...}                  # derived; recomputed on load, kept for readers

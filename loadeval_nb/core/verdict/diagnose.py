@@ -417,7 +417,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         notes.append("adaptive stop: " + ", ".join(used))
     for name, run in (("real", r), ("ideal", i)):
         stops = (
-            [e.get("auto_stop") for e in run.epochs]
+            [e.get("auto_stop") for e in run.blocks]
             if (run.settings or {}).get("auto_stop")
             else []
         )
@@ -590,7 +590,7 @@ speedup by this share at least (and is beyond the noise of the runs' segments)."
 
 def epoch_means(run: Run) -> dict[int, float]:
     """Mean steady step of each epoch that has steady steps (seconds), by epoch."""
-    return {e: sum(v) / len(v) for e, v in run.steady_by_epoch().items()}
+    return {e: sum(v) / len(v) for e, v in run.steady_by_block().items()}
 
 
 def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
@@ -709,7 +709,7 @@ def blocks_disagree(r: Run, i: Run) -> Optional[tuple[float, float]]:
 def _epoch_stats(run: Run) -> dict[int, tuple[float, float, int]]:
     """Mean, variance and count of each epoch's steady steps (two or more)."""
     out = {}
-    for e, v in run.steady_by_epoch().items():
+    for e, v in run.steady_by_block().items():
         if len(v) >= 2:
             m = sum(v) / len(v)
             out[e] = (m, sum((x - m) ** 2 for x in v) / (len(v) - 1), len(v))
@@ -738,5 +738,5 @@ def busy_note(run: Run, name: str) -> Optional[str]:
 
 
 def _auto_reasons(run: Run) -> str:
-    reasons = [e.get("auto_stop") or "stopped" for e in run.epochs]
+    reasons = [e.get("auto_stop") or "stopped" for e in run.blocks]
     return ", ".join(dict.fromkeys(reasons)) or "n/a"

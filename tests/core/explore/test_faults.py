@@ -166,8 +166,8 @@ def test_a_repeat_that_fails_keeps_the_runs_so_far(user, fake_time):
     assert "the real run failed (Boom: the second real repeat failed)" in res.text()
     # the real run keeps its first repeat whole and the second up to the failure
     assert isinstance(res.real, Run) and res.real.n_steps == 8 + 4
-    assert res.real.epoch == [0] * 8 + [1] * 4 and res.real.complete[-1] is False
-    assert [e["status"] for e in res.real.epochs] == ["complete", "stopped"]
+    assert res.real.block == [0] * 8 + [1] * 4 and res.real.complete[-1] is False
+    assert [e["status"] for e in res.real.blocks] == ["complete", "stopped"]
     assert isinstance(res.ideal, Run) and res.ideal.n_steps == 16
     logged(res.log_paths["real"], 12, "stopped")
     logged(res.log_paths["ideal"], 16, "complete")
@@ -197,7 +197,7 @@ def test_a_failed_pair_whose_loop_holds_its_iterator_puts_sigint_back(user, fake
         for _ in ev:
             pass
     ev.close()
-    status = ev.to_run().epochs[0]["status"]
+    status = ev.to_run().blocks[0]["status"]
     assert (handler, status) == (signal.default_int_handler, "stopped")
 
 

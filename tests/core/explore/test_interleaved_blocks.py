@@ -55,7 +55,7 @@ def test_a_sweep_runs_in_mirrored_blocks_and_says_times_current_from_them(fake_t
     ]
     assert res.blocks == 2
     assert all(p.repeats == 2 and not p.within_noise for p in res.points)
-    assert len(res.ideal.epochs) == 2
+    assert len(res.ideal.blocks) == 2
     # the same speed: the cheaper setting, which is the current one, and no "× current"
     text = res.recommendation()
     assert res.best.label == "pin_memory=False" and "the current setting" not in text, text

@@ -275,7 +275,7 @@ def test_rungs_run_in_two_blocks_in_abba_order(fake_time):
     assert [i for _, i, _ in hooks.started] == list(range(6)) and hooks.started[0][2] == 6
     for name in ("host", "samples", "real"):
         run = res.rung(name).run
-        assert sorted(set(run.epoch)) == [0, 1] and run.n_steps == 60  # 30 + 30
+        assert sorted(set(run.block)) == [0, 1] and run.n_steps == 60  # 30 + 30
     assert any("two blocks" in n for n in res.notes)
 
 

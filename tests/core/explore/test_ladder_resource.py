@@ -29,7 +29,7 @@ def run(step_s: float, resource: dict | None = None) -> Run:
         mode="log",
         start_ns=starts,
         step_ns=steps,
-        epoch=[k // 30 for k in range(60)],
+        block=[k // 30 for k in range(60)],
         warmup=2,
         worker_resource=resource,
     )

@@ -106,7 +106,7 @@ def test_steady_loop_stops_early_and_says_why(mode, tmp_path, clock):
     # 2,000 of max_steps
     assert run.n_steps == 35, run.n_steps
     assert run.status == "complete"
-    assert run.epochs[0]["auto_stop"] == "converged"
+    assert run.blocks[0]["auto_stop"] == "converged"
     assert run.settings["auto_stop"]["rel"] == 0.05
     assert all(run.complete)  # the last step's end is known: stopping is clean
 
@@ -124,7 +124,7 @@ def test_noisy_loop_runs_longer_than_a_steady_one(clock):
         for _ in ev:
             pass
         run = ev.to_run()
-        return run.n_steps, run.epochs[0]["auto_stop"]
+        return run.n_steps, run.blocks[0]["auto_stop"]
 
     n_steady, why_steady = steps_used(0.0)
     n_noisy, why_noisy = steps_used(0.9)
@@ -152,13 +152,13 @@ def test_max_steps_and_exhaustion_end_the_run(clock):
         clock=clock,
     )
     assert sum(1 for _ in ev) == 60
-    assert ev.to_run().epochs[0]["auto_stop"] == "max_steps"
+    assert ev.to_run().blocks[0]["auto_stop"] == "max_steps"
 
     ev = LoaderEvaluator(
         list(range(12)), steps="auto", auto_stop=AutoStop(min_steps=20), sample_interval_s=None
     )
     assert list(ev) == list(range(12))
-    assert ev.to_run().epochs[0]["auto_stop"] == "loader exhausted"
+    assert ev.to_run().blocks[0]["auto_stop"] == "loader exhausted"
     assert ev.to_run().status == "complete"
 
 
@@ -183,7 +183,7 @@ def test_pair_with_auto_steps_reports_steps_used(fake_time):
     assert res.ok and res.diagnosis is not None
     for ev in (res.real, res.ideal):
         run = ev
-        assert run.epochs[0]["auto_stop"] == "converged"
+        assert run.blocks[0]["auto_stop"] == "converged"
         assert run.n_steps < 200
     assert res.diagnosis.speedup == pytest.approx(4 / 1)
     note = next(n for n in res.diagnosis.notes if n.startswith("adaptive stop"))

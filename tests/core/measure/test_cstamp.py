@@ -91,12 +91,12 @@ def _epochs(pure: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
             loop(ev)
             loop(ev)
         run = ev.to_run()
-        out.append((run.mode, [(e["status"], e["steps"]) for e in run.epochs], len(run.step_ns)))
+        out.append((run.mode, [(e["status"], e["steps"]) for e in run.blocks], len(run.step_ns)))
     ev = LoaderEvaluator(failing(), steps=10, sample_interval_s=None)
     with pytest.raises(RuntimeError):
         list(ev)
     ev.close()
-    out.append(("gen", [(e["status"], e["steps"]) for e in ev.to_run().epochs], 0))
+    out.append(("gen", [(e["status"], e["steps"]) for e in ev.to_run().blocks], 0))
     return out
 
 

@@ -254,7 +254,7 @@ def test_save_metrics_is_json(tmp_path):
     list(ev)
     p = ev.save_metrics(str(tmp_path / "m.json"))
     doc = json.loads(open(p).read())
-    assert doc["schema_version"] == 3 and doc["loader_settings"]["batch_size"] == 8
+    assert doc["schema_version"] == 4 and doc["loader_settings"]["batch_size"] == 8
     assert doc["total_batches"] == len(doc["steps"]["step_ns"]) == len(doc["batch_times"])
     assert doc["loader_settings"]["num_workers"] == 0 and "pin_memory" in doc["loader_settings"]
     assert (
@@ -335,7 +335,7 @@ def test_an_iterator_dropped_before_its_first_batch_is_not_an_epoch(mode):
     del probe
     n = sum(1 for _ in ev)
     run = ev.to_run()
-    assert run.status == "complete" and len(run.epochs) == 1 and run.n_steps == n
+    assert run.status == "complete" and len(run.blocks) == 1 and run.n_steps == n
 
 
 def test_the_run_is_frozen_at_close_and_fresh_after_another_epoch():

@@ -304,7 +304,7 @@ def test_ctrl_c_in_next_is_a_stop(user):
         for _ in ev:
             pass
     ev.close()
-    assert ev.to_run().epochs[0]["status"] == "stopped"
+    assert ev.to_run().blocks[0]["status"] == "stopped"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
@@ -598,7 +598,7 @@ def test_ctrl_c_while_waiting_in_next_is_a_stop_not_a_source_error(tmp_path):
         for _ in ev:
             pass
     ev.close()
-    assert load_run(path).epochs[0]["status"] == "stopped"
+    assert load_run(path).blocks[0]["status"] == "stopped"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 

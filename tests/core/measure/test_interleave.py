@@ -71,14 +71,14 @@ def test_the_blocks_go_real_ideal_ideal_real_and_each_step_gets_its_sides_batch(
     runs = ev.to_runs()
     real, ideal = runs["real"], runs["ideal"]
     assert real.mode == "log" and ideal.mode == "replay"
-    assert len(real.epochs) == len(ideal.epochs) == plan.blocks
+    assert len(real.blocks) == len(ideal.blocks) == plan.blocks
     # the first real block leaves out its warm-up (at least the cache's batches); a block
     # after the other side's leaves out its drain; one that goes on the same side, nothing
     # after the other side's leaves out the batches that came early from the loader's queue
     # (none here: no workers, no queue); one that goes on the same side, nothing
-    skips = [e["warmup"] for e in real.epochs]
+    skips = [e["warmup"] for e in real.blocks]
     assert skips[0] == max(4, 5) and skips[1] == 0 and skips[2] == 0
-    assert [e["warmup"] for e in ideal.epochs][:2] == [plan.settle, 0]
+    assert [e["warmup"] for e in ideal.blocks][:2] == [plan.settle, 0]
     assert len(ideal.steady_step_s()) == plan.blocks * plan.block
     assert len(real.steady_step_s()) == plan.blocks * plan.block + plan.drain * plan.blocks // 2
 
@@ -97,13 +97,13 @@ def test_a_real_block_after_an_ideal_one_leaves_out_the_batches_its_queue_held()
         take(0.002)  # input-bound: 20 ms a batch a worker, 10 ms with two: ~8 ms waits
     ev.close()
     real = ev.to_runs()["real"]
-    after_ideal = [e["warmup"] for e in real.epochs][1::2]
+    after_ideal = [e["warmup"] for e in real.blocks][1::2]
     assert all(4 <= w <= ev.plan.drain for w in after_ideal), (after_ideal, ev.plan)
     # the steps left out came from the queue (a hand-over, no wait for a worker); the
     # first kept one waited. Compared with the block's own steady waits, not a fixed
     # number of ms: a hand-over across processes costs more on a slow machine.
-    for e, w in zip(range(1, len(real.epochs), 2), after_ideal):
-        block = [x for x, ep in zip(real.wait_ns, real.epoch) if ep == e]
+    for e, w in zip(range(1, len(real.blocks), 2), after_ideal):
+        block = [x for x, ep in zip(real.wait_ns, real.block) if ep == e]
         queued, steady = block[:4], block[w:]
         # the two workers deliver in pairs: waits alternate ~16 ms / ~0.6 ms, ~8 ms a step
         assert steady and max(queued) < sum(steady) / len(steady) / 2, (queued, steady)
@@ -246,7 +246,7 @@ def test_run_logs_of_both_sides_are_written_block_by_block(fake_time, tmp_path):
     from loadeval_nb import load_run
 
     real = load_run(res.log_paths["real"])
-    assert real.n_steps == res.real.n_steps and len(real.epochs) == len(res.real.epochs)
+    assert real.n_steps == res.real.n_steps and len(real.blocks) == len(res.real.blocks)
     assert real.steady_step_s() == res.real.steady_step_s()  # each block's own warm-up kept
 
 
@@ -411,7 +411,7 @@ def test_every_wrapper_is_read_live_the_same_way(clock):
         for side in ev.sides:
             steps, cursor = ev.steps_since(side, (0, 0))
             run = ev.to_run(side)
-            assert steps == run.step_ns and cursor[0] == len(run.epochs), side
+            assert steps == run.step_ns and cursor[0] == len(run.blocks), side
             assert ev.steps_since(side, cursor) == ([], cursor)  # nothing new: nothing read
     # the clock time of each side's block says which side ran then
     for side in pair.sides:

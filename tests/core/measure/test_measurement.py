@@ -134,7 +134,7 @@ def test_start_up_is_reported_apart_and_never_in_the_steady_mean(tmp_path, clock
     run = load_run(path)
     assert run.startup_s() == pytest.approx(0.3)
     assert run.summary()["startup_s"] == pytest.approx(0.3)
-    assert run.epochs[0]["startup_ns"] == 300_000_000
+    assert run.blocks[0]["startup_ns"] == 300_000_000
     assert run.summary()["step"]["mean_s"] == pytest.approx(0.011)
     # the first step (300 ms of start-up, then 10 ms of loop) is left out; the rest: 1 + 10 ms
     assert run.step_ns[0] == 310_000_000 and run.steady_step_s() == pytest.approx([0.011] * 29)

@@ -176,7 +176,7 @@ def test_reading_round_trips_through_the_run_log(tmp_path):
     r = reading(util(on=0.92, runq=0.03), busy(0.97))
     run = Run(mode="log", start_ns=[0, 1], step_ns=[1, 1], worker_resource=r.to_dict())
     doc = json.loads(json.dumps(run.to_dict()))
-    assert doc["schema_version"] == 3 and doc["worker_resource"]["kind"] == "cpu"
+    assert doc["schema_version"] == 4 and doc["worker_resource"]["kind"] == "cpu"
     back = Run.from_dict(doc)
     assert WorkerResource.from_dict(back.worker_resource) == r
     assert resource_text(back.worker_resource) == r.text()

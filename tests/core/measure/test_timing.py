@@ -135,9 +135,9 @@ def test_epochs_accumulate_and_warmup_applies_per_epoch(clock):
         for _ in ev:
             clock.advance(4 * MS)
     run = ev.to_run()
-    assert run.epoch == [0, 0, 0, 1, 1, 1]
+    assert run.block == [0, 0, 0, 1, 1, 1]
     assert run.steady_indices() == [1, 2, 4, 5]
-    assert [e["status"] for e in run.epochs] == ["complete", "complete"]
+    assert [e["status"] for e in run.blocks] == ["complete", "complete"]
     assert run.start_ns[3] == 15 * MS
 
 

@@ -229,8 +229,8 @@ def test_a_process_killed_mid_epoch_keeps_every_finished_epoch(user):
     # the epochs since the last whole rewrite are in the journal (which epoch's end rewrote
     # the log last depends on the machine's speed: not asserted)
     run = load_run(path)  # the document and its journal, as one run
-    assert run.n_steps == 120 * 50 and run.epoch == [e for e in range(120) for _ in range(50)]
-    assert all(run.complete) and [e["status"] for e in run.epochs] == ["complete"] * 120
+    assert run.n_steps == 120 * 50 and run.block == [e for e in range(120) for _ in range(50)]
+    assert all(run.complete) and [e["status"] for e in run.blocks] == ["complete"] * 120
     nothing_left(user.tmp, ("run.json", "run.json.journal"))
 
 
@@ -259,8 +259,8 @@ def test_two_evaluators_on_two_threads_one_failing_both_logs_load(user, clock):
     assert {k: str(v) for k, v in errors.items()} == {"b": "b failed"}
     a = logged("a.json", 200, "complete")
     b = logged("b.json", 2 * 40 + 4, "stopped")
-    assert [e["status"] for e in a.epochs] == ["complete"] * 5
-    assert [e["status"] for e in b.epochs] == ["complete", "complete", "stopped"]
+    assert [e["status"] for e in a.blocks] == ["complete"] * 5
+    assert [e["status"] for e in b.blocks] == ["complete", "complete", "stopped"]
     nothing_left(user.tmp, ("a.json", "b.json"))
 
 
@@ -427,7 +427,7 @@ def test_a_process_killed_after_many_epochs_keeps_them(user):
         proc.wait(timeout=30)
         proc.stdout.close()
     run = load_run(path)  # the document and its journal
-    assert run.n_steps == 41 * 50 and max(run.epoch) == 40
+    assert run.n_steps == 41 * 50 and max(run.block) == 40
     leftovers = set(os.listdir(user.tmp)) - {"run.json", "run.json.journal"}
     assert not leftovers
 
@@ -477,7 +477,7 @@ def test_two_threads_ending_epochs_write_a_loadable_log(tmp_path):
             **line,
             "steps": {**line["steps"], "step_ns": [-5] * len(line["steps"]["step_ns"])},
         },
-        lambda line: {**line, "epochs": "garbage"},
+        lambda line: {**line, "blocks": "garbage"},
         lambda line: "not json at all",
     ],
     ids=["negative-step", "epochs-a-string", "unparsable"],
@@ -495,7 +495,7 @@ def test_one_bad_journal_line_is_left_out_and_the_rest_loads(tmp_path, caplog, d
     good_after = len(lines) - 1
     kept = json.load(open(path))["steps"]["step_ns"]
     assert run.n_steps == len(kept) + 10 * good_after  # the line's 10 steps are gone, no more
-    assert all(isinstance(e, dict) for e in run.epochs)
+    assert all(isinstance(e, dict) for e in run.blocks)
     said = [r.getMessage() for r in caplog.records if "journal line" in r.getMessage()]
     assert len(said) == 1 and "1 damaged journal line left out" in said[0]
 
@@ -567,8 +567,8 @@ def test_metrics_file_appends_new_epochs_only(tmp_path):
     assert len(json.load(open(path))["steps"]["step_ns"]) + 200 * len(lines) == 60 * 200
     live = ev.to_run()
     read = load_run(path)  # the document and its journal, as one run
-    assert read.step_ns == live.step_ns and read.epoch == live.epoch and read.n_steps == 12_000
-    assert read.epochs == live.epochs and read.status == "complete"
+    assert read.step_ns == live.step_ns and read.block == live.block and read.n_steps == 12_000
+    assert read.blocks == live.blocks and read.status == "complete"
     ev.close()  # one document again, no journal left
     assert not os.path.exists(journal)
     assert json.load(open(path))["total_batches"] == 12_000
@@ -635,7 +635,7 @@ CASES: list[tuple[str, Callable[[InputUser], Any], type[BaseException], str]] = 
         "log-newer-schema",
         lambda u: load_run(log_at(u, "n.json", schema_version=99)),
         RunLogError,
-        "'{tmp}/n.json' uses run-log schema 99, newer than the 3 this loadeval_nb reads; upgrade with `pip install -U loadeval-nb`.",
+        "'{tmp}/n.json' uses run-log schema 99, newer than the 4 this loadeval_nb reads; upgrade with `pip install -U loadeval-nb`.",
     ),
     (
         "log-no-schema",

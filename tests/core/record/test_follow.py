@@ -169,9 +169,9 @@ def test_interleaved_blocks_are_one_start_and_final_with_the_plan(tmp_path, cloc
     for name, f in (("real", real), ("ideal", ideal)):
         steps, cursors[name] = f.steps_since(cursors[name])
         seen[name] += len(steps)
-        # every block is an epoch, but the pass started the loader once
+        # one summary per block; the pass started the loader once
         assert cursors[name][0] == 0 and f.to_run().n_steps == seen[name]
-        assert len(f.to_run().epochs) == ev.plan.blocks and f.final
+        assert len(f.to_run().blocks) == ev.plan.blocks and f.final
     assert seen["real"] > 0 and seen["ideal"] > 0
     assert not any(a and b for a, b in finals[:-1])  # not final before the last blocks
 
@@ -179,22 +179,22 @@ def test_interleaved_blocks_are_one_start_and_final_with_the_plan(tmp_path, cloc
 def test_looks_final_by_what_the_log_holds():
     from loadeval_nb import Run
 
-    def run(status="complete", epochs=1, **settings):
+    def run(status="complete", blocks=1, **settings):
         return Run(
             mode="log",
             start_ns=[0],
             step_ns=[1],
             status=status,
-            epochs=[{"status": status, "steps": 1, "setup_ns": 0}] * epochs,
+            blocks=[{"status": status, "steps": 1, "setup_ns": 0}] * blocks,
             settings=settings,
         )
 
     assert looks_final(run())
     assert not looks_final(run(), journal_waiting=True)
-    assert not looks_final(run(epochs=0))
+    assert not looks_final(run(blocks=0))
     assert looks_final(run("stopped", interleaved={"blocks": 4}))
-    assert not looks_final(run(epochs=3, interleaved={"blocks": 4}))
-    assert looks_final(run(epochs=4, interleaved={"blocks": 4}))
+    assert not looks_final(run(blocks=3, interleaved={"blocks": 4}))
+    assert looks_final(run(blocks=4, interleaved={"blocks": 4}))
     assert not looks_final(run(auto_stop={"rel": 0.05}))
 
 
@@ -223,7 +223,7 @@ def _write(path, steps=3, blocks=None):
         mode="log",
         start_ns=list(range(steps)),
         step_ns=[1_000] * steps,
-        epochs=[{"status": "complete", "steps": steps, "setup_ns": 0}],
+        blocks=[{"status": "complete", "steps": steps, "setup_ns": 0}],
         settings={"interleaved": {"blocks": blocks}} if blocks else {},
     ).save(str(path))
 
@@ -262,8 +262,8 @@ def test_the_folder_follower_takes_the_new_job_and_leaves_the_old_alone(tmp_path
                 mode="log",
                 start_ns=[0, 1],
                 step_ns=[1, 1],
-                epoch=[0, 1],
-                epochs=[{"status": "complete", "steps": 1, "setup_ns": 0}] * 2,
+                block=[0, 1],
+                blocks=[{"status": "complete", "steps": 1, "setup_ns": 0}] * 2,
                 settings={"interleaved": {"blocks": 2}},
             ).save(str(tmp_path / f"{new}-{side}-rank{rank}.json"))
     assert not folder.poll() and folder.finished()

@@ -119,6 +119,33 @@ def test_subclass_round_trip():
     assert type(MyRun.from_dict(sample_run().to_dict())) is MyRun
 
 
+def test_a_schema_3_log_is_read_as_blocks(tmp_path):
+    # schema 3 called a run's blocks its epochs: steps.epoch and epochs
+    import json
+
+    from loadeval_nb.core.record import Run, load_run
+
+    run = Run(
+        mode="log",
+        start_ns=[0, 5, 9, 14],
+        step_ns=[5, 4, 5, 4],
+        block=[0, 0, 1, 1],
+        blocks=[{"status": "complete", "steps": 2}, {"status": "stopped", "steps": 2}],
+    )
+    path = tmp_path / "run.json"
+    run.save(str(path))
+    doc = json.loads(path.read_text())
+    assert doc["steps"]["block"] == [0, 0, 1, 1] and "epoch" not in doc["steps"]
+    assert [b["status"] for b in doc["blocks"]] == ["complete", "stopped"]
+    doc["schema_version"] = 3
+    doc["steps"]["epoch"] = doc["steps"].pop("block")
+    doc["epochs"] = doc.pop("blocks")
+    path.write_text(json.dumps(doc))
+    old = load_run(str(path))
+    assert old.block == [0, 0, 1, 1] and old.blocks == run.blocks
+    assert old.steady_by_block() == run.steady_by_block()
+
+
 def test_a_schema_2_log_is_read_in_todays_words(tmp_path):
     # schema 2 said settings.max_steps and settings.warmup_steps; 3 says steps and warmup
     import json
@@ -129,7 +156,7 @@ def test_a_schema_2_log_is_read_in_todays_words(tmp_path):
     path = tmp_path / "run.json"
     run.save(str(path))
     doc = json.loads(path.read_text())
-    assert doc["schema_version"] == SCHEMA_VERSION == 3
+    assert doc["schema_version"] == SCHEMA_VERSION == 4
     assert doc["settings"]["steps"] == 3 and doc["settings"]["warmup"] == 1
     assert "max_steps" not in doc["settings"] and "warmup_steps" not in doc["settings"]
     doc["schema_version"] = 2

@@ -211,7 +211,7 @@ def _run(mode: str, means_ms: list[float]) -> Run:
         step += [int(m * 1e6)] * 11
         epoch += [e] * 11
     start = [sum(step[:k]) for k in range(len(step))]
-    return Run(mode=mode, start_ns=start, step_ns=step, epoch=epoch, warmup=1)
+    return Run(mode=mode, start_ns=start, step_ns=step, block=epoch, warmup=1)
 
 
 def test_the_split_pairs_blocks_and_the_advice_follows_it():

@@ -250,7 +250,7 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them(fak
     assert [w for w, _, _ in order] == ["real", "ideal", "ideal", "real", "real", "ideal"]
     assert order[-1][1:] == (5, 6)
     real = res.real
-    assert sorted(set(real.epoch)) == [0, 1, 2] and real.n_steps == 60
+    assert sorted(set(real.block)) == [0, 1, 2] and real.n_steps == 60
     d = res.diagnosis
     note = next(n for n in d.notes if n.startswith("each run holds 3 epochs"))
     assert "speedup per epoch" in note

@@ -20,8 +20,8 @@ def _run(mode, ms, stops, n=40):
         mode=mode,
         start_ns=[sum(step[:i]) for i in range(n)],
         step_ns=step,
-        epoch=[min(k // per, len(stops) - 1) for k in range(n)],
-        epochs=[{"status": "complete", "steps": per, "auto_stop": s} for s in stops],
+        block=[min(k // per, len(stops) - 1) for k in range(n)],
+        blocks=[{"status": "complete", "steps": per, "auto_stop": s} for s in stops],
         settings={"auto_stop": AUTO, "max_steps": 2000},
     )
 
@@ -69,9 +69,9 @@ def test_an_interleaved_pass_over_a_loader_without_len_is_never_epoch_limited():
     plan = {"block": 13, "blocks": 2, "drain": 1, "settle": 1, "epoch": None, "ranks": 1}
     steps = [1_000_000] * 28
     epoch = [0] * 14 + [1] * 14
-    real = Run(mode="log", start_ns=list(range(28)), step_ns=steps, epoch=epoch, warmup=1,
+    real = Run(mode="log", start_ns=list(range(28)), step_ns=steps, block=epoch, warmup=1,
                settings={"steps": 60, "interleaved": plan})  # fmt: skip
-    ideal = Run(mode="replay", start_ns=list(range(28)), step_ns=steps, epoch=epoch, warmup=1,
+    ideal = Run(mode="replay", start_ns=list(range(28)), step_ns=steps, block=epoch, warmup=1,
                 settings={"steps": 60, "interleaved": plan})  # fmt: skip
     d = diagnose(real, ideal)
     assert d.loader_limited is None

@@ -28,7 +28,7 @@ def _noisy(ms, n, rel=0.03, seed=1):
     return [ms * (1 + rng.uniform(-rel, rel)) for _ in range(n)]
 
 
-def run_of(step_ms, mode="log", wait_ms=None, epoch=None, **kw):
+def run_of(step_ms, mode="log", wait_ms=None, block=None, **kw):
     step = [int(s * MS) for s in step_ms]
     start = [sum(step[:k]) for k in range(len(step))]
     if wait_ms is None and mode == "log":
@@ -39,7 +39,7 @@ def run_of(step_ms, mode="log", wait_ms=None, epoch=None, **kw):
         step_ns=step,
         wait_ns=[int(w * MS) for w in wait_ms] if wait_ms is not None else None,
         samples=[8] * len(step),
-        epoch=epoch or [],
+        block=block or [],
         **kw,
     )
 
@@ -57,8 +57,8 @@ def blocks_pair(real_ms, ideal_ms, per_block, settings=None, loader=None, seed=0
             run_of(
                 steps,
                 mode,
-                epoch=epoch,
-                epochs=[{"status": "complete", "steps": n, "warmup": 0} for n in per_block],
+                block=epoch,
+                blocks=[{"status": "complete", "steps": n, "warmup": 0} for n in per_block],
                 settings={
                     "interleaved": {"block": min(per_block), "blocks": len(per_block), "drain": 5},
                     **(settings or {}),
