@@ -25,7 +25,7 @@ from ...core._shared import (
 )
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
-from ...core.ranks import RanksResult, gather_logs
+from ...core.ranks import RanksResult, gather_logs, proof_path
 from ...core.record import Run, load_run
 from ...core.verdict import Diagnosis, Facts, diagnose
 from ..trackers import check_log_to, log_result
@@ -273,8 +273,8 @@ def run_script(
             _run_sides(result, replace(child, interleave=False), stamp, ranks, loader_index, *rest)
         if launcher is not None:
             _end_rank(result, launcher, stamp, min(GATHER_S, timeout_s or GATHER_S))
-        if prove_straggler and result.ranks is not None and result.ranks.proof is None:
-            result.notes.append(NO_PROOF)
+        if prove_straggler and result.ranks is not None:
+            _add_proof(result)
     finally:
         kept = result.error is not None and bool(result.log_paths)
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
@@ -321,6 +321,17 @@ def _once(why: str, prove_straggler: bool = False, launcher: Optional[LauncherRa
         "give its training pass more batches or pass fewer --steps or --cache, or measure it "
         "with --nproc-per-node instead of your launcher (a run per side)."
     )
+
+
+def _add_proof(result: ScriptResult) -> None:
+    """The proof's file among the run logs (rank 0 wrote it beside its real log), or the
+    note that says there is none."""
+    real = result.log_paths.get("real-rank0")
+    path = proof_path(real) if real else None
+    if path is not None and result.ranks is not None and result.ranks.proof is not None:
+        result.log_paths["proof"] = path
+    else:
+        result.notes.append(NO_PROOF)
 
 
 NO_PROOF = (
