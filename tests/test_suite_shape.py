@@ -77,3 +77,47 @@ def test_the_face_check_catches_a_private_module():
     assert private_reach("loadeval_nb.core.measure.timing") is None
     assert private_reach("loadeval_nb.core._shared") is None
     assert private_reach("loadeval_nb.core._stats") is None
+
+
+UPPER = ("viz", "widgets", "integrations", "magic")
+"""The layers above core: a test reaches their private modules only through the layer's
+door, ``<layer>._shared`` (core's rule is :func:`private_reach`'s)."""
+
+
+def upper_private_reach(module: str) -> str | None:
+    """Why ``module`` (loadeval_nb.<upper layer>....) is not a face or a door, or None."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in UPPER:
+        return None
+    private = [p for p in parts[2:] if p.startswith("_")]
+    if not private or parts[2:] == ["_shared"]:
+        return None
+    return f"{module}: a private module ({private[0]}); use loadeval_nb.{parts[1]}._shared"
+
+
+def upper_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted path) of every import of an upper layer's module in a test file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.lineno, node.module))
+    return [(line, m) for line, m in out if m.split(".")[1:2] and m.split(".")[1] in UPPER]
+
+
+def test_tests_reach_the_upper_layers_only_through_their_doors():
+    bad = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for line, module in upper_imports(path):
+            why = upper_private_reach(module) if module.startswith("loadeval_nb.") else None
+            if why:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {why}")
+    assert bad == []
+
+
+def test_the_door_check_catches_a_private_module_above_core():
+    assert upper_private_reach("loadeval_nb.magic._view")
+    assert upper_private_reach("loadeval_nb.integrations._script.launch")
+    assert upper_private_reach("loadeval_nb.widgets._shared") is None
+    assert upper_private_reach("loadeval_nb.integrations") is None

@@ -96,7 +96,7 @@ class RerunPanel:
         self.button.on_click(self._clicked)
         cores = _cores()
         self._default_sweep = (
-            f"num_workers={_sweep_default(int(knobs.get('num_workers') or 0), cores)}"
+            f"num_workers={sweep_default(int(knobs.get('num_workers') or 0), cores)}"
         )
         self._suggested = self._default_sweep
         self.sweep_spec = W.Text(
@@ -203,7 +203,7 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _sweep_default(nw: int, cores: int) -> str:
+def sweep_default(nw: int, cores: int) -> str:
     """A first sweep to offer: none, the current num_workers, half and double it, never
     more workers than ``cores`` (the current setting stays: it is the reference)."""
     vals = sorted({0, max(nw // 2, 1), nw, max(nw * 2, 2)})

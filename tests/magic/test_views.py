@@ -19,7 +19,7 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import magic
-from loadeval_nb.magic._view import choose_view
+from loadeval_nb.magic._shared import choose_view
 from loadeval_nb.widgets import Dashboard
 from loadeval_nb.widgets._shared import DisplayOnlyBokehModel, HtmlDashboard, TextDashboard
 

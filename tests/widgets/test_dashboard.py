@@ -395,7 +395,7 @@ def test_the_pusher_sends_under_the_request_that_started_it():
 
 def test_the_browser_s_messages_to_plots_and_buttons_go_to_the_main_shell():
     from loadeval_nb.widgets import RerunPanel
-    from loadeval_nb.widgets._comms import on_main_shell
+    from loadeval_nb.widgets._shared import on_main_shell
 
     class Comm:  # ipykernel 7.4's comm: routes the browser's replies to a subshell
         def _reply_subshell_for(self, data, default):

@@ -13,8 +13,7 @@ from loadeval_nb.core.explore import PairResult
 from loadeval_nb.core.ranks import RankResult, RanksResult
 from loadeval_nb.core.verdict import Fact, Facts
 from loadeval_nb.widgets import Dashboard, RerunPanel, ranks_view
-from loadeval_nb.widgets._panel import _sweep_default, advised_sweep
-from loadeval_nb.widgets._pusher import Pusher, startup_positions
+from loadeval_nb.widgets._shared import Pusher, advised_sweep, startup_positions, sweep_default
 
 MS = 1_000_000
 
@@ -102,10 +101,10 @@ def test_the_advised_sweep_comes_from_the_card_s_action_within_the_cores():
 
 
 def test_the_default_workers_sweep_never_offers_more_workers_than_cores():
-    assert _sweep_default(0, 2) == "0,1,2"
-    assert _sweep_default(2, 2) == "0,1,2"  # not 4 on 2 cores
-    assert _sweep_default(4, 2) == "0,2,4"  # the current setting stays: the reference
-    assert _sweep_default(4, 16) == "0,2,4,8"
+    assert sweep_default(0, 2) == "0,1,2"
+    assert sweep_default(2, 2) == "0,1,2"  # not 4 on 2 cores
+    assert sweep_default(4, 2) == "0,2,4"  # the current setting stays: the reference
+    assert sweep_default(4, 16) == "0,2,4,8"
 
 
 def _threads_pair():
