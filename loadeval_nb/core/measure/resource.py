@@ -10,9 +10,11 @@ and one name for the resource, by this rule (the thresholds are the constants be
 
 1. Under :data:`MIN_WORKER_S` worker-seconds read: ``unknown`` (too short to say).
 2. ``idle``: the workers spent :data:`IDLE_SHARE` or more of their time outside
-   making a batch (the per-batch timing inside the workers, at the mean time a batch
-   took for as many batches as the run took: one side of an interleaved pass takes only
-   some of the batches the workers make; the rest of the time they wait for the loop to
+   making a batch and not waiting for a CPU (the per-batch timing inside the workers,
+   at the mean time a batch took for as many batches as the run took: one side of an
+   interleaved pass takes only some of the batches the workers make; less all of their
+   wait for a CPU, since a worker woken to make a batch waits for one before it starts,
+   outside the timing, on a busy machine; the rest of the time they wait for the loop to
    take one: the queue is full). Without that timing:
    the loop waited for batches under :data:`LOOP_KEEPS_UP` of its time and the
    workers used a CPU (or waited for one) under half theirs.
@@ -127,7 +129,8 @@ class WorkerResource:
     """Where ``blocked_io`` comes from: "delayacct" (measured) or "d-state" (the share
     of ticks the workers were seen in disk sleep: an estimate)."""
     idle: Optional[float] = None
-    """Outside making a batch (None: not timed inside the workers)."""
+    """Outside making a batch and not waiting for a CPU: waiting for the loop to take a
+    batch (None: not timed inside the workers)."""
     waiting: Optional[float] = None
     """The rest: sleeping or blocked otherwise while making a batch."""
     read_bytes: Optional[int] = None
@@ -347,7 +350,9 @@ def worker_resource(
         # also drew batches): the batches the run took, at the mean time a batch took
         taken = len(step_ns) if step_ns else len(worker_load_ns)
         made = sum(worker_load_ns) / len(worker_load_ns) * min(taken, len(worker_load_ns))
-        idle = max(0.0, 1.0 - made / alive)
+        # a wait for a CPU outside the timing (woken with a batch to make) is no idling:
+        # all of it is taken out, so that a busy machine never makes workers look idle
+        idle = max(0.0, 1.0 - made / alive - (runq or 0.0))
     want = on + (runq or 0.0)
     blocked_s = blocked or 0.0
     rest = max(0.0, 1.0 - want - blocked_s - (idle or 0.0))
