@@ -67,8 +67,8 @@ from .verdict.diagnose import diagnose
 from .verdict.diagnosis import PARTLY_HEADROOM, Diagnosis
 
 __all__ = [
-    "RankResult",
     "ProvingPass",
+    "RankResult",
     "RanksResult",
     "StragglerProof",
     "gather_logs",
