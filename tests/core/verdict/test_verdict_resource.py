@@ -1,7 +1,8 @@
 """The verdict names the resource of the real run's workers: a reading (the resource
-rule's, on ticks whose numbers are known) reaches the Diagnosis, its facts, its text, its
-dict and the card, and the advice follows it where the pair is input-bound; a run
-without workers, or an older log without the reading, names nothing."""
+rule's, on ticks whose numbers are known) reaches the Diagnosis, its facts, its text and
+its dict (the card: tests/viz/test_resource_card.py), and the advice follows it where the
+pair is input-bound; a run without workers, or an older log without the reading, names
+nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from loadeval_nb import Run, diagnose
 from loadeval_nb.core.measure.resource import KINDS, REMEDIES, WorkerResource, worker_resource
 from loadeval_nb.core.record.runlog import load_run
 from loadeval_nb.core.verdict import INPUT_BOUND, NOT_INPUT_BOUND, Diagnosis
-from loadeval_nb.viz._cards import verdict_html
 from tests.core.measure.test_resource import busy, util
 
 MS = 1_000_000
@@ -89,10 +89,6 @@ def test_the_verdict_names_the_workers_resource_with_its_numbers(kind):
     # serialised where the Diagnosis is: as the run log keeps it
     doc = json.loads(json.dumps(d.to_dict()))
     assert doc["worker_resource"] == resource
-    # the card shows the same fact, in a row of its own
-    html = verdict_html(d)
-    assert "loadeval-resource" in html and "The real run&#x27;s workers" in html
-    assert KINDS[kind].replace("'", "&#x27;") in html
 
 
 def test_the_advice_follows_the_resource_when_the_loop_waits():
@@ -156,7 +152,6 @@ def test_no_workers_name_nothing():
     assert all(f.key != "resource" for f in d.facts().facts)
     assert "the real run's workers" not in d.text()
     assert d.to_dict()["worker_resource"] is None
-    assert "loadeval-resource" not in verdict_html(d)
 
 
 def test_an_unknown_reading_is_said_but_gives_no_advice():
