@@ -228,7 +228,8 @@ def test_sleeping_workers_make_the_headroom_all_waiting():
     built = hand["handover"] * hand["contended"] / hand["real"] / headroom  # (a batch a R)
     assert headroom > 0.006 and built < 0.10, (hand, built)
     assert abs(tool - built) < 0.10, (tool, built, hand, d.text())
-    assert abs(d.waiting_s - (1 - built) * headroom) < 0.10 * headroom, (hand, d.text())
+    # (the amount: the tool's headroom and the stopwatch's, taken at other times, within 20 %)
+    assert abs(d.waiting_s - (1 - built) * headroom) < 0.20 * headroom, (hand, d.text())
     assert d.headroom_split == "waiting" and d.contention_bound is False
     assert "faster or more parallel loader" in d.text() and "headroom split" in d.text()
 
@@ -243,8 +244,9 @@ def test_burning_workers_take_the_cpu_the_step_needs():
     tool, _ = _shares(d, hand)
     headroom = hand["real"] - hand["ideal"]
     assert headroom > 0.003, hand
-    assert abs(tool - 1) < 0.10, (tool, hand, d.text())
-    assert abs(d.contention_s - headroom) < 0.10 * headroom, (hand, d.text())
+    assert abs(tool - 1) < 0.10, (tool, hand, d.text())  # the split: within 10 points
+    # (the amount: the tool's headroom and the stopwatch's, taken at other times, within 20 %)
+    assert abs(d.contention_s - headroom) < 0.20 * headroom, (hand, d.text())
     assert d.headroom_split == "contention" and d.contention_bound is True
     assert d.contention_ci[0] is not None and d.contention_ci[0] > 0
     assert "intra-op threads" in d.text() and "faster loader will not buy it back" in d.text()
