@@ -62,7 +62,7 @@ def test_ranks_in_a_folder_without_rank_logs(tmp_path, capsys):
 
 
 def test_the_launchers_command_lines():
-    from loadeval_nb.integrations._script.launch import CHILD_MODULE, command
+    from loadeval_nb.integrations._shared import CHILD_MODULE, command
 
     assert command(["t.py", "-x"], "real", None)[1:] == ["-m", CHILD_MODULE, "t.py", "-x"]
     one = command(["t.py"], "real", Torchrun(2))

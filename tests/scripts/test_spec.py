@@ -20,14 +20,16 @@ from loadeval_nb.core.errors import LoadEvalError, OptionError
 from loadeval_nb.core.explore import RunSettings
 from loadeval_nb.core.measure import AutoStop, InterleavedEvaluator
 from loadeval_nb.integrations import ScriptResult
-from loadeval_nb.integrations._script.sides import side_for
-from loadeval_nb.integrations._script.spec import ENV, ChildSpec, settings_to_dict
 from loadeval_nb.integrations._shared import (
+    ENV,
     MEASURES,
     TUNABLE,
+    ChildSpec,
     option_sentence,
     run_parser,
     script_settings,
+    settings_to_dict,
+    side_for,
     split_run,
 )
 
