@@ -125,14 +125,17 @@ def _payload(run: Optional[Run]) -> Optional[dict[str, Any]]:
         step_ns=[run.step_ns[i] for i in sel],
         wait_ns=[run.wait_ns[i] for i in sel] if run.wait_ns is not None else None,
         samples=[run.samples[i] for i in sel],
+        block=[run.block[i] for i in sel],
         warmup=0,
         label=run.label,
         status=run.status,
         loader_settings=run.loader_settings,
         settings=run.settings,
-        blocks=run.blocks,
+        # the steps sent are steady already: no block leaves any out again
+        blocks=[{**b, "warmup": 0} if isinstance(b, dict) else b for b in run.blocks],
         util=run.util,  # a sample every 0.1 s: small next to the steps
         worker_load_ns=_thin(run.worker_load_ns) if run.worker_load_ns else None,
+        worker_resource=run.worker_resource,
     )
     return thin.to_dict()
 
