@@ -121,3 +121,69 @@ def test_the_door_check_catches_a_private_module_above_core():
     assert upper_private_reach("loadeval_nb.integrations._script.launch")
     assert upper_private_reach("loadeval_nb.widgets._shared") is None
     assert upper_private_reach("loadeval_nb.integrations") is None
+
+
+TIMING = ("retry_once", "excused_if_busy", "abba", "steady_mean_s")
+"""tests/timing.py's helpers for a test that must sleep and compare with a stopwatch."""
+
+
+def _marked_slow(decorators: list[ast.expr]) -> bool:
+    return any("mark.slow" in ast.unparse(d) for d in decorators)
+
+
+def unmarked_timing_tests(path: Path) -> list[str]:
+    """The tests in ``path`` that use tests/timing.py's helpers (themselves, or through a
+    helper of their file) and are not marked ``slow`` (nor is their class or module)."""
+    tree = ast.parse(path.read_text())
+    if any(
+        isinstance(n, ast.Assign)
+        and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+        and "slow" in ast.unparse(n.value)
+        for n in tree.body
+    ):
+        return []
+
+    def uses(node: ast.AST, names: set[str]) -> bool:
+        return any(isinstance(c, ast.Name) and c.id in names for c in ast.walk(node))
+
+    helpers = {
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and not n.name.startswith("test") and uses(n, set(TIMING))
+    }
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    out = []
+    for node in tree.body:
+        cls = node if isinstance(node, ast.ClassDef) else None
+        for f in cls.body if cls else [node]:
+            if not isinstance(f, ast.FunctionDef) or not f.name.startswith("test"):
+                continue
+            if not uses(f, set(TIMING) | helpers):
+                continue
+            if not (_marked_slow(f.decorator_list) or (cls and _marked_slow(cls.decorator_list))):
+                out.append(f"{where}::{f.name}")
+    return out
+
+
+def test_every_test_that_must_sleep_is_marked_slow():
+    # the helpers' own tests run them on fake work; the GPU bench keeps its own order
+    own = {TESTS / "test_timing_helpers.py"}
+    bad = [
+        name
+        for path in sorted(TESTS.rglob("test_*.py"))
+        if path not in own and "bench" not in path.parts
+        for name in unmarked_timing_tests(path)
+    ]
+    assert bad == []
+
+
+def test_the_sleep_check_catches_an_unmarked_timing_test(tmp_path):
+    path = tmp_path / "test_probe.py"
+    path.write_text(
+        "import pytest\nfrom tests.timing import retry_once\n\n"
+        "def measure():\n    return retry_once(lambda: 1)\n\n"
+        "def test_a():\n    measure()\n\n"
+        "@pytest.mark.slow\ndef test_b():\n    measure()\n\n"
+        "def test_c():\n    pass\n"
+    )
+    assert unmarked_timing_tests(path) == ["test_probe.py::test_a"]

@@ -297,6 +297,7 @@ def test_sweep_from_the_panel(shell, capsys, monkeypatch):
     assert "only num_workers" in shown
 
 
+@pytest.mark.slow
 @retry_once  # sleeps: a busy machine slows convergence; retried, then excused if busy
 def test_steps_auto(shell):
     # 1,000 batches of a steady 2 ms step: each run stops once its mean and median are

@@ -64,6 +64,7 @@ def _widgets_in(widget):
     return out
 
 
+@pytest.mark.slow
 @retry_once
 def test_html_view_grows_through_its_display_handle_while_the_run_runs():
     dash = HtmlDashboard(loader_name="x", steps_per_run=150, push_interval_s=0.2)

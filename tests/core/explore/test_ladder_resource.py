@@ -92,6 +92,7 @@ class Burning(Dataset):
         return torch.zeros(3)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="reads Linux's /proc")
 @retry_once
 def test_a_real_ladder_says_its_cpu_burning_workers_are_cpu_bound():

@@ -79,6 +79,7 @@ def test_a_sampler_nobody_holds_ends_its_thread():
     assert not thread.is_alive()
 
 
+@pytest.mark.slow
 @retry_once
 def test_cpu_readings_are_bounded_and_short_runs_say_so():
     ev = LoaderEvaluator(list(range(2)), sample_interval_s=0.1)
@@ -209,6 +210,7 @@ FRESH = textwrap.dedent(
     [(0.040, 0.010), (0.004, 0.020)],
     ids=["input-bound", "compute-bound"],
 )
+@pytest.mark.slow
 @retry_once
 def test_the_first_evaluator_of_a_fresh_process_reads_like_a_stopwatch(item_s, step_s):
     out = subprocess.run(

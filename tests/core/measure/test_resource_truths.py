@@ -19,9 +19,10 @@ from loadeval_nb.core.measure import LoaderEvaluator
 from loadeval_nb.core.measure.resource import RUNQ_SHARE, WorkerResource
 from tests.timing import retry_once
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists("/proc/self/schedstat"), reason="reads Linux's /proc"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="reads Linux's /proc"),
+]
 
 MiB = 1 << 20
 

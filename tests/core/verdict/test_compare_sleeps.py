@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -78,6 +79,7 @@ def check_located(before, after, delta_ms, tolerance):
     assert abs(c.delta_s * 1e3 - delta_ms) <= tolerance * delta_ms, res.text()
 
 
+@pytest.mark.slow
 @retry_once
 def test_compare_names_the_slower_step_by_the_stopwatch_read_in_its_calls():
     before, crop_b = split(1.0)
@@ -87,6 +89,7 @@ def test_compare_names_the_slower_step_by_the_stopwatch_read_in_its_calls():
     check_located(before, after, DELTA_MS, tolerance=0.15)
 
 
+@pytest.mark.slow
 @retry_once
 def test_compare_names_the_slower_step_timed_in_two_workers():
     before, _ = split(1.0, workers=2)
@@ -94,6 +97,7 @@ def test_compare_names_the_slower_step_timed_in_two_workers():
     check_located(before, after, DELTA_MS, tolerance=0.20)
 
 
+@pytest.mark.slow
 @retry_once
 def test_two_identical_pipelines_name_nothing():
     before, _ = split(1.0)

@@ -19,9 +19,10 @@ from tests.core.measure.test_resource_truths import Burning, Files, MiB, Sleepin
 from tests.timing import excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists("/proc/self/schedstat"), reason="reads Linux's /proc"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="reads Linux's /proc"),
+]
 
 
 def verdict(ds, step_s: float = 0.002, workers: int = 2, steps: int = 40) -> Diagnosis:
