@@ -73,7 +73,7 @@ def test_a_compute_bound_plain_loop(tmp_path):
     tmp_path = fresh(tmp_path)
     # 8 items x 1 ms = 8 ms a batch per worker, 2 workers: 4 ms a batch; the step 80 ms
     p = loadeval(
-        "run", "--steps", "25", "--warmup", "5", "--cache", "5", "--log-dir", str(tmp_path),
+        "run", "--steps", "40", "--warmup", "5", "--cache", "5", "--log-dir", str(tmp_path),
         PLAIN, "--item-ms", "1", "--step-ms", "80", "--workers", "2",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
@@ -180,7 +180,7 @@ def test_a_module_runs_as_python_dash_m_runs_it(tmp_path):
     (pkg / "train.py").write_text(open(PLAIN).read())
     p = subprocess.run(
         [sys.executable, "-m", "loadeval_nb", "run", "--steps", "20", "--warmup", "2",
-         "-m", "pkg.train", "--step-ms", "1", "--batches", "30"],
+         "-m", "pkg.train", "--step-ms", "1", "--batches", "200"],
         capture_output=True, text=True, timeout=120, env=env(), cwd=tmp_path,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
