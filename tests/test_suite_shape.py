@@ -32,9 +32,9 @@ def test_tests_core_mirrors_the_subpackages_of_core():
     )
 
 
-def core_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, dotted path) of every loadeval_nb.core import in a test file, ``from X
-    import _y`` counted as ``X._y`` when ``_y`` is a module of X's package."""
+def package_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted path) of every absolute import in a test file, ``from X import _y``
+    counted as ``X._y`` when ``_y`` is a module of X's package."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -47,6 +47,12 @@ def core_imports(path: Path) -> list[tuple[int, str]]:
                 for a in node.names
                 if (folder / f"{a.name}.py").is_file() or (folder / a.name).is_dir()
             ]
+    return out
+
+
+def core_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted path) of every loadeval_nb.core import in a test file."""
+    out = package_imports(path)
     return [(line, m) for line, m in out if m.startswith("loadeval_nb.core.")]
 
 
@@ -97,13 +103,11 @@ def upper_private_reach(module: str) -> str | None:
 
 def upper_imports(path: Path) -> list[tuple[int, str]]:
     """(line, dotted path) of every import of an upper layer's module in a test file."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.append((node.lineno, node.module))
-    return [(line, m) for line, m in out if m.split(".")[1:2] and m.split(".")[1] in UPPER]
+    return [
+        (line, m)
+        for line, m in package_imports(path)
+        if m.startswith("loadeval_nb.") and m.split(".")[1:2] and m.split(".")[1] in UPPER
+    ]
 
 
 def test_tests_reach_the_upper_layers_only_through_their_doors():

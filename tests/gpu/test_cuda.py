@@ -133,7 +133,7 @@ def test_magic_ladder_on_cuda():
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from loadeval_nb.magic import _magic
+    from loadeval_nb.magic import stop_all
 
     cfg = Config()
     cfg.HistoryManager.enabled = False
@@ -147,7 +147,7 @@ def test_magic_ladder_on_cuda():
             "for x, y in dl:\n    x = x.cuda(non_blocking=True)\n    (x * 2).sum().item()\n",
         )
     finally:
-        _magic.stop_all()
+        stop_all()
     res = ip.user_ns["_loadeval"]
     assert [r.name for r in res.rungs if r.run is not None] == ["device", "host", "samples", "real"]
 
