@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from loadeval_nb import load_run, magic
 
 from ..ipython_shell import ipython_shell
-from ..timing import retry_once
+from ..timing import Disturbed, retry_once
 
 QUIET = "--steps 24 --warmup 2 --cache 3 --quiet"
 
@@ -247,16 +247,23 @@ def test_ladder_from_the_magic(shell):
     assert dash.step_src["device"].data["step"] == []
 
 
+@pytest.mark.slow
+@retry_once
 def test_sweep_from_the_magic(shell):
     original = shell.user_ns["train_loader"]
+    # a step of a few ms, so the blocks' rates are not a timer's jitter
     run(
         shell,
         'train_loader --sweep "num_workers=0,1" --steps 14 --warmup 2 --cache 3',
-        LOOP,
+        "import time\nseen = 0\nfor x, y in train_loader:\n    time.sleep(0.003)\n    seen += 1\n",
     )
     res = shell.user_ns["_loadeval"]
     assert [p.label for p in res.points] == ["num_workers=0", "num_workers=1"]
-    assert res.ideal is not None and res.best is not None
+    assert res.ideal is not None
+    if res.best is None and any(p.within_noise for p in res.points):
+        # the tool said the machine's speed changed during the sweep: measure again
+        raise Disturbed(res.recommendation())
+    assert res.best is not None
     assert original.num_workers == 0 and shell.user_ns["train_loader"] is original
     dash = magic.latest_session().dashboard
     assert dash.sweep_fig is not None
