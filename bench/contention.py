@@ -6,6 +6,13 @@ width).
 
     python -m bench.contention            # 2 pairs a side a workload, about a minute
     python -m bench.contention --cuda     # the step on the GPU: one pair, its split
+    python -m bench.contention --stopwatch  # the real and ideal steps against a stopwatch
+
+``--stopwatch`` checks that the pass with the arm (which runs every arm at a 0.1 ms
+switch interval) reads the real and ideal steps the user's own loop takes at Python's
+default interval: a stopwatch of the loop over the loader and over cached batches, with
+no tool, then the pair with the arm and without it, A B C C B A, twice a workload; it
+prints each pair's real and ideal mean steps as ratios to the stopwatch's.
 """
 
 from __future__ import annotations
@@ -112,5 +119,59 @@ def cuda_split() -> None:
     print(d.text())
 
 
+def stopwatch(loader: DataLoader, steps: int = 200, warmup: int = 10) -> tuple[float, float]:
+    """The user's loop with no tool, at the interpreter's own switch interval: the mean
+    step over the loader (from one step's end to the next's, the wait included) and over
+    8 of its batches served again."""
+    it = iter(loader)
+    cached = [next(it) for _ in range(8)]
+    for _ in range(warmup):
+        _burn(0.008) if next(it) is not None else None
+    t = time.perf_counter()
+    for _ in range(steps):
+        next(it)
+        _burn(0.008)
+    real = (time.perf_counter() - t) / steps
+    del it
+    t = time.perf_counter()
+    for k in range(steps):
+        _ = cached[k % 8]
+        _burn(0.008)
+    return real, (time.perf_counter() - t) / steps
+
+
+def against_stopwatch(rounds: int = 2) -> None:
+    for workload, (sleep_s, burn_s) in WORKLOADS.items():
+        rows: dict[str, list[tuple[float, float]]] = {"stopwatch": [], "arm": [], "no arm": []}
+        for _ in range(rounds):
+            for how in ("stopwatch", "arm", "no arm", "no arm", "arm", "stopwatch"):
+                loader = DataLoader(Items(sleep_s, burn_s), batch_size=4, num_workers=2)
+                if how == "stopwatch":
+                    rows[how].append(stopwatch(loader))
+                    continue
+                settings = RunSettings(
+                    steps=200, warmup=10, num_cached_batches=8, contention=how == "arm"
+                )
+                d = run_pair(loader, train, settings).diagnosis
+                rows[how].append((d.real_step_s, d.ideal_step_s))
+        truth = [statistics.mean(r[k] for r in rows["stopwatch"]) for k in (0, 1)]
+        print(
+            f"{workload:5}  stopwatch: real {truth[0] * 1e3:.2f} ms, ideal {truth[1] * 1e3:.2f} ms"
+            f" (default switch interval {sys.getswitchinterval() * 1e3:g} ms)"
+        )
+        for how in ("arm", "no arm"):
+            got = [statistics.mean(r[k] for r in rows[how]) for k in (0, 1)]
+            print(
+                f"{workload:5}  {how:6}  real {got[0] * 1e3:.2f} ms ({got[0] / truth[0]:.3f}x "
+                f"the stopwatch's), ideal {got[1] * 1e3:.2f} ms ({got[1] / truth[1]:.3f}x)  "
+                f"each: {', '.join(f'{r[0] * 1e3:.2f}/{r[1] * 1e3:.2f}' for r in rows[how])}"
+            )
+
+
 if __name__ == "__main__":
-    cuda_split() if "--cuda" in sys.argv else main()
+    if "--cuda" in sys.argv:
+        cuda_split()
+    elif "--stopwatch" in sys.argv:
+        against_stopwatch()
+    else:
+        main()

@@ -84,12 +84,16 @@ def test_the_child_builds_its_evaluators_from_those_settings(tmp_path):
     assert ev.auto_stop == settings.auto_stop
     pair = side_for("pair", settings, "s2", "train")
     ev = pair.make(loader, pair.paths())
-    assert pair.names == ("real", "ideal") and isinstance(ev, InterleavedEvaluator)
+    # the contended arm's log is named where the pair may have it (on by default where
+    # cheap), written only if it has: this loader has no workers, so the plan has none
+    assert pair.names == ("real", "ideal", "contended") and isinstance(ev, InterleavedEvaluator)
+    assert ev.plan.arms == ("real", "ideal") and "no workers" in (ev.contention or "")
     assert ev.auto_stop == settings.auto_stop and not ev.worker_timing
     assert ev.num_cached_batches == 4 and ev.warmup == 2 and ev.plan.warmup == 4  # cache fills
     assert [Path(p).name for p in pair.paths().values()] == [
         "loadeval-s2-train-real.json",
         "loadeval-s2-train-ideal.json",
+        "loadeval-s2-train-contended.json",
     ]
 
 
@@ -113,7 +117,10 @@ def test_one_word_for_each_child_and_one_list_of_loader_settings():
     assert list(MEASURES) == ["real", "ideal", "pair"]
     assert MEASURES["pair"] == "the real and the ideal run, interleaved"
     assert TUNABLE == ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-    assert side_for("pair", RunSettings(log_dir="/tmp"), "s", "t").names == ("real", "ideal")
+    pair = side_for("pair", RunSettings(log_dir="/tmp"), "s", "t")
+    assert pair.names == ("real", "ideal", "contended")  # on by default where cheap
+    off = side_for("pair", RunSettings(log_dir="/tmp", contention=False), "s", "t")
+    assert off.names == ("real", "ideal")
 
 
 def test_both_front_ends_read_one_set_of_options():

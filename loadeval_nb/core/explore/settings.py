@@ -43,14 +43,14 @@ class RunSettings:
     """A pair's real and ideal steps interleaved in blocks in one loop (A B B A), so that a
     drift of the machine lands on both sides; False: the real run, then the ideal run
     (each a whole run of the loop, as ``repeat`` does)."""
-    contention: Optional[bool] = False
+    contention: Optional[bool] = None
     """A third arm in the interleaved pass (cached batches while the loader keeps
     producing): the verdict splits the headroom into waiting for data and the CPU loading
-    takes from the step. False (the default, until its ground truths hold on a quiet
-    machine: docs/verdict.md): never (``--no-contention``); None: where it is cheap, a
-    loader with workers whose pass it lengthens by a quarter at most within the loader's
-    epoch (in Python only); True: whenever the loader has workers
-    (``--contention``). A loader without workers gets none, and the verdict says why."""
+    takes from the step. None (the default): where it is cheap, a loader with workers
+    whose pass it lengthens by a quarter at most within the loader's epoch, without
+    shortening the pair's blocks; True: whenever the loader has workers
+    (``--contention``); False: never (``--no-contention``). A loader without workers gets
+    none, and the verdict says why."""
     log_to: tuple[str, ...] = ()
     """Trackers the verdict is also written to when the run ends (``--log-to``):
     ``"tensorboard:DIR"``, ``"mlflow"``, ``"wandb"``, ``"trainer"`` (a Lightning or Hugging
@@ -74,7 +74,7 @@ class RunSettings:
         worker_timing: bool = True,
         repeat: int = 1,
         interleave: bool = True,
-        contention: Optional[bool] = False,
+        contention: Optional[bool] = None,
         log_to: Any = (),
         checked: bool = False,
     ) -> None:

@@ -240,7 +240,10 @@ class InterleavedEvaluator(Evaluator):
         self._served: dict[str, list[Optional[int]]] = {s: [] for s in self.sides}
         """Each replaying arm's batch sizes, step by step."""
         self._stream_positions: list[int] = []
-        """Where in the real stream each size was sampled (real batches drawn by then)."""
+        """Where in the real stream each size was sampled (real batches drawn by then,
+        the contended arm's dropped ones among them)."""
+        self._dropped = 0
+        """Real batches the contended arm drew and dropped: the stream it moved past."""
         self._keys: list[float] = []
         """The weighted reservoir's key of each cached batch."""
         self._sizes_of_cache: list[Optional[int]] = []
@@ -372,7 +375,7 @@ class InterleavedEvaluator(Evaluator):
                         sizes = self._cache_sizes
                         self._served[name] += [sizes[(j + x) % len(sizes)] for x in range(n_steps)]
                         k_cache += n_steps
-                        drain = _Drain(src, n_steps) if name == CONTENDED else None
+                        drain = self._drain(src, n_steps) if name == CONTENDED else None
                         # the contended arm: a batch asked of the loader at each step
                         served = order if drain is None else drain.paced(order)
                         try:
@@ -380,6 +383,7 @@ class InterleavedEvaluator(Evaluator):
                         finally:
                             if drain is not None:  # (its end is stamped: the join is not in it)
                                 drain.stop()
+                                self._fold_dropped(drain)
                                 exhausted = drain.exhausted
                     todo = 0  # (served: the loop below is the filling and CUDA path)
                 # CUDA: an event at each step where the block's steady steps may begin (a
@@ -388,7 +392,7 @@ class InterleavedEvaluator(Evaluator):
                 first_steady = skip
                 if real and skip and side.epochs[1:]:
                     first_steady = min(self.depth, skip)
-                drain = _Drain(src, todo) if todo and name == CONTENDED else None
+                drain = self._drain(src, todo) if todo and name == CONTENDED else None
                 try:
                     for i in range(todo):
                         if copies is not None and first_steady <= i <= skip:
@@ -433,6 +437,7 @@ class InterleavedEvaluator(Evaluator):
                         if len(starts) == rec.expected:  # the block's end, before the join
                             starts.append(clock())
                         drain.stop()
+                        self._fold_dropped(drain)
                         exhausted = exhausted or drain.exhausted
                 if exhausted:
                     break
@@ -547,6 +552,24 @@ class InterleavedEvaluator(Evaluator):
             self._sample(batch)
             yield batch
 
+    def _drain(self, src: Iterator[Any], most: int) -> _Drain:
+        """The contended arm's block's drawing thread: it sizes the batches it drops
+        where the cache is representative."""
+        return _Drain(src, most, sized=self.representative)
+
+    def _fold_dropped(self, drain: _Drain) -> None:
+        """The batches ``drain`` drew and dropped: the stretch of the stream the contended
+        block moved past, each batch's size a sample of it (weight one: every batch was
+        seen)."""
+        real = sum(len(r.ready) for r in self._sides["real"].epochs)
+        for size in drain.sizes:
+            self._dropped += 1
+            if size is not None:
+                self._seen = real + self._dropped
+                self._stream_sizes.append(size)
+                self._stream_positions.append(self._seen)
+        self._dropped += drain.taken - len(drain.sizes)
+
     def _sample(self, batch: Any, cached: bool = False) -> None:
         """A real batch seen outside the measured steps: its size joins the stream's
         sample, weighted by the stretch of the stream it stands for (the real batches drawn
@@ -557,7 +580,7 @@ class InterleavedEvaluator(Evaluator):
         size = cost_size(batch)
         if size is None:
             return
-        drawn = sum(len(r.ready) for r in self._sides["real"].epochs)
+        drawn = sum(len(r.ready) for r in self._sides["real"].epochs) + self._dropped
         weight = max(drawn - self._seen, 1)
         self._seen = drawn
         self._stream_sizes.append(size)
@@ -671,10 +694,12 @@ class InterleavedEvaluator(Evaluator):
                     {
                         "stream_sizes": list(self._stream_sizes),
                         "stream_positions": list(self._stream_positions),
+                        "stream_drawn": sum(len(r.ready) for r in s.epochs) + self._dropped,
                     }
                     if real
                     else {"served_sizes": list(self._served.get(name, []))}
                 ),
+                **({"dropped": self._dropped} if name == CONTENDED else {}),
             ),
             samples_per_batch=self._loader.samples if real else self.cache.samples_per_batch,
             short_last_batch=False,
@@ -797,9 +822,11 @@ class _Drain:
     waiting for, and raises what the loader raised. (The pass runs with a short switch
     interval, :data:`DRAW_SWITCH_S`, so that a step that holds the GIL does not starve it.)"""
 
-    def __init__(self, src: Iterator[Any], most: int) -> None:
-        self.src, self.most = src, most
+    def __init__(self, src: Iterator[Any], most: int, sized: bool = False) -> None:
+        self.src, self.most, self.sized = src, most, sized
         self.taken = 0
+        self.sizes: list[Optional[int]] = []
+        """Each dropped batch's size (:func:`~.batches.cost_size`) where ``sized``."""
         self.exhausted = False
         self.error: Optional[BaseException] = None
         self.tokens: SimpleQueue[Optional[int]] = SimpleQueue()
@@ -817,8 +844,11 @@ class _Drain:
             while self.taken < self.most and self.tokens.get() is not None:
                 if self._stop.is_set():
                     break
-                next(self.src)
+                batch = next(self.src)
                 self.taken += 1
+                if self.sized:
+                    self.sizes.append(cost_size(batch))
+                del batch
         except StopIteration:
             self.exhausted = True
         except BaseException as e:  # the loader's own error: the pass raises it

@@ -217,7 +217,13 @@ def size_gap(r: Run, i: Run) -> Optional[SizeGap]:
     idx = [k for k in i.steady_indices() if isinstance(served[k], int)]
     if not idx:
         return None
-    s_mean = stream_mean(stream, (r.settings or {}).get("stream_positions"), r.n_steps)
+    # the stream drawn: the real steps' batches and any the contended arm dropped
+    drawn = (r.settings or {}).get("stream_drawn")
+    s_mean = stream_mean(
+        stream,
+        (r.settings or {}).get("stream_positions"),
+        drawn if isinstance(drawn, int) else r.n_steps,
+    )
     sizes = [float(served[k]) for k in idx]
     times = [float(i.step_ns[k]) for k in idx]
     c_mean = sum(sizes) / len(sizes)

@@ -82,10 +82,11 @@ PAIR_OPTIONS: dict[str, dict[str, Any]] = {
     },
     "--contention": {
         "action": argparse.BooleanOptionalAction,
-        "default": False,
+        "default": None,
         "help": "a third arm: cached batches while the loader keeps producing, which splits "
         "the headroom into waiting for data and the CPU loading takes from the step (needs "
-        "workers; default: off)",
+        "workers; default: where it adds at most a quarter to the pass; --no-contention: "
+        "never)",
     },
 }
 """The options the pair's two front ends share (``%%loadeval`` and the ``run`` command:
@@ -253,7 +254,7 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
             cache_on=args.cache_on,
             log_dir=args.log_dir,
             interleave=not args.sequential,
-            contention=getattr(args, "contention", False),
+            contention=getattr(args, "contention", None),
             log_to=tuple(args.log_to or ()),
         )
     except OptionError as e:

@@ -83,12 +83,12 @@ def test_the_wrapper_has_the_arm_by_default_only_through_the_settings():
 
 
 def test_settings_and_the_command_line_spell_it_one_way():
-    assert RunSettings().contention is False  # off by default in 0.1.0 (docs/verdict.md)
-    assert RunSettings(contention=None).contention is None
+    assert RunSettings().contention is None  # on by default where cheap (docs/verdict.md)
+    assert RunSettings(contention=False).contention is False
     assert RunSettings(contention=True).contention is True
     with pytest.raises(OptionError, match="or None"):
         RunSettings(contention="yes")
     parser = run_parser()
-    for words, want in (([], False), (["--contention"], True), (["--no-contention"], False)):
+    for words, want in (([], None), (["--contention"], True), (["--no-contention"], False)):
         args = parser.parse_args(words)
         assert script_settings(args)[0].contention is want

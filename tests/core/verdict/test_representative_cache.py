@@ -112,7 +112,14 @@ def test_the_ideal_is_size_matched_to_the_stream_within_3_percent():
     # two workers: the queue drained at each real block's start is nine batches sampled
     result = run_pair(loader(2), train, settings)
     d = result.diagnosis
-    truth = _hand_ideal(result.real.n_steps)  # the stretch of the stream the pass drew
+    # the stretch of the stream the pass drew: the real steps' batches and those the
+    # contended arm (on by default here) drew and dropped
+    dropped = result.contended.settings["dropped"] if result.contended is not None else 0
+    assert result.contended is None or dropped > 0
+    stream = result.real.settings
+    assert stream["stream_drawn"] == result.real.n_steps + dropped
+    assert len(stream["stream_sizes"]) >= dropped  # every dropped batch sized, a sample
+    truth = _hand_ideal(result.real.n_steps + dropped)
     assert d.cache_size_gap is not None
     assert d.ideal_step_s == pytest.approx(truth, rel=0.03), (d.ideal_step_s, truth, d.notes)
     if d.ideal_measured_step_s is not None:  # the cache was off the stream: it says so
