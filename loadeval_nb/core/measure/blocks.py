@@ -182,15 +182,20 @@ def add_contention(pair: BlockPlan, loader_len: Optional[int], cheap_only: bool)
             return plan
         if fits:
             return plan
-    return replace(
-        pair,
-        no_contention=(
+    if cheap_only:  # on by default: asked for, the pair's blocks would make room
+        why = (
+            f"no headroom split into waiting and CPU taken by default: an epoch of the "
+            f"loader has {loader_len} batches, too few for a third arm beside the pair's "
+            f"blocks of {pair.block} steps (it needs {extra} more); ask for it "
+            "(contention=True, --contention) and the pair's blocks make room"
+        )
+    else:
+        why = (
             f"no headroom split into waiting and CPU taken: an epoch of the loader has "
             f"{loader_len} batches, too few for a third arm beside the pair's blocks of "
-            f"{pair.block if cheap_only else MIN_BLOCK} steps (it needs {extra} more); "
-            "pass fewer steps"
-        ),
-    )
+            f"{MIN_BLOCK} steps (it needs {extra} more); pass fewer steps"
+        )
+    return replace(pair, no_contention=why)
 
 
 def _not_cheap(pair: BlockPlan, extra: int) -> str:

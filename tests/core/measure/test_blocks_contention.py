@@ -49,7 +49,9 @@ def test_on_by_default_only_where_it_is_cheap_and_always_when_asked():
     assert CONTENDED in add_contention(small, None, cheap_only=False).arms
     # a short epoch: by default the pair's blocks are kept and the arm is left out...
     tight = plan_blocks(200, 10, 8, depth=4, loader_len=400)
-    assert add_contention(tight, 400, cheap_only=True).arms == ("real", "ideal")
+    kept = add_contention(tight, 400, cheap_only=True)
+    assert kept.arms == ("real", "ideal")
+    assert "by default" in kept.no_contention and "--contention" in kept.no_contention
     # ... asked for, the pair's blocks are shortened to make room, within the epoch
     asked = add_contention(tight, 400, cheap_only=False)
     assert CONTENDED in asked.arms and asked.block < tight.block and asked.total_steps <= 400
