@@ -317,6 +317,11 @@ def _split_advice(d: Diagnosis) -> list[Piece]:
             f"{fmt_seconds(d.contention_s or 0.0)} of CPU that loading takes from the step, "
             f"which it does not. For that part: {_LESS_CPU}"
         ]
+    if d.resource == "idle":  # the workers are not the limit: the hand-over said above is
+        return [
+            " Most of the headroom is waiting for data, not CPU taken from the step: handing "
+            "the batches over faster buys it, not more workers."
+        ]
     return [
         " Most of the headroom is waiting for data, not CPU taken from the step: a faster or "
         f"more parallel loader ({faster}) buys it."
@@ -328,6 +333,7 @@ _FASTER = {
     "cpu": "more workers where cores are free, cheaper transforms",
     "storage": "faster storage, reading ahead, caching the files",
     "waiting": "more workers, to overlap the workers' waits",
+    "idle": "a faster hand-over of its batches, not more workers",
 }
 """What makes the loader faster, by its workers' resource (the rest: any of it)."""
 

@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb.core.explore import RunSettings, run_pair
 from loadeval_nb.core.measure.interleave import DRAW_SWITCH_S
+from loadeval_nb.core.measure.resource import WorkerResource
 from loadeval_nb.core.record import Run
 from loadeval_nb.core.verdict import diagnose
 
@@ -299,4 +300,9 @@ def test_the_split_pairs_blocks_and_the_advice_follows_it():
     waiting = diagnose(real, ideal, contended=_run("replay", [11, 11, 12, 11]))
     assert waiting.contention_bound is False
     assert "faster or more parallel loader" in waiting.text()
+    # workers idle with a full queue: the wait is the hand-over, and the split says so too
+    waiting.worker_resource = WorkerResource(kind="idle", workers=2, worker_s=1.0, idle=0.9)
+    text = waiting.text()
+    assert "handing the batches over faster buys it, not more workers" in text
+    assert "faster or more parallel loader (more workers" not in text
     assert "contention_ci" in d.to_dict() and isinstance(d.to_dict()["contention_ci"], list)
