@@ -343,6 +343,14 @@ def worker_resource(
     rchar = _total(w.get("rchar"))
     if read_bytes is None and exposed.get("proc", True):
         hidden.append("bytes read not exposed (/proc/<pid>/io unreadable)")
+    over = on + (runq or 0.0) + (blocked or 0.0)
+    if over > 1.0:
+        # the workers' counters and their alive time are read at each tick, and a tick
+        # that straddles two arms' blocks charges the run time from the other arm: the
+        # shares of one worker's time cannot add up to more than all of it, so they are
+        # scaled to it, each keeping its part
+        on, runq = on / over, None if runq is None else runq / over
+        blocked = None if blocked is None else blocked / over
     idle: Optional[float] = None
     if worker_load_ns:
         # the timing inside the workers covers every batch they made; the ticks, only the

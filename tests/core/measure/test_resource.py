@@ -5,6 +5,7 @@ kept in the run log as an optional field, and the sampler's series cut with the 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -90,6 +91,19 @@ def test_cpu_bound():
     assert r.numbers().startswith("2 workers: 92% on CPU, 3% waiting for a CPU")
     assert "0 B read from storage" in r.numbers()
     assert r.text().split(" (I/O wait")[0].endswith("the workers are CPU-bound.")
+
+
+def test_shares_never_add_up_to_more_than_the_workers_time():
+    # a tick straddling two arms' blocks can charge more CPU and run-queue wait than the
+    # run's own alive time (read once: 22 % on CPU and 89 % waiting for a CPU)
+    r = reading(util(on=0.22, runq=0.89), busy(0.97))
+    assert r.on_cpu + r.runq == pytest.approx(1.0)
+    assert r.on_cpu == pytest.approx(0.22 / 1.11) and r.runq == pytest.approx(0.89 / 1.11)
+    assert r.idle == pytest.approx(0.0, abs=1e-9) and r.waiting == pytest.approx(0.0, abs=1e-9)
+    shown = [int(x) for x in re.findall(r"(\d+)% ", r.numbers())]
+    assert sum(shown) <= 101, r.numbers()  # (each share rounded)
+    # within the workers' time, nothing changes
+    assert reading(util(on=0.5, runq=0.45), busy(0.97)).on_cpu == pytest.approx(0.5)
 
 
 def test_cpu_bound_behind_other_processes_is_not_the_training_threads():
