@@ -135,8 +135,8 @@ def test_the_load_meter_leaves_out_our_own_processes(monkeypatch):
     finally:
         child.kill()
         child.wait()
-    # the child is ours, not another process's load: at most its last 0.1 s (one poll) is
-    # missed; were it counted, others would have used as many cores as it did
+    # the child is ours, not another process's load (reaped, its CPU time is added to
+    # ours); were it counted, others would have used as many cores as it did
     child_cores = last["child"] / ours.wall_s
     assert ours.cores is not None and ours.cores <= 0.2 * child_cores + 0.02, (
         ours.cores,

@@ -22,7 +22,6 @@ import contextlib
 import functools
 import os
 import statistics
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,52 +47,56 @@ def _cpu_s(p: psutil.Process) -> float:
     return t.user + t.system
 
 
+def _reaped_s() -> float:
+    """CPU seconds of this process's children that ended and were waited for (and of
+    their own children that they waited for), as the kernel adds them up."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def _alive_s(me: psutil.Process) -> dict[int, float]:
+    out = {}
+    for p in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            out[p.pid] = _cpu_s(p)
+    return out
+
+
 class OtherLoad:
     """How many cores other processes (not this one, not the processes it started) kept
-    busy between :meth:`start` and :meth:`stop`: the machine's busy time less ours. Our
-    processes are read by a thread every ``poll_s`` while they run (a DataLoader's
-    workers, a subprocess and its own children), so one that ends is still ours. The
-    machine was busy when others used half a core and ``BUSY_SHARE`` of the cores at
-    least, the tool's own rule."""
+    busy between :meth:`start` and :meth:`stop`: the machine's busy time less ours. Ours
+    are this process, its children that ended and were waited for on the way (a
+    DataLoader's workers, a subprocess and its own children: the kernel adds their CPU
+    time to ours when they are reaped), and those still alive at :meth:`stop`, read
+    then. Nothing runs in between: a thread scanning the processes would take the GIL
+    from the Python-bound loops the tests time. The machine was busy when others used
+    half a core and ``BUSY_SHARE`` of the cores at least, the tool's own rule."""
 
-    def __init__(self, poll_s: float = 0.1) -> None:
-        self.poll_s = poll_s
+    def __init__(self) -> None:
         self.cores: Optional[float] = None
         self.wall_s = 0.0
         self._me = psutil.Process()
-        self._seen: dict[int, float] = {}
-        self._base: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._t0 = self._sys0 = self._own0 = 0.0
-
-    def _poll(self) -> None:
-        for p in self._me.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                self._seen[p.pid] = _cpu_s(p)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            with contextlib.suppress(psutil.Error):
-                self._poll()
+        self._alive0: dict[int, float] = {}
+        self._running = False
+        self._t0 = self._sys0 = self._own0 = self._reaped0 = 0.0
 
     def start(self) -> OtherLoad:
-        self._poll()
-        self._base = dict(self._seen)  # what our processes used before does not count
-        self._t0, self._sys0, self._own0 = time.perf_counter(), _system_busy_s(), _cpu_s(self._me)
-        self._thread = threading.Thread(target=self._loop, name="test-load-meter", daemon=True)
-        self._thread.start()
+        self._alive0 = _alive_s(self._me)  # what our processes used before does not count
+        self._t0, self._sys0 = time.perf_counter(), _system_busy_s()
+        self._own0, self._reaped0 = _cpu_s(self._me), _reaped_s()
+        self._running = True
         return self
 
     def stop(self) -> OtherLoad:
-        if self._thread is None:
+        if not self._running:
             return self
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self._poll()
-        own = _cpu_s(self._me) - self._own0
-        own += sum(v - self._base.get(pid, 0.0) for pid, v in self._seen.items())
+        self._running = False
+        alive = _alive_s(self._me)
+        own = _cpu_s(self._me) - self._own0 + _reaped_s() - self._reaped0
+        own += sum(v - self._alive0.get(pid, 0.0) for pid, v in alive.items())
+        # a child alive at the start and reaped since: its time before the start is in
+        # the reaped total too
+        own -= sum(v for pid, v in self._alive0.items() if pid not in alive)
         self.wall_s = time.perf_counter() - self._t0
         other = _system_busy_s() - self._sys0 - own
         self.cores = max(0.0, other) / self.wall_s if self.wall_s > 0 else 0.0
