@@ -10,6 +10,7 @@ import io
 import mmap
 import os
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,14 +118,21 @@ def test_sleeping_workers_wait_not_on_a_cpu():
     assert "neither on a CPU nor on storage" in r.text()
 
 
-@retry_once
-def test_workers_reading_files_wait_on_storage(tmp_path):
+def files_on_storage(folder: Path, n: int = 4) -> list[str]:
+    """``n`` files of 4 MiB of random bytes in ``folder``, written back to storage, so
+    that dropping their pages then forces reads from it."""
     paths = []
-    for k in range(4):
-        p = tmp_path / f"part{k}.bin"
+    for k in range(n):
+        p = folder / f"part{k}.bin"
         p.write_bytes(os.urandom(4 * MiB))
         paths.append(str(p))
-    os.sync()  # written back: dropping the cache then forces reads from storage
+    os.sync()
+    return paths
+
+
+@retry_once
+def test_workers_reading_files_wait_on_storage(tmp_path):
+    paths = files_on_storage(tmp_path)
     rounds = 24  # long enough for the 0.5 worker-seconds a reading needs, on a quiet disk too
     r = measure(Files(paths, rounds))
     if r.read_bytes is not None and r.read_bytes < 4 * MiB:

@@ -15,7 +15,13 @@ from torch.utils.data import DataLoader
 
 from loadeval_nb.core.explore import RunSettings, run_pair
 from loadeval_nb.core.verdict import INPUT_BOUND, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND, Diagnosis
-from tests.core.measure.test_resource_truths import Burning, Files, MiB, Sleeping
+from tests.core.measure.test_resource_truths import (
+    Burning,
+    Files,
+    MiB,
+    Sleeping,
+    files_on_storage,
+)
 from tests.timing import excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps
 
@@ -74,13 +80,7 @@ def test_sleeping_workers_are_named_waiting_and_more_workers_overlap_the_wait():
 
 @retry_once
 def test_workers_reading_files_are_named_waiting_on_storage(tmp_path):
-    paths = []
-    for k in range(4):
-        p = tmp_path / f"part{k}.bin"
-        p.write_bytes(os.urandom(4 * MiB))
-        paths.append(str(p))
-    os.sync()  # written back: dropping the cache then forces reads from storage
-    d = verdict(Files(paths, rounds=80), steps=120)
+    d = verdict(Files(files_on_storage(tmp_path), rounds=80), steps=120)
     r = d.worker_resource
     assert r is not None, said(d)
     if r.read_bytes is not None and r.read_bytes < 4 * MiB:
