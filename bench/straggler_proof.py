@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,13 +46,14 @@ RUNNER_BUILT_S = 8 * 0.004
 """The slow rank's constructed extra loading a batch under ``--runner``: 8 items × 4 ms."""
 
 
-def launch(env: dict[str, str], limit_s: float) -> dict:
-    """One launch: rank 0's report (or ``{"error": ...}``)."""
+def _torchrun(args: Callable[[str], list[str]], limit_s: float, env: dict[str, str]) -> dict:
+    """One 2-rank launch under torchrun of ``args(out)`` (``out`` a fresh folder):
+    ``{"out": out, "launch_s": ...}``, or ``{"error": ...}``."""
     out = tempfile.mkdtemp(prefix="straggler-proof-")
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
     full.pop("CUDA_VISIBLE_DEVICES", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", "2", SCRIPT, out]  # fmt: skip
+           "--nproc-per-node", "2", *args(out)]  # fmt: skip
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=limit_s)
@@ -59,8 +61,16 @@ def launch(env: dict[str, str], limit_s: float) -> dict:
         return {"error": f"no report within {limit_s:g} s"}
     if p.returncode != 0:
         return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"}
-    report = json.loads(Path(out, "report.json").read_text())
-    report["launch_s"] = time.perf_counter() - t
+    return {"out": out, "launch_s": time.perf_counter() - t}
+
+
+def launch(env: dict[str, str], limit_s: float) -> dict:
+    """One launch: rank 0's report (or ``{"error": ...}``)."""
+    done = _torchrun(lambda out: [SCRIPT, out], limit_s, env)
+    if "error" in done:
+        return done
+    report = json.loads(Path(done["out"], "report.json").read_text())
+    report["launch_s"] = done["launch_s"]
     return report
 
 
@@ -70,21 +80,31 @@ def launch_runner(args: list[str], limit_s: float) -> dict:
     sys.path.insert(0, str(ROOT))
     from loadeval_nb.ranks import gather_logs
 
-    out = tempfile.mkdtemp(prefix="straggler-runner-")
-    full = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
-    full.pop("CUDA_VISIBLE_DEVICES", None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", "2", "-m", "loadeval_nb", "run", "--prove-straggler",
-           "--steps", "60", "--warmup", "5", "--cache", "5", "--log-dir", out,
-           DDP_TRAIN, "--batches", "400", *args]  # fmt: skip
-    t = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        return {"error": f"no report within {limit_s:g} s"}
-    if p.returncode != 0:
-        return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"}
-    ranks = gather_logs(out)
+    done = _torchrun(
+        lambda out: [
+            "-m",
+            "loadeval_nb",
+            "run",
+            "--prove-straggler",
+            "--steps",
+            "60",
+            "--warmup",
+            "5",
+            "--cache",
+            "5",
+            "--log-dir",
+            out,
+            DDP_TRAIN,
+            "--batches",
+            "400",
+            *args,
+        ],  # fmt: skip
+        limit_s,
+        {},
+    )
+    if "error" in done:
+        return done
+    ranks = gather_logs(done["out"])
     proof = ranks.proof
     if proof is None:
         return {"error": "no proof in the ranks' report"}
@@ -99,7 +119,7 @@ def launch_runner(args: list[str], limit_s: float) -> dict:
         "gain_s": proof.gain_s,
         "gain_ci": list(proof.gain_ci),
         "loading_s": [0.0, RUNNER_BUILT_S if slow else 0.0],
-        "launch_s": time.perf_counter() - t,
+        "launch_s": done["launch_s"],
         "text": ranks.text("cli"),
     }
 
