@@ -83,6 +83,7 @@ from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
 from .copies import CopyTimer
 from .modes import LoaderStart
+from .resource import resource_text
 from .sampler import ticks_within
 from .timing import (
     Clock,
@@ -783,6 +784,10 @@ class InterleavedEvaluator(Evaluator):
                 f"  {side}: {m['total_batches']} steps ({m['steady_steps']} steady), "
                 f"{m['total_time']:.2f}s"
             )
+        # what the real side's workers spent their time on, as a real run's summary says it
+        workers = resource_text(self.to_run("real").worker_resource)
+        if workers:
+            lines.append(f"  Workers: {workers}")
         print("\n".join(lines), file=file)
 
     def __enter__(self) -> InterleavedEvaluator:
