@@ -176,7 +176,7 @@ def add_contention(pair: BlockPlan, loader_len: Optional[int], cheap_only: bool)
         fits = loader_len is None or plan.total_steps <= loader_len
         if cheap_only:
             if extra > CHEAP * pair.total_steps:
-                return replace(pair, no_contention=_not_cheap(pair, extra))
+                return replace(pair, no_contention=_not_cheap(pair, extra, loader_len))
             if not fits:
                 break
             return plan
@@ -198,12 +198,16 @@ def add_contention(pair: BlockPlan, loader_len: Optional[int], cheap_only: bool)
     return replace(pair, no_contention=why)
 
 
-def _not_cheap(pair: BlockPlan, extra: int) -> str:
+def _not_cheap(pair: BlockPlan, extra: int, loader_len: Optional[int]) -> str:
+    if loader_len is not None and pair.total_steps + extra > loader_len:
+        # more steps would not lengthen the blocks: the epoch sets them
+        how = f"the loader's epoch of {loader_len} batches leaves no room for longer blocks"
+    else:
+        how = "pass more steps, or ask for it (contention=True, --contention)"
     return (
         f"no headroom split into waiting and CPU taken by default: with blocks of "
         f"{pair.block} steps a third arm would add "
-        f"{extra / pair.total_steps:.0%} to the pass (more than {CHEAP:.0%}); pass more steps, "
-        "or ask for it (contention=True, --contention)"
+        f"{extra / pair.total_steps:.0%} to the pass (more than {CHEAP:.0%}); {how}"
     )
 
 

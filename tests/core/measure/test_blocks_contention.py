@@ -47,6 +47,10 @@ def test_on_by_default_only_where_it_is_cheap_and_always_when_asked():
     note = add_contention(small, None, cheap_only=True).no_contention
     assert note and "contention=True" in note and "more than 25%" in note
     assert CONTENDED in add_contention(small, None, cheap_only=False).arms
+    # blocks short because the epoch is: more steps would not help, and it says so
+    epoch = plan_blocks(200, 10, 8, depth=4, loader_len=200)
+    short = add_contention(epoch, 200, cheap_only=True).no_contention
+    assert short and "epoch of 200 batches" in short and "more steps" not in short
     # a short epoch: by default the pair's blocks are kept and the arm is left out...
     tight = plan_blocks(200, 10, 8, depth=4, loader_len=400)
     kept = add_contention(tight, 400, cheap_only=True)
