@@ -67,6 +67,7 @@ class TextDashboard(SweepHooks):
         self._status_text = ""
         self._open = 0  # the length of the line being updated (0: none)
         self._lock = threading.Lock()
+        self._before: dict[str, int] = {}  # each side's steps when the run began (a repeat)
 
     @property
     def pusher(self) -> Optional[Pusher]:
@@ -135,10 +136,13 @@ class TextDashboard(SweepHooks):
             self._pusher = TextPusher(self, which, ev, label)
             self._pusher.start()
         self._label = label
+        self._before = {side: run.n_steps for side, run in ev.to_runs().items()}
 
     def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
+        elapsed_s = None
         if self._pusher is not None:
             self._pusher.stop()  # its last push: the run's last count
+            elapsed_s = self._pusher.clock() - self._pusher.t_start
             self._pusher = None
         if error is not None:
             what = (
@@ -151,10 +155,11 @@ class TextDashboard(SweepHooks):
                 f"{ev.total_steps} steps (partial run kept)"
             )
         elif self.live:
+            self.set_status(f"{self._label}: {done_text(ev, self._before, elapsed_s)}")
             with self._lock:
                 self._end_line()
         else:
-            self.say(f"{getattr(self, '_label', which)}: {ev.total_steps} steps")
+            self.say(f"{getattr(self, '_label', which)}: {done_text(ev, self._before)}")
 
     def progress(self, text: str) -> None:
         self.say(text)
@@ -193,6 +198,31 @@ class TextDashboard(SweepHooks):
             self._pusher.stop_event.set()
             self._pusher.join()
             self._pusher = None
+
+
+def done_text(ev: Any, before: dict[str, int], elapsed_s: Optional[float] = None) -> str:
+    """How a run ended, for its last line: the steps the loop ran against the steps
+    planned, then how many of them were steady (measured; an interleaved pass: each side's),
+    ``done: 188 of 188 steps, 164 of them steady (real 84, ideal 80), 0.7 s elapsed``. ``before``:
+    each side's steps when the run began (a repeat runs the same wrapper again)."""
+    runs = ev.to_runs()
+    ran = sum(run.n_steps - before.get(side, 0) for side, run in runs.items())
+    steady = {
+        side: sum(1 for k in run.steady_indices() if k >= before.get(side, 0))
+        for side, run in runs.items()
+    }
+    try:
+        planned: Optional[int] = None if ev.auto_stop is not None else len(ev)
+    except TypeError:  # an unsized loader without steps: no plan to count against
+        planned = None
+    if planned is not None:
+        text = f"done: {ran} of {planned} steps"
+    else:
+        text = f"done: {ran} steps" + (" (adaptive stop)" if ev.auto_stop is not None else "")
+    text += f", {sum(steady.values())} of them steady"
+    if len(steady) > 1:
+        text += " (" + ", ".join(f"{side} {n}" for side, n in steady.items()) + ")"
+    return text + (f", {elapsed_s:.1f} s elapsed" if elapsed_s is not None else "")
 
 
 def _in_kernel() -> bool:

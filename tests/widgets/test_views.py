@@ -11,6 +11,7 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator
+from loadeval_nb.measure import InterleavedEvaluator
 from loadeval_nb.widgets import RerunPanel
 from loadeval_nb.widgets._shared import (
     HTML_PUSH_INTERVAL_S,
@@ -163,12 +164,64 @@ def test_text_view_says_each_run_in_one_line_that_updates():
     assert updates[0] == "Run 1 of 2 (real loader): starting"
     counts = [int(m) for u in updates for m in re.findall(r"step (\d+) of 60", u)]
     assert len(counts) >= 2 and counts == sorted(counts) and counts[-1] == 60
+    # the last says the run is done: the steps the loop ran of those planned, the steady ones
+    steady = len(ev.to_run().steady_step_s())
+    assert 0 < steady < 60
+    assert re.fullmatch(
+        rf"Run 1 of 2 \(real loader\): done: 60 of 60 steps, {steady} of them steady, "
+        r"\d+\.\d s elapsed *",
+        updates[-1],
+    ), updates[-1]
     # each update covers the one before it
     assert all(len(b) >= len(a) for a, b in zip(updates, updates[1:]))
     dash.say("Done: NOT INPUT-BOUND")
     assert out.getvalue().endswith("\nDone: NOT INPUT-BOUND\n")
     assert dash.saved_copy([]) is None
     assert dash.saved_copy([("<p>card</p>", "card")])["text/plain"] == "card"
+
+
+def test_the_text_view_s_last_line_counts_the_pass_s_loop_steps_not_its_steady_ones():
+    """An interleaved pass runs warm-up and drained steps besides the steady ones: its last
+    line says every step the loop ran against the pass's plan, and each side's steady
+    ones apart (the steady ones alone read as if the pass had stopped early)."""
+    out = io.StringIO()
+    dash = TextDashboard(loader_name="x", steps_per_run=60, push_interval_s=0.1, stream=out)
+    ev = InterleavedEvaluator(
+        Slow(200, 0.0), steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None
+    )
+    dash.run_started("pair", ev, 0, 1)
+    ran = sum(1 for _ in ev)
+    ev.close()
+    dash.run_ended("pair", ev, None)
+    last = out.getvalue().split("\n")[0].split("\r")[-1].rstrip()
+    steady = {s: len(r.steady_step_s()) for s, r in ev.to_runs().items()}
+    assert ran == len(ev) and sum(steady.values()) < ran
+    said, elapsed = last.rsplit(", ", 1)
+    assert said == (
+        f"Run 1 of 1 (real loader and replayed cache, interleaved): done: {ran} of {ran} "
+        f"steps, {sum(steady.values())} of them steady (real {steady['real']}, "
+        f"ideal {steady['ideal']})"
+    ), last
+    assert re.fullmatch(r"\d+\.\d s elapsed", elapsed), last
+
+
+def test_the_text_view_counts_a_repeat_s_own_steps_and_a_loop_that_stopped_early():
+    out = io.StringIO()
+    dash = TextDashboard(loader_name="x", steps_per_run=20, live=False, stream=out)
+    ev = LoaderEvaluator(Slow(20, 0.0), warmup=5, sample_interval_s=None, label="real")
+    dash.run_started("real", ev, 0, 2)
+    list(ev)
+    dash.run_ended("real", ev, None)
+    dash.run_started("real", ev, 1, 2)  # the same wrapper again: a repeat's second epoch
+    for k, _ in enumerate(ev):
+        if k == 11:
+            break
+    dash.run_ended("real", ev, None)
+    first, second = out.getvalue().splitlines()
+    # each epoch's first 5 steps are its warm-up (its first: its start-up)
+    assert first == "Run 1 of 2 (real loader): done: 20 of 20 steps, 15 of them steady"
+    # a break: the step it left is incomplete, not steady
+    assert second == "Run 2 of 2 (real loader): done: 12 of 20 steps, 6 of them steady"
 
 
 @pytest.mark.parametrize("view", [HtmlDashboard, TextDashboard])
