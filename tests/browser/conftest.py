@@ -4,7 +4,10 @@ and the page probes every host answers alike (kernel state, a busy prompt, a sav
 
 The server gets a config folder of its own (``JUPYTER_CONFIG_DIR``), so a labextension
 disabled for one test stays enabled in the environment; it is stopped with the kernels it
-started. Screenshots go to ``ARTIFACTS`` (test-artifacts/; LOADEVAL_ARTIFACTS overrides).
+started. ``served`` gives a test a server over a temporary folder with its notebooks, and
+``open_page`` a notebook of it open in Chromium with its kernel idle and the console's
+errors collected. Screenshots go to ``ARTIFACTS`` (test-artifacts/; LOADEVAL_ARTIFACTS
+overrides).
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import psutil
 import pytest
@@ -62,6 +68,23 @@ def need_app(app: str) -> None:
         pytest.skip(reason)
 
 
+class Server(NamedTuple):
+    """A Jupyter server of the test's own: its address, token, root folder and environment."""
+
+    url: str
+    token: str
+    root: Path
+    env: dict[str, str]
+
+
+class Opened(NamedTuple):
+    """A notebook page open in Chromium, and the console errors and page errors it logged
+    (the list keeps growing while the page is open)."""
+
+    page: Any
+    errors: list[str]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,7 +101,7 @@ def serve(
     """A Jupyter server (``app``: ``lab`` or ``notebook``) on 127.0.0.1 over ``root`` with a
     config of its own (``disabled`` labextensions off in its own page_config, never the
     environment's; ``drop_env`` taken out of its environment), stopped with the kernels it
-    started; yields ``(url, token, env)``."""
+    started; yields its ``Server``."""
     need_app(app)
     port, token = free_port(), "loadeval-test-token"
     env = {
@@ -138,7 +161,7 @@ def serve(
                         f"{APPS[app]} did not start:\n" + (root / "server.log").read_text()[-3000:]
                     ) from None
                 time.sleep(0.3)
-        yield url, token, env
+        yield Server(url, token, root, env)
     finally:
         kids = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
         proc.terminate()
@@ -154,6 +177,80 @@ def serve(
                 pass
         psutil.wait_procs(kids, timeout=10)
         log.close()
+
+
+def notebook_json(cells: list[str]) -> str:
+    """An unexecuted notebook of code ``cells`` on the python3 kernel, as its file holds it."""
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "metadata": {}, "source": src, "outputs": [],
+                 "execution_count": None}
+                for src in cells
+            ],
+            "metadata": {
+                "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def served(prefix: str, files: dict[str, str | Path], **serve_kw):
+    """``serve`` over a fresh temporary folder (``prefix``) holding ``files`` (name: the
+    text to write, or a Path to copy), removed after; skips where the browser is missing."""
+    need_browser()
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        for name, content in files.items():
+            if isinstance(content, Path):
+                shutil.copy(content, root / name)
+            else:
+                (root / name).write_text(content)
+        with serve(root, **serve_kw) as server:
+            yield server
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def open_page(
+    server: Server,
+    path: str,
+    *,
+    timeout_shot: str | None = None,
+    profile: str = "chromium-profile",
+):
+    """The notebook at ``path`` of ``server`` (``lab/tree/x.ipynb``, ``notebooks/x.ipynb``)
+    open in headless Chromium (a fresh ``profile`` under the server's root), its cells shown
+    and its kernel connected and idle; yields ``Opened(page, errors)``. A Playwright timeout
+    inside becomes an AssertionError that says what the page saw (``diagnose``), after a
+    screenshot ``timeout_shot`` in ARTIFACTS where one is named."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        ctx = launch_chromium(pw, server.root / profile)
+        try:
+            page = ctx.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+            page.goto(f"{server.url}/{path}?token={server.token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            # a started, connected, idle kernel before the test runs anything (a fixed
+            # pause was not enough on a cold CI machine)
+            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+            yield Opened(page, errors)
+        except PlaywrightTimeout as e:
+            if timeout_shot:
+                page.screenshot(path=str(ARTIFACTS / timeout_shot), full_page=True)
+            raise AssertionError(f"{e}\n{diagnose(page, server.root, errors)}") from None
+        finally:
+            ctx.close()
 
 
 def launch_chromium(pw, profile: Path):

@@ -15,27 +15,23 @@ overrides).
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from .conftest import (
     ARTIFACTS,
     BUSY,
-    KERNEL_IDLE,
     RUN_ALL,
     SAVE,
     diagnose,
     launch_chromium,
-    need_browser,
-    serve,
+    notebook_json,
+    open_page,
+    served,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -82,142 +78,104 @@ IN_CELL = f"""([i, sel]) => [...({CELL})(i).querySelectorAll(sel)]
 """How many elements of cell ``i`` that match ``sel`` are visible."""
 
 
-def _notebook() -> dict:
-    return {
-        "cells": [
-            {
-                "cell_type": "code",
-                "metadata": {},
-                "source": src,
-                "outputs": [],
-                "execution_count": None,
-            }
-            for src in CELLS
-        ],
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-
-
 @pytest.fixture
 def lab_without_bokeh_js():
-    need_browser()
-    root = Path(tempfile.mkdtemp(prefix="loadeval-hosts-"))
-    (root / "hosts.ipynb").write_text(json.dumps(_notebook()))
     # jupyter_bokeh's labextension disabled in this server's own config only (the
     # command, `jupyter labextension disable`, writes to the environment's sys-prefix
     # config by default: every JupyterLab of the environment would lose it)
-    try:
-        with serve(
-            root, disabled=("@bokeh/jupyter_bokeh",), drop_env=("LOADEVAL_VIEW", "VSCODE_PID")
-        ) as (url, token, env):
-            listed = subprocess.run(
-                [sys.executable, "-m", "jupyter", "labextension", "list"],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-            listing = listed.stdout + listed.stderr
-            assert re.search(r"@bokeh/jupyter_bokeh.*disabled", listing), listing
-            yield url, token, root, env
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with served(
+        "loadeval-hosts-",
+        {"hosts.ipynb": notebook_json(CELLS)},
+        disabled=("@bokeh/jupyter_bokeh",),
+        drop_env=("LOADEVAL_VIEW", "VSCODE_PID"),
+    ) as server:
+        listed = subprocess.run(
+            [sys.executable, "-m", "jupyter", "labextension", "list"],
+            env=server.env,
+            capture_output=True,
+            text=True,
+        )
+        listing = listed.stdout + listed.stderr
+        assert re.search(r"@bokeh/jupyter_bokeh.*disabled", listing), listing
+        yield server
 
 
 def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
-    url, token, root, env = lab_without_bokeh_js
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        ctx = launch_chromium(pw, root / "chromium-profile")
+    root, env = lab_without_bokeh_js.root, lab_without_bokeh_js.env
+    opened = open_page(
+        lab_without_bokeh_js, "lab/tree/hosts.ipynb", timeout_shot="hosts-99-timeout.png"
+    )
+    with opened as (page, errors):
+        # the setup cell, then the html view's cell
+        page.evaluate(RUN_ALL)
+
+        # (a) live: the html view gains steps and points between reads while busy
+        reads: list[dict] = []
+        seen: list[object] = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            live = page.evaluate(LIVE)
+            busy = page.evaluate(BUSY)
+            seen.append((busy, live))
+            if live and busy and re.search(r"real step \d+", live["status"]):
+                reads.append(live)
+                if len(reads) == 1:
+                    page.screenshot(path=str(ARTIFACTS / "hosts-01-html-live.png"), full_page=True)
+            if page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".loadeval-verdict").count():
+                break
+            page.wait_for_timeout(300)
+        else:
+            pytest.fail("the html view's verdict never came:\n" + diagnose(page, root, errors))
+        steps = [sum(int(n) for n in re.findall(r"step (\d+)", r["status"])) for r in reads]
+        assert len(reads) >= 2, (seen[:40], diagnose(page, root, errors))
+        assert steps[-1] > steps[0] and reads[-1]["points"] > reads[0]["points"], reads
+        # no widget error anywhere in the html view's cell, none in the console
+        assert page.evaluate(ERROR_BOXES, 1) == []
+        assert not [e for e in errors if NO_MODULE in e], errors
+
+        # (b) the verdict and the rerun panel (ipywidgets core), the chart of both sides
+        cell2 = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        cell2.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=60_000)
+        assert page.evaluate(IN_CELL, [1, ".loadeval-dashboard .loadeval-verdict"]) == 1
+        done = page.evaluate(LIVE)
+        assert done["status"].startswith("Done: ") and done["points"] >= reads[-1]["points"]
+        assert done["points"] >= 300  # the whole runs: about 190 steps a side
+        assert cell2.locator(".loadeval-live polyline").count() == 2  # real, ideal
+        # the static copy stays hidden while the widgets show
+        assert page.evaluate(IN_CELL, [1, ".loadeval-not-yet, [class$='-static']"]) == 0
+        cell2.locator(".loadeval-panel").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "hosts-02-html-verdict.png"), full_page=True)
+
+        # (c) the bokeh view in the same page: its plots cannot render (the module is
+        # not registered), its status line, panel and saved verdict still show
+        cell3 = page.locator(".jp-Notebook .jp-Cell").nth(2)
         try:
-            page = ctx.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-            page.goto(f"{url}/lab/tree/hosts.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
-            # the setup cell, then the html view's cell
-            page.evaluate(RUN_ALL)
+            cell3.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=180_000)
+        except PlaywrightTimeout:
+            pytest.fail("the bokeh view's panel never came:\n" + diagnose(page, root, errors))
+        page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
+        assert [e for e in errors if NO_MODULE in e], "the labextension was not disabled"
+        assert page.evaluate(IN_CELL, [2, ".loadeval-status"]) == 1
+        assert page.evaluate(IN_CELL, [2, ".loadeval-verdict"]) == 1  # the static copy's
+        assert page.evaluate(IN_CELL, [2, ".loadeval-plots"]) == 0  # hidden: no error box
+        assert page.evaluate(ERROR_BOXES, 2) == []
+        cell3.locator(".loadeval-panel").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "hosts-03-bokeh-without-js.png"), full_page=True)
 
-            # (a) live: the html view gains steps and points between reads while busy
-            reads: list[dict] = []
-            seen: list[object] = []
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                live = page.evaluate(LIVE)
-                busy = page.evaluate(BUSY)
-                seen.append((busy, live))
-                if live and busy and re.search(r"real step \d+", live["status"]):
-                    reads.append(live)
-                    if len(reads) == 1:
-                        page.screenshot(
-                            path=str(ARTIFACTS / "hosts-01-html-live.png"), full_page=True
-                        )
-                if (
-                    page.locator(".jp-Notebook .jp-Cell")
-                    .nth(1)
-                    .locator(".loadeval-verdict")
-                    .count()
-                ):
-                    break
-                page.wait_for_timeout(300)
-            else:
-                pytest.fail("the html view's verdict never came:\n" + diagnose(page, root, errors))
-            steps = [sum(int(n) for n in re.findall(r"step (\d+)", r["status"])) for r in reads]
-            assert len(reads) >= 2, (seen[:40], diagnose(page, root, errors))
-            assert steps[-1] > steps[0] and reads[-1]["points"] > reads[0]["points"], reads
-            # no widget error anywhere in the html view's cell, none in the console
-            assert page.evaluate(ERROR_BOXES, 1) == []
-            assert not [e for e in errors if NO_MODULE in e], errors
+        page.evaluate(SAVE)
+        page.wait_for_timeout(1000)
 
-            # (b) the verdict and the rerun panel (ipywidgets core), the chart of both sides
-            cell2 = page.locator(".jp-Notebook .jp-Cell").nth(1)
-            cell2.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=60_000)
-            assert page.evaluate(IN_CELL, [1, ".loadeval-dashboard .loadeval-verdict"]) == 1
-            done = page.evaluate(LIVE)
-            assert done["status"].startswith("Done: ") and done["points"] >= reads[-1]["points"]
-            assert done["points"] >= 300  # the whole runs: about 190 steps a side
-            assert cell2.locator(".loadeval-live polyline").count() == 2  # real, ideal
-            # the static copy stays hidden while the widgets show
-            assert page.evaluate(IN_CELL, [1, ".loadeval-not-yet, [class$='-static']"]) == 0
-            cell2.locator(".loadeval-panel").scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "hosts-02-html-verdict.png"), full_page=True)
-
-            # (c) the bokeh view in the same page: its plots cannot render (the module is
-            # not registered), its status line, panel and saved verdict still show
-            cell3 = page.locator(".jp-Notebook .jp-Cell").nth(2)
-            try:
-                cell3.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=180_000)
-            except PlaywrightTimeout:
-                pytest.fail("the bokeh view's panel never came:\n" + diagnose(page, root, errors))
-            page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
-            assert [e for e in errors if NO_MODULE in e], "the labextension was not disabled"
-            assert page.evaluate(IN_CELL, [2, ".loadeval-status"]) == 1
-            assert page.evaluate(IN_CELL, [2, ".loadeval-verdict"]) == 1  # the static copy's
-            assert page.evaluate(IN_CELL, [2, ".loadeval-plots"]) == 0  # hidden: no error box
-            assert page.evaluate(ERROR_BOXES, 2) == []
-            cell3.locator(".loadeval-panel").scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "hosts-03-bokeh-without-js.png"), full_page=True)
-
-            page.evaluate(SAVE)
-            page.wait_for_timeout(1000)
-        finally:
-            ctx.close()
-
-        # (d) the saved notebook, exported by nbconvert to HTML: the result shows
-        nb = root / "hosts.ipynb"
-        subprocess.run(
-            [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(nb)],
-            env=env, check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
-        exported = root / "hosts.html"
+    # (d) the saved notebook, exported by nbconvert to HTML: the result shows
+    nb = root / "hosts.ipynb"
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(nb)],
+        env=env, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    exported = root / "hosts.html"
+    with sync_playwright() as pw:
         ctx = launch_chromium(pw, root / "chromium-profile-2")
         try:
             page = ctx.new_page()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -40,9 +39,8 @@ from .conftest import (
     STEP_POINTS,
     VISIBLE_BOXES,
     diagnose,
-    launch_chromium,
-    need_browser,
-    serve,
+    open_page,
+    served,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -50,15 +48,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 @pytest.fixture
 def lab():
-    need_browser()
-    root = Path(tempfile.mkdtemp(prefix="loadeval-lab-"))
-    for name in ("quickstart.ipynb", "watch_torchrun.ipynb"):
-        shutil.copy(ROOT / "notebooks" / name, root / name)
-    try:
-        with serve(root) as (url, token, _env):
-            yield url, token, root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    names = ("quickstart.ipynb", "watch_torchrun.ipynb")
+    with served("loadeval-lab-", {name: ROOT / "notebooks" / name for name in names}) as server:
+        yield server
 
 
 STEP_AXIS = """() => {
@@ -149,26 +141,12 @@ def _saved(root: Path) -> tuple[int, list[str]]:
 # of 10, past the suite's 300 s
 @pytest.mark.timeout(600)
 def test_quickstart_live_verdict_rerun_clean_console(lab):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
-
-    url, token, root = lab
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    errors: list[str] = []
+    url, token, root = lab.url, lab.token, lab.root
     sizes: dict[str, object] = {}
-    with sync_playwright() as pw:
-        # 1280 px with JupyterLab's file browser open (its default): a laptop's notebook
-        ctx = launch_chromium(pw, root / "chromium-profile")
-        try:
-            page = ctx.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-            page.goto(f"{url}/lab/tree/quickstart.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            # a started, connected, idle kernel before "run all" (a fixed pause was not
-            # enough on a cold CI machine)
-            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
-
+    # 1280 px with JupyterLab's file browser open (its default): a laptop's notebook
+    opened = open_page(lab, "lab/tree/quickstart.ipynb", timeout_shot="99-timeout.png")
+    try:
+        with opened as (page, errors):
             # (0) the indicator: a plain time.sleep reads Busy in the status bar, then Idle
             # (a request sent while the page still settles its kernel connection can be
             # dropped: then it is sent again)
@@ -351,12 +329,8 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             _check_reopened(page, "06-reopened.png")
             unexpected = [e for e in errors if not any(b in e for b in BENIGN + REOPEN_ERRORS)]
             assert not unexpected, unexpected
-        except PlaywrightTimeout as e:
-            page.screenshot(path=str(ARTIFACTS / "99-timeout.png"), full_page=True)
-            raise AssertionError(f"{e}\n{diagnose(page, root, errors)}") from None
-        finally:
-            ctx.close()
-            (ARTIFACTS / "saved-sizes.json").write_text(json.dumps(sizes))
+    finally:
+        (ARTIFACTS / "saved-sizes.json").write_text(json.dumps(sizes))
     assert sizes["mid_run_bytes"] < 200_000, sizes  # BokehJS alone is ~4 MB
 
 
@@ -394,71 +368,52 @@ LIVE_LINES = """() => {
 
 
 def test_watch_lines_grow_while_the_job_runs(lab):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
+    root = lab.root
+    opened = open_page(lab, "lab/tree/watch_torchrun.ipynb", timeout_shot="99-watch-timeout.png")
+    with opened as (page, errors):
+        page.evaluate(RUN_ALL)
 
-    url, token, root = lab
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        ctx = launch_chromium(pw, root / "chromium-profile")
-        try:
-            page = ctx.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-            page.goto(f"{url}/lab/tree/watch_torchrun.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
-            page.evaluate(RUN_ALL)
+        # the watch's lines gain points between two reads while its cell is busy
+        def total() -> int:
+            return sum(page.evaluate(LIVE_LINES).values())
 
-            # the watch's lines gain points between two reads while its cell is busy
-            def total() -> int:
-                return sum(page.evaluate(LIVE_LINES).values())
+        deadline = time.monotonic() + 240
+        first = 0
+        while time.monotonic() < deadline:
+            first = total()
+            if first > 0 and page.evaluate(RUNNING_CELL):
+                break
+            page.wait_for_timeout(100)
+        if first == 0:
+            page.screenshot(path=str(ARTIFACTS / "10-watch-no-points.png"), full_page=True)
+        assert first > 0, "the watch's lines never showed points\n" + diagnose(page, root, errors)
+        second, still_busy = first, True
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+            second = total()
+            still_busy = page.evaluate(RUNNING_CELL)
+            if second > first or not still_busy:
+                break
+        page.screenshot(path=str(ARTIFACTS / "10-watch-live.png"), full_page=True)
+        assert still_busy, "the job ended before the second read; make it run longer"
+        assert second > first, f"no new points while the watch ran ({first} then {second})"
 
-            deadline = time.monotonic() + 240
-            first = 0
-            while time.monotonic() < deadline:
-                first = total()
-                if first > 0 and page.evaluate(RUNNING_CELL):
-                    break
-                page.wait_for_timeout(100)
-            if first == 0:
-                page.screenshot(path=str(ARTIFACTS / "10-watch-no-points.png"), full_page=True)
-            assert first > 0, "the watch's lines never showed points\n" + diagnose(
-                page, root, errors
-            )
-            second, still_busy = first, True
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                page.wait_for_timeout(250)
-                second = total()
-                still_busy = page.evaluate(RUNNING_CELL)
-                if second > first or not still_busy:
-                    break
-            page.screenshot(path=str(ARTIFACTS / "10-watch-live.png"), full_page=True)
-            assert still_busy, "the job ended before the second read; make it run longer"
-            assert second > first, f"no new points while the watch ran ({first} then {second})"
-
-            # then one line per rank and side, and the ranks' report
-            page.wait_for_selector(".loadeval-ranks", timeout=240_000)
-            while page.evaluate(BUSY):
-                page.wait_for_timeout(250)
-            lines = page.evaluate(LIVE_LINES)
-            assert {k for k, v in lines.items() if v > 0} == {
-                "real r0",
-                "ideal r0",
-                "real r1",
-                "ideal r1",
-            }, lines
-            report = page.locator(".loadeval-ranks").first
-            assert "rank 1 is a straggler" in report.inner_text()
-            report.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "11-watch-report.png"), full_page=True)
-            ours = [e for e in errors if not any(b in e for b in BENIGN)]
-            (ARTIFACTS / "watch-console-errors.txt").write_text("\n".join(errors))
-            assert not ours, ours
-        except PlaywrightTimeout as e:
-            page.screenshot(path=str(ARTIFACTS / "99-watch-timeout.png"), full_page=True)
-            raise AssertionError(f"{e}\n{diagnose(page, root, errors)}") from None
-        finally:
-            ctx.close()
+        # then one line per rank and side, and the ranks' report
+        page.wait_for_selector(".loadeval-ranks", timeout=240_000)
+        while page.evaluate(BUSY):
+            page.wait_for_timeout(250)
+        lines = page.evaluate(LIVE_LINES)
+        assert {k for k, v in lines.items() if v > 0} == {
+            "real r0",
+            "ideal r0",
+            "real r1",
+            "ideal r1",
+        }, lines
+        report = page.locator(".loadeval-ranks").first
+        assert "rank 1 is a straggler" in report.inner_text()
+        report.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "11-watch-report.png"), full_page=True)
+        ours = [e for e in errors if not any(b in e for b in BENIGN)]
+        (ARTIFACTS / "watch-console-errors.txt").write_text("\n".join(errors))
+        assert not ours, ours

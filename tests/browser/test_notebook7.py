@@ -12,11 +12,7 @@ test-artifacts/ (LOADEVAL_ARTIFACTS overrides).
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,14 +20,13 @@ from .conftest import (
     ARTIFACTS,
     BENIGN,
     BUSY,
-    KERNEL_IDLE,
     RUN_ALL,
     STEP_POINTS,
     VISIBLE_BOXES,
     diagnose,
-    launch_chromium,
-    need_browser,
-    serve,
+    notebook_json,
+    open_page,
+    served,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -57,104 +52,67 @@ IN_CELL = """([i, sel]) => [...document.querySelectorAll('.jp-Notebook .jp-Cell'
 NO_MODULE = "No version of module @bokeh/jupyter_bokeh is registered"
 
 
-def _notebook() -> dict:
-    return {
-        "cells": [
-            {"cell_type": "code", "metadata": {}, "source": src, "outputs": [],
-             "execution_count": None}
-            for src in CELLS
-        ],
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }  # fmt: skip
-
-
 @pytest.fixture
 def notebook7():
-    need_browser()
-    root = Path(tempfile.mkdtemp(prefix="loadeval-nb7-"))
-    (root / "demo.ipynb").write_text(json.dumps(_notebook()))
-    try:
-        # the host picks the view: no LOADEVAL_VIEW or VSCODE_PID from the caller
-        with serve(root, app="notebook", drop_env=("LOADEVAL_VIEW", "VSCODE_PID")) as (
-            url,
-            token,
-            _env,
-        ):
-            yield url, token, root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    # the host picks the view: no LOADEVAL_VIEW or VSCODE_PID from the caller
+    with served(
+        "loadeval-nb7-",
+        {"demo.ipynb": notebook_json(CELLS)},
+        app="notebook",
+        drop_env=("LOADEVAL_VIEW", "VSCODE_PID"),
+    ) as server:
+        yield server
 
 
 def test_notebook7_bokeh_view_live_verdict_panel(notebook7):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
+    root = notebook7.root
+    opened = open_page(notebook7, "notebooks/demo.ipynb", timeout_shot="nb7-99-timeout.png")
+    with opened as (page, errors):
+        # Notebook 7's own page: no JupyterLab side panels, its own app
+        assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
+        page.evaluate(RUN_ALL)
 
-    url, token, root = notebook7
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        ctx = launch_chromium(pw, root / "chromium-profile")
-        try:
-            page = ctx.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-            page.goto(f"{url}/notebooks/demo.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            # Notebook 7's own page: no JupyterLab side panels, its own app
-            assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
-            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
-            page.evaluate(RUN_ALL)
+        # (a) live: the Bokeh step plot gains points between two reads while busy
+        deadline = time.monotonic() + 240
+        first = -1
+        while time.monotonic() < deadline:
+            first = page.evaluate(STEP_POINTS)
+            if first >= 3 and page.evaluate(BUSY):
+                break
+            page.wait_for_timeout(100)
+        assert first >= 3, "the step plot never showed points\n" + diagnose(page, root, errors)
+        second, still_busy = first, True
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+            second = page.evaluate(STEP_POINTS)
+            still_busy = page.evaluate(BUSY)
+            if second > first or not still_busy:
+                break
+        page.screenshot(path=str(ARTIFACTS / "nb7-01-live.png"), full_page=True)
+        assert still_busy, "the run ended before the second read; give the cell more steps"
+        assert second > first, f"no new points while busy ({first} then {second})"
+        assert page.evaluate(IN_CELL, [1, ".loadeval-plots"]) >= 1  # the plots render
 
-            # (a) live: the Bokeh step plot gains points between two reads while busy
-            deadline = time.monotonic() + 240
-            first = -1
-            while time.monotonic() < deadline:
-                first = page.evaluate(STEP_POINTS)
-                if first >= 3 and page.evaluate(BUSY):
-                    break
-                page.wait_for_timeout(100)
-            assert first >= 3, "the step plot never showed points\n" + diagnose(page, root, errors)
-            second, still_busy = first, True
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                page.wait_for_timeout(250)
-                second = page.evaluate(STEP_POINTS)
-                still_busy = page.evaluate(BUSY)
-                if second > first or not still_busy:
-                    break
-            page.screenshot(path=str(ARTIFACTS / "nb7-01-live.png"), full_page=True)
-            assert still_busy, "the run ended before the second read; give the cell more steps"
-            assert second > first, f"no new points while busy ({first} then {second})"
-            assert page.evaluate(IN_CELL, [1, ".loadeval-plots"]) >= 1  # the plots render
+        # (b) the verdict card and the rerun panel; the plots still there
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        cell.locator(".loadeval-dashboard .loadeval-verdict").wait_for(timeout=240_000)
+        cell.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=60_000)
+        page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
+        assert page.evaluate(IN_CELL, [1, ".loadeval-dashboard .loadeval-verdict"]) == 1
+        assert page.evaluate(IN_CELL, [1, ".loadeval-panel .loadeval-rerun"]) == 1
+        assert page.evaluate(IN_CELL, [1, ".loadeval-plots"]) >= 1
+        assert page.evaluate(STEP_POINTS) >= second
+        # the static copy for saved notebooks stays hidden while the widgets show
+        assert page.evaluate(IN_CELL, [1, ".loadeval-not-yet, [class$='-static']"]) == 0
 
-            # (b) the verdict card and the rerun panel; the plots still there
-            cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
-            cell.locator(".loadeval-dashboard .loadeval-verdict").wait_for(timeout=240_000)
-            cell.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=60_000)
-            page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
-            assert page.evaluate(IN_CELL, [1, ".loadeval-dashboard .loadeval-verdict"]) == 1
-            assert page.evaluate(IN_CELL, [1, ".loadeval-panel .loadeval-rerun"]) == 1
-            assert page.evaluate(IN_CELL, [1, ".loadeval-plots"]) >= 1
-            assert page.evaluate(STEP_POINTS) >= second
-            # the static copy for saved notebooks stays hidden while the widgets show
-            assert page.evaluate(IN_CELL, [1, ".loadeval-not-yet, [class$='-static']"]) == 0
-
-            # (c) no widget error box, no widget or console error
-            page.wait_for_timeout(1000)  # whatever would still render
-            assert page.evaluate(VISIBLE_BOXES) == []
-            assert page.evaluate(IN_CELL, [1, ".jupyter-widgets-error-widget"]) == 0
-            assert not [e for e in errors if NO_MODULE in e], errors
-            ours = [e for e in errors if not any(b in e for b in BENIGN)]
-            (ARTIFACTS / "nb7-console-errors.txt").write_text("\n".join(errors))
-            assert not ours, ours
-            cell.locator(".loadeval-dashboard .loadeval-verdict").scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "nb7-02-verdict.png"), full_page=True)
-        except PlaywrightTimeout as e:
-            page.screenshot(path=str(ARTIFACTS / "nb7-99-timeout.png"), full_page=True)
-            raise AssertionError(f"{e}\n{diagnose(page, root, errors)}") from None
-        finally:
-            ctx.close()
+        # (c) no widget error box, no widget or console error
+        page.wait_for_timeout(1000)  # whatever would still render
+        assert page.evaluate(VISIBLE_BOXES) == []
+        assert page.evaluate(IN_CELL, [1, ".jupyter-widgets-error-widget"]) == 0
+        assert not [e for e in errors if NO_MODULE in e], errors
+        ours = [e for e in errors if not any(b in e for b in BENIGN)]
+        (ARTIFACTS / "nb7-console-errors.txt").write_text("\n".join(errors))
+        assert not ours, ours
+        cell.locator(".loadeval-dashboard .loadeval-verdict").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "nb7-02-verdict.png"), full_page=True)
