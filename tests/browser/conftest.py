@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import psutil
 import pytest
@@ -297,6 +297,30 @@ VISIBLE_BOXES = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
 """Visible outputs that say a widget is loading or failed."""
 SAVE = "async () => { await window.jupyterapp.commands.execute('docmanager:save'); }"
 RUN_ALL = "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
+
+
+def read_again(
+    page,
+    count: Callable[[], int],
+    busy: Callable[[], bool],
+    first: int,
+    seconds: float,
+    also: Callable[[], None] | None = None,
+) -> tuple[int, bool]:
+    """The second of two reads of a live ``count`` (points on a plot) while the cell is
+    ``busy``: polled every 250 ms (``also`` run at each poll) for ``seconds``, until it
+    passes ``first`` or the cell is done; returns the read and whether the cell was busy."""
+    second, still_busy = first, True
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+        if also is not None:
+            also()
+        second = count()
+        still_busy = busy()
+        if second > first or not still_busy:
+            break
+    return second, still_busy
 
 
 def diagnose(page, root: Path, errors: list[str]) -> str:

@@ -40,6 +40,7 @@ from .conftest import (
     VISIBLE_BOXES,
     diagnose,
     open_page,
+    read_again,
     served,
 )
 
@@ -196,15 +197,14 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             sizes["mid_run_bytes"], kinds = _saved(root)
             assert "application/vnd.bokehjs_load.v0+json" not in kinds, kinds
             # the dashboard spaces its pushes by their cost (every 0.5-3 s): poll
-            second, still_busy = first, True
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                page.wait_for_timeout(250)
-                read_status()
-                second = page.evaluate(STEP_POINTS)
-                still_busy = page.evaluate(BUSY)
-                if second > first or not still_busy:
-                    break
+            second, still_busy = read_again(
+                page,
+                lambda: page.evaluate(STEP_POINTS),
+                lambda: page.evaluate(BUSY),
+                first,
+                20,
+                also=read_status,
+            )
             page.screenshot(path=str(ARTIFACTS / "01-live.png"), full_page=True)
             assert still_busy, (
                 "the run ended before the second read; make the quickstart run longer"
@@ -387,14 +387,7 @@ def test_watch_lines_grow_while_the_job_runs(lab):
         if first == 0:
             page.screenshot(path=str(ARTIFACTS / "10-watch-no-points.png"), full_page=True)
         assert first > 0, "the watch's lines never showed points\n" + diagnose(page, root, errors)
-        second, still_busy = first, True
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            page.wait_for_timeout(250)
-            second = total()
-            still_busy = page.evaluate(RUNNING_CELL)
-            if second > first or not still_busy:
-                break
+        second, still_busy = read_again(page, total, lambda: page.evaluate(RUNNING_CELL), first, 30)
         page.screenshot(path=str(ARTIFACTS / "10-watch-live.png"), full_page=True)
         assert still_busy, "the job ended before the second read; make it run longer"
         assert second > first, f"no new points while the watch ran ({first} then {second})"

@@ -26,6 +26,7 @@ from .conftest import (
     diagnose,
     notebook_json,
     open_page,
+    read_again,
     served,
 )
 
@@ -81,14 +82,9 @@ def test_notebook7_bokeh_view_live_verdict_panel(notebook7):
                 break
             page.wait_for_timeout(100)
         assert first >= 3, "the step plot never showed points\n" + diagnose(page, root, errors)
-        second, still_busy = first, True
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            page.wait_for_timeout(250)
-            second = page.evaluate(STEP_POINTS)
-            still_busy = page.evaluate(BUSY)
-            if second > first or not still_busy:
-                break
+        second, still_busy = read_again(
+            page, lambda: page.evaluate(STEP_POINTS), lambda: page.evaluate(BUSY), first, 30
+        )
         page.screenshot(path=str(ARTIFACTS / "nb7-01-live.png"), full_page=True)
         assert still_busy, "the run ended before the second read; give the cell more steps"
         assert second > first, f"no new points while busy ({first} then {second})"
