@@ -103,7 +103,7 @@ SHELL = [
 
 SETUP = textwrap.dedent(
     """
-    import os, threading, time, json, psutil, torch
+    import os, sys, threading, time, json, psutil, torch, traceback
     from torch.utils.data import DataLoader, Dataset
     %load_ext loadeval_nb
 
@@ -128,10 +128,14 @@ SETUP = textwrap.dedent(
                 break
             time.sleep(0.1)
         res = globals().get("_loadeval")
+        frames = sys._current_frames()
+        where = {t.name: "".join(traceback.format_stack(frames[t.ident])[-4:])
+                 for t in threading.enumerate() if t.name in extra and t.ident in frames}
         return json.dumps({
             "restored": train_loader is original,
             "children": kids,
             "threads": extra,
+            "where": where,  # what a thread left behind was doing
             "failed": getattr(res, "failed", None),
             "real_steps": res.real.n_steps if res is not None and res.real else None,
             "ideal_steps": res.ideal.n_steps if res is not None and res.ideal else None,

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb.core.explore import split_transforms
 from loadeval_nb.core.verdict import compare_runs
-from tests.timing import retry_once
+from tests.timing import Disturbed, retry_once
 
 DELTA_MS = 3.0
 
@@ -72,7 +72,14 @@ def split(crop_ms, workers=0):
 
 def check_located(before, after, delta_ms, tolerance):
     res = compare_runs(before, after)
-    assert [c.name for c in res.located] == ["RandomResizedCrop"], res.text()
+    names = [c.name for c in res.located]
+    assert "RandomResizedCrop" in names, res.text()
+    if names != ["RandomResizedCrop"]:
+        # only the crop was changed: another step that moved beyond its noise between the
+        # two splits (taken one after the other) moved with the machine, e.g. every
+        # sleep overshooting 0.3 ms more; the silence itself is
+        # test_two_identical_pipelines_name_nothing's
+        raise Disturbed(f"an unchanged step moved between the two splits: {res.text()}")
     c = res.located[0]
     lo, hi = (x * 1e3 for x in c.ci_s)
     assert lo <= delta_ms * (1 + tolerance) and hi >= delta_ms * (1 - tolerance), res.text()
