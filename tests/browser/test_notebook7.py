@@ -38,13 +38,13 @@ from torch.utils.data import DataLoader
 from loadeval_nb.demo import SmallConvNet, SyntheticImages, train_steps
 
 torch.manual_seed(0)
-train_loader = DataLoader(SyntheticImages(n=2048), batch_size=8, shuffle=True, num_workers=1)
+train_loader = DataLoader(SyntheticImages(n=8192), batch_size=8, shuffle=True, num_workers=1)
 model = SmallConvNet()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 %load_ext loadeval_nb"""
 CELLS = [
     SETUP,
-    "%%loadeval train_loader --steps 100 --warmup 5 --cache 10\n"
+    "%%loadeval train_loader --steps 400 --warmup 5 --cache 10\n"
     "train_steps(model, train_loader, torch.device('cpu'), opt)",
 ]
 IN_CELL = """([i, sel]) => [...document.querySelectorAll('.jp-Notebook .jp-Cell')[i]
