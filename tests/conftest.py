@@ -1,8 +1,10 @@
-"""Shared fixtures: a leak check after every test, GPU skipping, a fake clock."""
+"""Shared fixtures: a leak check after every test, GPU skipping, a fake clock; Python's own
+SIGINT handler where the suite was started with SIGINT ignored."""
 
 from __future__ import annotations
 
 import gc
+import signal
 import threading
 import time
 
@@ -17,6 +19,15 @@ def _cuda_available() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:
         return False
+
+
+def pytest_configure(config):
+    # The tests of Ctrl-C (and of Stop, which interrupts as Ctrl-C does) need Python's own
+    # SIGINT handler, here and in the kernels and scripts they start. A shell starts a
+    # background command (`cmd &` in a script) with SIGINT ignored, and Python then keeps
+    # it ignored; put Python's handler back, so that children get the default too.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,7 +5,9 @@ times steps in Python; both checked installed alone, outside the checkout
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SUPPORTED = sorted(
+    re.findall(
+        r"Programming Language :: Python :: (3\.\d+)", (ROOT / "pyproject.toml").read_text()
+    ),
+    key=lambda v: int(v.split(".")[1]),
+)
+"""The CPython versions pyproject.toml declares (its classifiers)."""
+THIS = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _tracked_copy(dest: Path) -> Path:
@@ -27,10 +37,13 @@ def _tracked_copy(dest: Path) -> Path:
     return dest
 
 
-def _build(src: Path, out: Path, pure: bool) -> Path:
+def _build(src: Path, out: Path, pure: bool, python: str = sys.executable) -> Path:
     env = {**os.environ, "LOADEVAL_NB_PURE": "1" if pure else "0"}
+    # this interpreter builds with the setuptools it has; another one in an isolated
+    # build environment (pip fetches setuptools for it, as for a user's sdist install)
+    isolation = ["--no-build-isolation"] if python == sys.executable else []
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+        [python, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
          "--disable-pip-version-check", "-w", str(out), str(src)],
         check=True, env=env, capture_output=True,
     )  # fmt: skip
@@ -72,3 +85,55 @@ def test_the_wheel_check_refuses_a_pure_wheel_that_carries_the_extension(tmp_pat
     with zipfile.ZipFile(fake, "w") as z:
         z.writestr("loadeval_nb/__init__.py", "")
     assert "has no C extension" in (check(str(fake)) or "")
+
+
+def _interpreter(version: str) -> str | None:
+    """A CPython ``version`` ("3.9") on this machine: on PATH, or one pyenv installed."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = [shutil.which(f"python{version}")]
+    found += sorted(
+        glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", f"python{version}"))
+    )
+    for python in filter(None, found):
+        said = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if said.returncode == 0 and said.stdout.strip() == version:
+            return python
+    return None
+
+
+def test_the_declared_versions_are_a_range_that_holds_this_one():
+    minors = [int(v.split(".")[1]) for v in SUPPORTED]
+    assert minors == list(range(minors[0], minors[-1] + 1)), SUPPORTED
+    assert THIS in SUPPORTED
+    requires = re.search(r'requires-python = ">=(3\.\d+)"', (ROOT / "pyproject.toml").read_text())
+    assert requires and requires.group(1) == SUPPORTED[0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to list the tracked files")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the C wheel is built on Linux")
+@pytest.mark.parametrize("version", [v for v in SUPPORTED if v != THIS])
+def test_each_declared_python_here_builds_and_loads_both_wheels(tmp_path, version):
+    python = _interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    out = tmp_path / "dist"
+    try:
+        c_wheel = _build(_tracked_copy(tmp_path / "c"), out, pure=False, python=python)
+        pure_wheel = _build(_tracked_copy(tmp_path / "pure"), out, pure=True, python=python)
+    except subprocess.CalledProcessError as e:
+        said = (e.stderr or b"").decode(errors="replace")
+        if "No matching distribution found for setuptools" in said:
+            pytest.skip(f"Python {version}'s build environment could not fetch setuptools")
+        raise AssertionError(said[-2000:]) from None
+    tag = "cp" + version.replace(".", "")
+    assert f"-{tag}-{tag}-" in c_wheel.name, c_wheel.name
+    done = subprocess.run(
+        [python, str(ROOT / ".ci" / "check_wheel.py"), str(c_wheel), str(pure_wheel)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "2 wheel(s) hold" in done.stdout

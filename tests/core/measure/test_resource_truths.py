@@ -130,10 +130,22 @@ def files_on_storage(folder: Path, n: int = 4) -> list[str]:
     return paths
 
 
+def rounds_for(paths: list[str], worker_s: float = 1.5) -> int:
+    """Rounds over ``paths`` for the workers to spend about ``worker_s`` reading them: one
+    round read here first, timed (24 at least; a fast disk needs more for the 0.5
+    worker-seconds a reading needs, and read 0.4 in 24 once)."""
+    one = Files(paths, 1)
+    start = time.perf_counter()
+    for i in range(len(one)):
+        one[i]
+    per_round = max(time.perf_counter() - start, 1e-4)
+    return max(24, min(400, int(worker_s / per_round) + 1))
+
+
 @retry_once
 def test_workers_reading_files_wait_on_storage(tmp_path):
     paths = files_on_storage(tmp_path)
-    rounds = 24  # long enough for the 0.5 worker-seconds a reading needs, on a quiet disk too
+    rounds = rounds_for(paths)
     r = measure(Files(paths, rounds))
     if r.read_bytes is not None and r.read_bytes < 4 * MiB:
         pytest.skip(f"the page cache served the files (read {r.read_bytes} B): {r.text()}")
