@@ -56,19 +56,14 @@ CELLS = [
     "%%loadeval train_loader --steps 30 --warmup 2 --cache 3 --view bokeh\n" + LOOP,
 ]
 CELL = "(i) => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
-RUN_ABOVE_BOKEH = """() => {
-  const nb = window.jupyterapp.shell.currentWidget.content;
-  nb.activeCellIndex = 2;
-  window.jupyterapp.commands.execute('notebook:run-all-above');
+AT_BOKEH = """(command) => {
+  window.jupyterapp.shell.currentWidget.content.activeCellIndex = 2;
+  window.jupyterapp.commands.execute(command);
 }"""
-"""Run the setup cell and the html view's cell, not yet the bokeh view's: its models raise
-the console error the html view must not, and on a quick machine it starts before the
-html view's verdict is read."""
-RUN_BOKEH = """() => {
-  const nb = window.jupyterapp.shell.currentWidget.content;
-  nb.activeCellIndex = 2;
-  window.jupyterapp.commands.execute('notebook:run-cell');
-}"""
+"""Run ``command`` at the bokeh view's cell: first ``notebook:run-all-above`` (the setup
+and the html view's cells: the bokeh view's models raise the console error the html view
+must not, and on a quick machine it started before the html view's verdict was read),
+then ``notebook:run-cell`` once the html view is checked."""
 LIVE = f"""() => {{
   const cell = ({CELL})(1);
   const el = cell && cell.querySelector('.loadeval-live');
@@ -123,7 +118,7 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
     )
     with opened as (page, errors):
         # the setup cell, then the html view's cell (the bokeh view's cell after its checks)
-        page.evaluate(RUN_ABOVE_BOKEH)
+        page.evaluate(AT_BOKEH, "notebook:run-all-above")
 
         # (a) live: the html view gains steps and points between reads while busy
         reads: list[dict] = []
@@ -165,7 +160,7 @@ def test_html_view_where_jupyter_bokeh_cannot_load(lab_without_bokeh_js):
         # (c) the bokeh view in the same page: its plots cannot render (the module is
         # not registered), its status line, panel and saved verdict still show
         page.wait_for_function(f"() => !({BUSY[6:]})", timeout=60_000)
-        page.evaluate(RUN_BOKEH)
+        page.evaluate(AT_BOKEH, "notebook:run-cell")
         cell3 = page.locator(".jp-Notebook .jp-Cell").nth(2)
         try:
             cell3.locator(".loadeval-panel button.loadeval-rerun").wait_for(timeout=180_000)
