@@ -10,6 +10,7 @@ import os
 import textwrap
 import time
 from collections.abc import Callable
+from queue import Empty
 from typing import Any
 
 import psutil
@@ -118,6 +119,18 @@ SETUP = textwrap.dedent(
     original = train_loader
     threads_before = {t.name for t in threading.enumerate()}
 
+    def absorb_presses(seconds=1.0):
+        # after a Stopped cell's magic returns: a press that comes later lands here, not
+        # in the kernel's own code between the cell and its reply (ipykernel keeps
+        # Python's SIGINT handler until the reply is sent; there a press lost the reply,
+        # or the next cell's output, on a quick machine)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                time.sleep(0.02)
+            except KeyboardInterrupt:
+                pass
+
     def state():
         deadline = time.monotonic() + 10
         while True:
@@ -169,9 +182,6 @@ class Kernel:
                 break
         return {**self.reply(msg_id, timeout=30), "stdout": "".join(out)}
 
-    def start(self, code: str) -> str:
-        return self.kc.execute(code)
-
     def reply(self, msg_id: str, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while True:
@@ -179,16 +189,40 @@ class Kernel:
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg["content"]
 
-    def wait_for(self, msg_id: str, text: str, timeout: float = 60) -> None:
-        """Wait until the running cell prints ``text``."""
+    def started(self, code: str, text: str, timeout: float = 60) -> str:
+        """Run ``code`` until it prints ``text``, and return its request's id. A request
+        the kernel aborted (sent while it still dropped its queue after the previous
+        KeyboardInterrupt, on a busy machine; a cell once never printed in 60 s) is sent
+        once more, as ``state`` does; a cell that ended otherwise is an AssertionError."""
+        for attempt in range(2):
+            msg_id = self.kc.execute(code)
+            ended = self._printed_or_ended(msg_id, text, timeout)
+            if ended is None:
+                return msg_id
+            if ended["status"] != "aborted" or attempt:
+                raise AssertionError(f"the cell ended without printing {text!r}: {ended}")
+        raise AssertionError("unreachable")
+
+    def _printed_or_ended(self, msg_id: str, text: str, timeout: float) -> dict | None:
+        """None once the running cell prints ``text``; its reply if it ends before."""
         deadline = time.monotonic() + timeout
+        seen = []
         while time.monotonic() < deadline:
-            msg = self.kc.get_iopub_msg(timeout=max(1, deadline - time.monotonic()))
-            if msg["parent_header"].get("msg_id") != msg_id:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.2)
+                ours = msg["parent_header"].get("msg_id") == msg_id
+                seen.append((ours, msg["msg_type"], str(msg["content"])[:100]))
+                if ours and msg["msg_type"] == "stream" and text in msg["content"]["text"]:
+                    return None
+            except Empty:
+                pass
+            try:
+                msg = self.kc.get_shell_msg(timeout=0)
+            except Empty:
                 continue
-            if msg["msg_type"] == "stream" and text in msg["content"]["text"]:
-                return
-        raise AssertionError(f"the cell never printed {text!r}")
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return {**msg["content"], "iopub seen": seen[-20:]}
+        raise AssertionError(f"the cell never printed {text!r} in {timeout:.0f} s: {seen[-20:]}")
 
     def state(self) -> dict:
         r = self.execute("print(state())")
@@ -214,18 +248,34 @@ def kernel(tmp_path_factory):
 
 
 def cell(
-    log_dir: str, fail: str = "", steps: int = 400, sequential: bool = True, at: int = 10
+    log_dir: str,
+    fail: str = "",
+    steps: int = 400,
+    sequential: bool = True,
+    at: int = 10,
+    stopped: bool = False,
 ) -> str:
     """A %%loadeval cell that prints its wrapper's mode once it has run ``at`` steps (the
-    sides one after the other unless ``sequential`` is False)."""
-    return (
-        f"%%loadeval train_loader --steps {steps} --warmup 2 --cache 4 --no-live "
-        f"--log-dir {log_dir}{' --sequential' if sequential else ''}\n"
+    sides one after the other unless ``sequential`` is False). A cell to be ``stopped``
+    runs the magic as IPython runs a ``%%loadeval`` cell, then lets a second of later
+    presses land in ``absorb_presses``: the test's presses are the tool's to handle while
+    the magic runs, never ipykernel's once it has returned."""
+    line = (
+        f"train_loader --steps {steps} --warmup 2 --cache 4 --no-live "
+        f"--log-dir {log_dir}{' --sequential' if sequential else ''}"
+    )
+    body = (
         "for k, b in enumerate(train_loader):\n"
         "    time.sleep(0.005)\n"
         f"    if k == {at}:\n"
         "        print('running', train_loader.mode, flush=True)\n"
         f"{fail}"
+    )
+    if not stopped:
+        return f"%%loadeval {line}\n{body}"
+    return (
+        f"try:\n    get_ipython().run_cell_magic('loadeval', {line!r}, {body!r})\n"
+        "finally:\n    absorb_presses()\n"
     )
 
 
@@ -241,8 +291,7 @@ def check_logs(folder: str, n: int) -> None:
 
 
 def interrupted(kernel: Kernel, tmp_path, presses: int, gap_s: float, mode: str) -> dict:
-    msg = kernel.start(cell(str(tmp_path / "logs")))
-    kernel.wait_for(msg, f"running {mode}")
+    msg = kernel.started(cell(str(tmp_path / "logs"), stopped=True), f"running {mode}")
     for _ in range(presses):
         kernel.km.interrupt_kernel()
         time.sleep(gap_s)
@@ -333,8 +382,8 @@ def test_stop_during_an_interleaved_pair(kernel, tmp_path):
     # the loader has workers and the pass has room): Stop lands in a block of any arm;
     # every arm's partial run is kept and its log written (the ideal's blocks had begun,
     # and a round goes R C I I C R)
-    msg = kernel.start(cell(str(tmp_path / "logs"), sequential=False, at=150))
-    kernel.wait_for(msg, "running pair")
+    cell_code = cell(str(tmp_path / "logs"), sequential=False, at=150, stopped=True)
+    msg = kernel.started(cell_code, "running pair")
     kernel.km.interrupt_kernel()
     reply = kernel.reply(msg)
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
@@ -371,8 +420,7 @@ def test_a_kernel_killed_mid_run_leaves_no_worker(tmp_path):
     k = Kernel(str(tmp_path))
     try:
         assert k.execute(SETUP)["status"] == "ok"
-        msg = k.start(cell(str(tmp_path / "logs")))
-        k.wait_for(msg, "running log")
+        k.started(cell(str(tmp_path / "logs")), "running log")
         kernel_proc = psutil.Process(k.km.provisioner.process.pid)
         workers = kernel_proc.children(recursive=True)
         assert workers
