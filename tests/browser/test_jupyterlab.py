@@ -181,6 +181,21 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             assert first >= 3, "the step-time plot never showed points\n" + diagnose(
                 page, root, errors
             )
+            # the dashboard spaces its pushes by their cost (every 0.5-3 s): poll (before
+            # the axis and the save below, which on a quick machine outlasted the run)
+            second, still_busy = read_again(
+                page,
+                lambda: page.evaluate(STEP_POINTS),
+                lambda: page.evaluate(BUSY),
+                first,
+                20,
+                also=read_status,
+            )
+            page.screenshot(path=str(ARTIFACTS / "01-live.png"), full_page=True)
+            assert still_busy, (
+                "the run ended before the second read; make the quickstart run longer"
+            )
+            assert second > first, f"no new points while busy ({first} then {second})"
             # the step axis follows the steps on the line, not the start-up step (a marker)
             deadline = time.monotonic() + 20
             axis = page.evaluate(STEP_AXIS)
@@ -196,20 +211,6 @@ def test_quickstart_live_verdict_rerun_clean_console(lab):
             page.evaluate(SAVE)
             sizes["mid_run_bytes"], kinds = _saved(root)
             assert "application/vnd.bokehjs_load.v0+json" not in kinds, kinds
-            # the dashboard spaces its pushes by their cost (every 0.5-3 s): poll
-            second, still_busy = read_again(
-                page,
-                lambda: page.evaluate(STEP_POINTS),
-                lambda: page.evaluate(BUSY),
-                first,
-                20,
-                also=read_status,
-            )
-            page.screenshot(path=str(ARTIFACTS / "01-live.png"), full_page=True)
-            assert still_busy, (
-                "the run ended before the second read; make the quickstart run longer"
-            )
-            assert second > first, f"no new points while busy ({first} then {second})"
             while page.evaluate(BUSY):
                 read_status()
                 page.wait_for_timeout(250)
