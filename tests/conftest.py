@@ -1,5 +1,6 @@
 """Shared fixtures: a leak check after every test, GPU skipping, a fake clock; Python's own
-SIGINT handler where the suite was started with SIGINT ignored."""
+SIGINT handler where the suite was started with SIGINT ignored; the installed packages'
+versions in the report's header."""
 
 from __future__ import annotations
 
@@ -28,6 +29,24 @@ def pytest_configure(config):
     # it ignored; put Python's handler back, so that children get the default too.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_report_header(config):
+    # What pip resolved (as `pip freeze` names it), before the first test: a suite that
+    # fails on a fresh machine and passes on one with older packages says what changed.
+    from importlib.metadata import distributions
+
+    names = sorted(
+        {f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]},
+        key=str.lower,
+    )
+    lines, line = [], "packages:"
+    for name in names:
+        if len(line) + len(name) > 98:
+            lines.append(line)
+            line = " "
+        line += f" {name}"
+    return [*lines, line]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,7 +14,9 @@ regression test in ``tests/widgets/test_dashboard.py``):
    :func:`unload_bokehjs_output` may empty at once: the page runs BokehJS as it
    shows that output, before any later message (the widgets that need it), and
    keeps it; a notebook saved from then on (an autosave during the run) does not
-   carry megabytes of it.
+   carry megabytes of it. It is sent once per page: a page keeps BokehJS, so a rerun
+   on the same page (the same front-end session in the request's header) sends
+   nothing; a reloaded page, or another front end, is a new session and gets it again.
 
 What the browser sends to these plots waits for the main shell (see :mod:`._comms`).
 """
@@ -53,13 +55,38 @@ class DisplayOnlyBokehModel(BokehModel):
             super()._sync_model(_model, content, _buffers)
 
 
-def load_bokehjs() -> Optional[Any]:
-    """Display BokehJS (inline) so BokehModel widgets can render; returns the display handle.
+_pages_with_bokehjs: set[str] = set()
+"""The front-end sessions (pages) this kernel has sent BokehJS to."""
 
-    The output is sent with only Bokeh's JupyterLab mimetype (rendered by the
-    jupyter_bokeh extension), not also as ``application/javascript``: half the size.
+
+def _page() -> Optional[str]:
+    """The front-end session of the request being run: a JupyterLab or Notebook 7 page
+    has one per kernel connection, and a reload makes a new one. None outside a kernel
+    (a terminal IPython, an in-process shell), where BokehJS is sent every time."""
+    try:
+        from IPython import get_ipython
+
+        parent = getattr(get_ipython(), "parent_header", None) or {}
+        session = (parent.get("header") or {}).get("session")
+    except Exception:
+        return None
+    return session if isinstance(session, str) and session else None
+
+
+def load_bokehjs(force: bool = False) -> Optional[Any]:
+    """Display BokehJS (inline) so BokehModel widgets can render; returns the display handle,
+    or None when nothing was displayed.
+
+    Sent once per page (front-end session): the page keeps BokehJS, so a rerun on it sends
+    nothing (it is about 4 MB); ``force`` sends it all the same. The output is sent with
+    only Bokeh's JupyterLab mimetype (rendered by the jupyter_bokeh extension), not also
+    as ``application/javascript``: half the size.
     """
     from IPython.display import display
+
+    page = _page()
+    if page is not None and page in _pages_with_bokehjs and not force:
+        return None
 
     try:
         from bokeh.embed.bundle import bundle_for_objs_and_resources
@@ -74,8 +101,12 @@ def load_bokehjs() -> Optional[Any]:
         from bokeh.resources import INLINE
 
         output_notebook(INLINE, hide_banner=True)
-        return None
-    return display({LOAD_MIME_TYPE: js, "text/plain": ""}, raw=True, display_id=True)
+        handle = None
+    else:
+        handle = display({LOAD_MIME_TYPE: js, "text/plain": ""}, raw=True, display_id=True)
+    if page is not None:
+        _pages_with_bokehjs.add(page)
+    return handle
 
 
 def unload_bokehjs_output(handle: Optional[Any]) -> None:

@@ -37,6 +37,14 @@ def steady(run):
     return [(i, run.step_ns[i] / 1e9) for i in run.steady_indices()]
 
 
+def assert_series(got, want):
+    """A tracker's (step, value) series against the run's: the steps exactly, the values
+    to float precision (pytest.approx compares flat sequences only, not pairs)."""
+    got = sorted(got)
+    assert [s for s, _ in got] == [s for s, _ in want]
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6)
+
+
 # ---- bad input, before a run -------------------------------------------------------------
 
 
@@ -99,9 +107,7 @@ def test_tensorboard_has_the_verdict_the_numbers_and_the_steps(pair, tmp_path):
         assert acc.Scalars(f"loadeval/{key}")[0].value == pytest.approx(want, rel=1e-6), key
     for side in ("real", "ideal"):
         got = [(e.step, e.value) for e in acc.Scalars(f"loadeval/steps/{side}_s")]
-        want = steady(getattr(pair, side))
-        assert [s for s, _ in got] == [s for s, _ in want]
-        assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6)
+        assert_series(got, steady(getattr(pair, side)))
     text = acc.Tensors("loadeval/verdict/text_summary")[0].tensor_proto.string_val[0].decode()
     assert d.verdict in text and "Speedup" in text or "speedup" in text
     config = acc.Tensors("loadeval/config/text_summary")[0].tensor_proto.string_val[0].decode()
@@ -126,7 +132,7 @@ def test_mlflow_a_run_of_its_own_or_nested_under_the_active_one(pair, tmp_path, 
     assert run.data.params["loadeval/loader/batch_size"] == "4"
     assert run.data.params["loadeval/settings/num_cached_batches"] == "5"
     history = client.get_metric_history(run.info.run_id, "loadeval/steps/real_s")
-    assert sorted((m.step, m.value) for m in history) == pytest.approx(steady(pair.real))
+    assert_series([(m.step, m.value) for m in history], steady(pair.real))
 
     before = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
@@ -205,7 +211,7 @@ def test_wandb_offline_has_the_summary_the_steps_and_the_config(pair, tmp_path, 
         for h in history
         if "loadeval/steps/real_s" in h
     ]
-    assert real == pytest.approx(steady(pair.real))
+    assert_series(real, steady(pair.real))
 
 
 # ---- a tracker that fails ------------------------------------------------------------------
