@@ -164,6 +164,25 @@ def safe_len(obj: Any) -> Optional[int]:
         return None
 
 
+def epoch_bound(obj: Any) -> Optional[int]:
+    """``len(obj)`` where it is known to bound an epoch, else None: a list or a tuple, or a
+    DataLoader over a map-style dataset whose class keeps DataLoader's own ``__len__`` (its
+    sampler's length). An IterableDataset's ``__len__`` is the user's word (it may over- or
+    understate the stream), as is any other iterable's, and a DataLoader subclass may
+    count otherwise: a pass that must not hand a loop more batches than its loader would
+    draws them to know (never imports torch)."""
+    if isinstance(obj, (list, tuple)):
+        return len(obj)
+    data = sys.modules.get("torch.utils.data")
+    if data is None or not isinstance(obj, data.DataLoader):
+        return None
+    if type(obj).__len__ is not data.DataLoader.__len__:
+        return None
+    if isinstance(getattr(obj, "dataset", None), data.IterableDataset):
+        return None
+    return safe_len(obj)
+
+
 def loader_settings(loader: Any) -> dict[str, Any]:
     """The DataLoader settings that decide loading speed (None where the loader has none)."""
     dataset = getattr(loader, "dataset", None)

@@ -65,3 +65,44 @@ def test_any_iterable_is_measured_when_named():
 
     got = measure(f"loader {QUIET}", Stream())
     assert got["real"].loader_settings["type"].endswith("Stream")
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """``n`` items, one a batch; ``says``: the ``__len__`` it claims (None: none)."""
+
+    def __init__(self, n, says=None):
+        self.n, self.says = n, says
+
+    def __iter__(self):
+        return (torch.full((2,), float(i)) for i in range(self.n))
+
+    def __len__(self):
+        if self.says is None:
+            raise TypeError("a stream has no len()")
+        return self.says
+
+
+@pytest.mark.parametrize(
+    "line", ["--steps 60 --warmup 5 --cache 5 --quiet", "--steps 60 --warmup 5 --cache 5 --quiet --sequential"]
+)
+@pytest.mark.parametrize("n, says", [(75, None), (30, 1000)])
+def test_an_epoch_its_len_does_not_bound_is_never_exceeded(line, n, says):
+    # the cell is handed no more batches than the loader holds (107 of 75 before: the ideal
+    # blocks came on top of the stream); the pass pays for each replayed step by a real
+    # batch drawn and dropped, and ends where the loader does
+    loader = torch.utils.data.DataLoader(Stream(n, says), batch_size=None)
+    with ipython_shell(loader=loader) as ip:
+        ip.run_cell_magic("loadeval", line, LOOP)
+        ns = ip.user_ns
+        assert ns["loader"] is loader
+        res = ns["_loadeval"]
+        sequential = "--sequential" in line
+        # (one pass, or one pass a side)
+        assert ns["seen"] <= n
+        assert res.real.n_steps <= n and res.ideal.n_steps <= n
+        if not sequential:
+            assert ns["seen"] == res.real.n_steps + res.ideal.n_steps
+            plan = res.real.settings["interleaved"]
+            assert plan["epoch_seen"] == n  # it drew them all, and says so
+            if says is not None:
+                assert any(f"len() says {says} batches" in x for x in res.diagnosis.notes)

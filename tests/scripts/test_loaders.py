@@ -211,3 +211,104 @@ def test_loader_from_says_what_to_pass(tmp_path):
         "loadeval_nb: --loader-from streams:nothing: streams has no nothing once imported; "
         "name a class or an object the module defines as it is imported."
     )
+
+
+SUBCLASSES = """
+import torch
+from torch.utils.data import DataLoader
+
+class ToDevice(DataLoader):  # the usual device-moving loader
+    def __iter__(self):
+        for batch in super().__iter__():
+            yield batch.to("cpu")
+
+class Returns(DataLoader):
+    def __iter__(self):
+        return super().__iter__()
+"""
+
+
+@pytest.mark.parametrize(
+    "cls, where", [("ToDevice", "__main__"), ("Returns", "__main__"), ("ToDevice", "module")]
+)
+def test_a_dataloader_subclass_whose_iter_goes_on_to_dataloaders_is_measured(tmp_path, cls, where):
+    # its own __iter__ calls super().__iter__() (returned, or wrapped in a generator): the
+    # pass starts in DataLoader's, and what the subclass adds stays in both runs
+    if where == "module":
+        (tmp_path / "loaders.py").write_text(SUBCLASSES)
+        body = f"from loaders import {cls}\n"
+    else:
+        body = SUBCLASSES
+    path = script(
+        tmp_path,
+        body
+        + f"""
+loader = {cls}(torch.arange(2400.0).reshape(-1, 3), batch_size=1)
+train(loader, sys.argv[1], epoch_len=len(loader))
+""",
+    )
+    facts, real, _ = measured(tmp_path, path, str(tmp_path / "out.json"))
+    assert real.loader_settings["type"].endswith(f".{cls}")
+    assert 0 < facts["seen"] < 800
+
+
+UNSIZED = """
+from torch.utils.data import DataLoader, IterableDataset, Sampler
+
+class Stream(IterableDataset):
+    def __init__(self, n, says=None):
+        self.n, self.says = n, says
+    def __iter__(self):
+        return (torch.full((3,), float(i)) for i in range(self.n))
+    def __len__(self):
+        if self.says is None:
+            raise TypeError("no len")
+        return self.says
+
+class NoLen(Sampler):  # a sampler whose __len__ raises
+    def __iter__(self):
+        return iter(range(100))
+    def __len__(self):
+        raise TypeError("no len")
+
+kind = sys.argv[2]
+if kind == "stream":
+    loader, held = DataLoader(Stream(75), batch_size=None), 75
+elif kind == "lying":
+    loader, held = DataLoader(Stream(30, says=1000), batch_size=None), 30
+else:
+    loader, held = DataLoader(torch.arange(300.0).reshape(-1, 3), sampler=NoLen()), 100
+# a schedule sized from the epoch the script knows: one step too many raises
+sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=held)
+seen = 0
+try:
+    for batch in loader:
+        seen += 1
+        step(batch)
+        sched.step()
+finally:  # (the tool stops the script after its pass)
+    json.dump({"seen": seen, "epoch_len": held}, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.parametrize("kind", ["stream", "lying", "sampler"])
+@pytest.mark.parametrize("mode", ["interleaved", "sequential"])
+def test_an_epoch_its_len_does_not_bound_is_kept(tmp_path, kind, mode):
+    # an IterableDataset without len() (75 batches), one whose __len__ overstates (30 of a
+    # claimed 1000), a sampler whose __len__ raises (100): the script's loop is handed no
+    # more than its epoch, so its OneCycleLR(total_steps=epoch) never steps past its end
+    # (before: 106-107 batches, 'Tried to step 76 times', exit 1)
+    path = script(tmp_path, UNSIZED)
+    out = str(tmp_path / "out.json")
+    args = ["--steps", "60", "--warmup", "5", "--cache", "5", path, out, kind]
+    if mode == "interleaved":
+        facts, real, _ = measured(tmp_path, *args)
+        assert real.settings["interleaved"]["epoch_seen"] == facts["epoch_len"]
+        assert facts["seen"] <= facts["epoch_len"]
+    else:
+        logs = tmp_path / "logs"
+        p = loadeval("run", "--sequential", "--log-dir", str(logs), *args, timeout=180)
+        assert p.returncode == 0, p.stderr[-3000:]
+        facts = json.loads((tmp_path / "out.json").read_text())  # the ideal run's script
+        _, ideal = runs(logs)
+        assert facts["seen"] == ideal.n_steps <= facts["epoch_len"]

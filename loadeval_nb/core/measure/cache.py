@@ -164,12 +164,15 @@ class ReplayCache:
                 f"num_cached_batches={max(fits, 1)} or less, or raise cache_budget_bytes."
             )
 
-    def fill(self, source: Any) -> None:
-        """Pull up to ``size`` batches from ``source``, then stop its workers.
+    def fill(self, source: Any, count_to: Optional[int] = None) -> int:
+        """Pull up to ``size`` batches from ``source``, then stop its workers. ``count_to``:
+        go on drawing (and dropping) batches until that many were drawn, to know the epoch
+        holds them. Returns the batches drawn.
 
         Raises :class:`CacheBudgetError` when they would not fit, :class:`LoadEvalError`
         when the source yields nothing.
         """
+        drawn = 0
         self.start(source)
         # persistent workers this fill starts are ours to stop; the user's are left running
         ours = bool(
@@ -180,6 +183,10 @@ class ReplayCache:
         try:
             for batch in islice(it, self.size):
                 self.add(batch)
+                drawn += 1
+            if count_to is not None and drawn == self.size:
+                for _ in islice(it, max(count_to - drawn, 0)):
+                    drawn += 1
         finally:
             # Stop the source's workers now, so their teardown is not charged to the replay.
             if not getattr(source, "persistent_workers", False):
@@ -196,6 +203,7 @@ class ReplayCache:
                 len(self._filling),
             )
         self.seal()
+        return drawn
 
     def start(self, source: Any) -> None:
         """Get ready to cache batches of ``source`` one by one (:meth:`add`, then

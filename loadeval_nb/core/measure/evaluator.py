@@ -190,6 +190,9 @@ class LoaderEvaluator(Evaluator):
     # -- DataLoader look-alike -------------------------------------------------
     def __len__(self) -> int:
         n = self.config.expected_steps()
+        held = getattr(self._mode, "held", None)  # a replay that counted its loader's epoch
+        if n is not None and held is not None:
+            n = min(n, held)
         if n is None:
             raise TypeError(
                 f"{type(self.dataloader).__name__} has no len(); pass steps=N to fix one."

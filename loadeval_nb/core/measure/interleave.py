@@ -43,6 +43,13 @@ it on both sides alike:
   The run logs keep the sampled sizes and the sizes of the batches each replaying arm
   served, step by step, so the verdict can say how far the cache is from the stream and
   size-match the ideal;
+* the loop is never handed more batches than the loader would hand it: the pass fits in
+  ``len(loader)`` where that bounds the epoch (a DataLoader over a map-style dataset, a
+  list); for any other loader (an IterableDataset, whose ``__len__`` is the user's word, a
+  stream without one, a subclass that counts its own way) every replayed step is paid
+  for ahead: before a block of another arm than real, as many real batches as it will
+  serve are drawn and dropped (between blocks, outside every step's time; their sizes
+  join the stream's sample), and where the loader ends first, so does the pass;
 * each block is an epoch of its side's :class:`~loadeval_nb.Run` (its own
   ``warmup`` in the epoch's summary), so the verdict pairs block *k* of one side
   with block *k* of the other: the spread between blocks is in its interval.
@@ -65,7 +72,7 @@ from operator import itemgetter
 from queue import SimpleQueue
 from typing import Any, Callable, Optional
 
-from .._env import agree, cuda_in_use, cuda_synchronize, interrupts_deferred
+from .._env import agree, cuda_in_use, cuda_synchronize, epoch_bound, interrupts_deferred
 from .._errors import check_int
 from .._files import expand_path
 from ..errors import LoadEvalError
@@ -245,6 +252,15 @@ class InterleavedEvaluator(Evaluator):
         the contended arm's dropped ones among them)."""
         self._dropped = 0
         """Real batches the contended arm drew and dropped: the stream it moved past."""
+        self.bound = epoch_bound(dataloader)
+        """The loader's ``len()`` where it bounds an epoch; None: replayed steps are paid for
+        ahead (see the module's notes)."""
+        self._paid = 0
+        """Real batches drawn and dropped ahead of the other arms' blocks."""
+        self._credit = 0
+        """Of those (and the contended arm's), how many no replayed step has used yet."""
+        self.epoch_seen: Optional[int] = None
+        """Batches the loader held, where a pass drew them all (it ran out)."""
         self._keys: list[float] = []
         """The weighted reservoir's key of each cached batch."""
         self._sizes_of_cache: list[Optional[int]] = []
@@ -299,6 +315,7 @@ class InterleavedEvaluator(Evaluator):
             )
         clock = self.clock
         self._begin_pass()
+        self._credit = 0  # (a new start of the loader: nothing paid for yet)
         first_pass = not self.cache.ready
         filling = first = first_pass  # (locals: the per-step path reads no attribute)
         if first_pass:
@@ -319,7 +336,7 @@ class InterleavedEvaluator(Evaluator):
         first_index: dict[int, int] = {}
         edges: list[tuple[EpochRecord, dict[int, Any], Any]] = []  # CUDA: the GPU's spans
         status = "complete"
-        exhausted = False
+        exhausted = at_len = False
         reason = "stopped"
         k = n_steps = 0
         switch = sys.getswitchinterval()
@@ -340,10 +357,13 @@ class InterleavedEvaluator(Evaluator):
                     if self.loader_len is not None and sum(b[1] for b in blocks + cycle_) > (
                         self.loader_len
                     ):  # the epoch's end: the loop is never handed more than len(loader)
-                        exhausted = True
+                        exhausted = at_len = True
                         break
                     blocks += cycle_  # one more A B B A cycle
                 name, n_steps, skip = blocks[k]
+                if name != "real" and self.bound is None and not self._pay_ahead(src, n_steps):
+                    exhausted = True  # the loader's epoch ends before this block's steps
+                    break
                 side = self._sides[name]
                 self.block_now = (name, len(side.epochs) + 1)
                 rec = EpochRecord(setup_ns=setup if k == 0 else 0, warmup=skip)
@@ -466,6 +486,9 @@ class InterleavedEvaluator(Evaluator):
         finally:
             sys.setswitchinterval(switch)
             with interrupts_deferred():
+                if exhausted and not at_len:  # the loader ran out: its epoch, counted
+                    real = sum(len(r.ready) for r in self._sides["real"].epochs)
+                    self.epoch_seen = real + self._dropped + self._paid
                 if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
                     why = "loader exhausted" if exhausted else reason
                     for s in self._sides.values():
@@ -537,6 +560,24 @@ class InterleavedEvaluator(Evaluator):
             self._open = None
             self._sigint.uninstall()
 
+    def _pay_ahead(self, src: Iterator[Any], n: int) -> bool:
+        """Before a block of ``n`` replayed steps on a loader whose ``len()`` does not bound
+        its epoch: draw and drop real batches until ``n`` are paid for (each batch's size a
+        sample of the stream). False where the loader ends first: the loop must not be
+        handed more batches than the loader holds."""
+        while self._credit < n:
+            try:
+                batch = next(src)
+            except StopIteration:
+                return False
+            self._paid += 1
+            self._credit += 1
+            if self.representative:
+                self._sample(batch)
+            del batch
+        self._credit -= n
+        return True
+
     def _sampled_steps(
         self, src: Iterator[Any], n: int, rec: EpochRecord, clock: Clock
     ) -> Iterator[Any]:
@@ -562,7 +603,8 @@ class InterleavedEvaluator(Evaluator):
         """The batches ``drain`` drew and dropped: the stretch of the stream the contended
         block moved past, each batch's size a sample of it (weight one: every batch was
         seen)."""
-        real = sum(len(r.ready) for r in self._sides["real"].epochs)
+        real = sum(len(r.ready) for r in self._sides["real"].epochs) + self._paid
+        self._credit += drain.taken
         for size in drain.sizes:
             self._dropped += 1
             if size is not None:
@@ -581,7 +623,7 @@ class InterleavedEvaluator(Evaluator):
         size = cost_size(batch)
         if size is None:
             return
-        drawn = sum(len(r.ready) for r in self._sides["real"].epochs) + self._dropped
+        drawn = sum(len(r.ready) for r in self._sides["real"].epochs) + self._dropped + self._paid
         weight = max(drawn - self._seen, 1)
         self._seen = drawn
         self._stream_sizes.append(size)
@@ -687,6 +729,7 @@ class InterleavedEvaluator(Evaluator):
                     "settle": plan.settle,
                     "pass_steps": plan.total_steps if self.auto_stop is None else None,
                     "epoch": self.loader_len,
+                    "epoch_seen": self.epoch_seen,
                     "ranks": self.ranks,
                     "arms": list(self.sides),
                 },
@@ -695,12 +738,15 @@ class InterleavedEvaluator(Evaluator):
                     {
                         "stream_sizes": list(self._stream_sizes),
                         "stream_positions": list(self._stream_positions),
-                        "stream_drawn": sum(len(r.ready) for r in s.epochs) + self._dropped,
+                        "stream_drawn": sum(len(r.ready) for r in s.epochs)
+                        + self._dropped
+                        + self._paid,
                     }
                     if real
                     else {"served_sizes": list(self._served.get(name, []))}
                 ),
                 **({"dropped": self._dropped} if name == CONTENDED else {}),
+                **({"paid_ahead": self._paid} if real and self.bound is None else {}),
             ),
             samples_per_batch=self._loader.samples if real else self.cache.samples_per_batch,
             short_last_batch=False,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any, Callable, Optional
 
-from .._env import cuda_in_use, safe_len
+from .._env import cuda_in_use, epoch_bound, safe_len
 from ..errors import LoadEvalError
 from .adaptive import AutoChunker
 from .batches import leading_dim
@@ -248,7 +248,13 @@ class ReplayMode(_Mode):
             budget_bytes=ev.cache_budget_bytes,
             device=ev.device,
         )
-        self.cache.fill(ev.dataloader)
+        # a loader whose len() does not bound its epoch (an IterableDataset, a stream) is
+        # counted as it fills the cache, up to the steps asked: the loop is never handed
+        # more batches than the loader would hand it
+        bound = epoch_bound(ev.dataloader)
+        drawn = self.cache.fill(ev.dataloader, count_to=None if bound is not None else ev.expected_steps())
+        self.held: Optional[int] = drawn if bound is None else None
+        """Batches the loader was seen to hold, where its len() does not bound its epoch."""
 
     def samples_per_batch(self) -> Optional[int]:
         return self.cache.samples_per_batch
@@ -266,6 +272,8 @@ class ReplayMode(_Mode):
 
         steps = ev.expected_steps()
         assert steps is not None  # checked at construction
+        if self.held is not None:
+            steps = min(steps, self.held)
         return timed_replay_iter(self.cache.batches, steps, rec, guard, ev.clock, wrap), None
 
     def settle_status(self, rec: EpochRecord, status: str, interrupted: bool = False) -> str:

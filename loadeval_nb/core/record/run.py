@@ -149,10 +149,19 @@ class Run:
         return (np.asarray(self.wait_ns, dtype=float)[self._steady()] / 1e9).tolist()
 
     def steps_per_epoch(self) -> Optional[int]:
-        """Length of an epoch: the loader's ``len()`` if known, else the longest epoch seen."""
+        """Length of an epoch: the batches the loader held where a pass drew them all, else
+        its ``len()`` if known, else the longest epoch seen (an interleaved pass's blocks
+        are no epochs: None there)."""
+        plan = (self.settings or {}).get("interleaved")
+        if isinstance(plan, dict):
+            seen = plan.get("epoch_seen")
+            if isinstance(seen, int) and not isinstance(seen, bool) and seen > 0:
+                return seen
         n = self.loader_settings.get("len") if self.loader_settings else None
         if isinstance(n, int) and n > 0:
             return n
+        if isinstance(plan, dict):
+            return None
         counts: dict[int, int] = {}
         for e in self.block:
             counts[e] = counts.get(e, 0) + 1

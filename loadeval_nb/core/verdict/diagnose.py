@@ -379,6 +379,14 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         if repeats is not None and len(repeats[0]) < MIN_T_BLOCKS
         else "the interval holds the spread between them"
     )
+    if isinstance(blocks, dict):
+        said, seen = blocks.get("epoch"), blocks.get("epoch_seen")
+        if isinstance(said, int) and isinstance(seen, int) and seen < said:
+            notes.append(
+                f"the loader's len() says {said} batches, but its epoch ended after {seen}: "
+                "the pass stopped there (the loop was handed no more than the loader held); "
+                "a per-epoch figure here uses the batches it held"
+            )
     if isinstance(blocks, dict) and repeats is not None:
         notes.append(
             f"real and ideal steps interleaved in {len(repeats[0])} blocks each (A B B A, "
@@ -661,7 +669,9 @@ def loader_limited(r: Run) -> Optional[tuple[int, int]]:
     if isinstance(plan, dict):
         # the loader's epoch as the plan knew it (its len()); a block is no epoch: a loader
         # without len() limits nothing
-        got = plan.get("epoch") or (r.loader_settings or {}).get("len")
+        got = (
+            plan.get("epoch_seen") or plan.get("epoch") or (r.loader_settings or {}).get("len")
+        )
         if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
             return None
         # one pass serves both sides: the cache fill, then each side's steady steps

@@ -4,9 +4,10 @@ starts reaches the picker: the loader's own class, not only torch's base.
 * ``DataLoader`` itself, and every subclass whose own ``__iter__`` replaces DataLoader's
   (torchdata's ``StatefulDataLoader``): those already defined when the child starts, and
   those defined later (a hook on ``DataLoader.__init_subclass__``, restored after). A
-  subclass whose ``__iter__`` goes on to DataLoader's (``super().__iter__()``: accelerate's
-  ``DataLoaderShard``) is measured there, as before: what it adds around the batches
-  (a copy to the device) stays in both runs;
+  subclass whose ``__iter__`` goes on to DataLoader's (``super().__iter__()``, returned or
+  wrapped in a generator: accelerate's ``DataLoaderShard``, a loader that moves each batch
+  to the device) is measured there: what it adds around the batches (the copy to the
+  device) stays in both runs;
 * loaders that are not DataLoaders but are known to be loaders (:data:`KNOWN`:
   ``torchdata.nodes.Loader``, webdataset's ``WebLoader``), as soon as their package is
   imported (an import hook: nothing is imported that the script does not import);
@@ -101,11 +102,14 @@ class Patches:
         cls.__iter__ = __iter__  # type: ignore[attr-defined]
 
     def owner(self, cls: type) -> Optional[type]:
-        """The first class in ``cls``'s MRO whose ``__iter__`` is ours."""
+        """The first class in ``cls``'s MRO whose ``__iter__`` is ours: past a subclass's own
+        ``__iter__`` that goes on to an inherited one (``super().__iter__()``, returned or
+        wrapped, as a loader that moves each batch to the device does), which is never
+        patched."""
         for c in cls.__mro__:
             f = c.__dict__.get("__iter__")
-            if f is not None:
-                return c if id(f) in self._ours else None
+            if f is not None and id(f) in self._ours:
+                return c
         return None
 
     def patch_tree(self, base: type) -> None:

@@ -158,12 +158,51 @@ def test_device_cache_without_cuda():
         LoaderEvaluator(tensor_loader(), mode="replay", cache_on="device")
 
 
-def test_replay_pulls_exactly_n_batches():
-    src = Counting(100)
-    ev = LoaderEvaluator(src, mode="replay", num_cached_batches=5, sample_interval_s=None)
-    assert src.pulled == 5 and len(ev.cached_batches) == 5 and ev.cache_ready
+class CountingSet(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n, self.pulled = n, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        self.pulled += 1
+        return torch.full((2,), float(i))
+
+
+def test_replay_pulls_exactly_n_batches_where_len_bounds_the_epoch():
+    ds = CountingSet(100)
+    ev = LoaderEvaluator(
+        DataLoader(ds, batch_size=1), mode="replay", num_cached_batches=5, sample_interval_s=None
+    )
+    assert ds.pulled == 5 and len(ev.cached_batches) == 5 and ev.cache_ready
     assert sum(1 for _ in ev) == 100
-    assert src.pulled == 5  # replay never touches the source again
+    assert ds.pulled == 5  # replay never touches the source again
+
+
+@pytest.mark.parametrize("held, said", [(100, 100), (30, 1000), (30, None)])
+def test_replay_counts_an_epoch_its_len_does_not_bound(held, said):
+    # an iterable's len() is its own word (an IterableDataset's may overstate the stream):
+    # the replay counts the loader's batches as it fills its cache, up to the steps asked,
+    # and never hands the loop more than the loader would
+    src = Counting(held)
+    if said is not None:
+        src.n = said
+        src.__class__ = type("Lying", (Counting,), {"__iter__": _first(held)})
+    ev = LoaderEvaluator(
+        src, mode="replay", num_cached_batches=5, steps=60, sample_interval_s=None
+    )
+    assert len(ev.cached_batches) == 5 and src.pulled == min(held, 60)
+    assert len(ev) == sum(1 for _ in ev) == min(held, 60)
+
+
+def _first(n):
+    def it(self):
+        for i in range(n):
+            self.pulled += 1
+            yield torch.full((4, 2), float(i))
+
+    return it
 
 
 def test_replay_shuts_workers_down_before_first_step():
