@@ -28,6 +28,16 @@ def dist_rank() -> Optional[tuple[int, int]]:
     return None
 
 
+def env_rank() -> Optional[int]:
+    """This process's rank as a launcher sets it: ``RANK`` where ``WORLD_SIZE`` is set too
+    and the rank is below it; None otherwise (``RANK`` alone is exported by some schedulers
+    and containers with no job around it: a single process)."""
+    rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
+    if rank.isdigit() and world.isdigit() and int(rank) < int(world):
+        return int(rank)
+    return None
+
+
 AGREE_TIMEOUT_S = 300.0
 """How long a rank waits for the others to reach a point every rank must reach together
 (the plan of a pass, the gathering of the ranks' pairs) before it stops with a sentence

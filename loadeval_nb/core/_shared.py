@@ -14,7 +14,7 @@ from ._errors import check_sorted
 from ._face import lazy_face
 
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
-    from ._env import interrupts_deferred, is_dataloader, torch_threads
+    from ._env import env_rank, interrupts_deferred, is_dataloader, torch_threads
     from ._errors import a_kind, check_choice, check_int, close_match
     from ._facts import Action, Reported, option_name, said
     from ._files import write_text_atomic
@@ -61,6 +61,7 @@ __all__ = [
     "check_writable_dir",
     "close_match",
     "config_label",
+    "env_rank",
     "evaluator_for",
     "fmt_rate",
     "fmt_seconds",

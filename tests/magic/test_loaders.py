@@ -83,7 +83,11 @@ class Stream(torch.utils.data.IterableDataset):
 
 
 @pytest.mark.parametrize(
-    "line", ["--steps 60 --warmup 5 --cache 5 --quiet", "--steps 60 --warmup 5 --cache 5 --quiet --sequential"]
+    "line",
+    [
+        "--steps 60 --warmup 5 --cache 5 --quiet",
+        "--steps 60 --warmup 5 --cache 5 --quiet --sequential",
+    ],
 )
 @pytest.mark.parametrize("n, says", [(75, None), (30, 1000)])
 def test_an_epoch_its_len_does_not_bound_is_never_exceeded(line, n, says):

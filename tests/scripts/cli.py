@@ -35,14 +35,17 @@ def env() -> dict[str, str]:
     return out
 
 
-def loadeval(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m loadeval_nb ARGS``, its output captured."""
+def loadeval(
+    *args: str, timeout: float = 300, extra_env: Optional[dict[str, str]] = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m loadeval_nb ARGS``, its output captured (``extra_env`` added to the
+    environment)."""
     return subprocess.run(
         [sys.executable, "-m", "loadeval_nb", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env(),
+        env={**env(), **(extra_env or {})},
     )
 
 

@@ -312,3 +312,39 @@ def test_an_epoch_its_len_does_not_bound_is_kept(tmp_path, kind, mode):
         facts = json.loads((tmp_path / "out.json").read_text())  # the ideal run's script
         _, ideal = runs(logs)
         assert facts["seen"] == ideal.n_steps <= facts["epoch_len"]
+
+
+NAMED = """
+class Batches:
+    def __iter__(self):
+        for i in range(60):
+            yield torch.full((2, 3), float(i))
+
+def make():
+    yield from Batches()
+
+obj, gen = Batches(), make()
+for batch in obj:
+    step(batch)
+"""
+
+
+@pytest.mark.parametrize(
+    "named, says",
+    [
+        ("__main__:obj", "names an object, a Batches: for the script's own loader name its "
+         "class, --loader-from __main__:Batches."),
+        ("__main__:nothing", "the script defines no nothing; name the class"),
+        ("__main__:gen", "names a generator, which is one pass; wrap it in a class"),
+        ("__main__:make", "names a function, not a loader; name the class"),
+        ("elsewhere:Batches", "the script never imported elsewhere, so nothing of it was "
+         "iterated; name the module"),
+    ],
+)  # fmt: skip
+def test_loader_from_names_why_it_found_nothing(tmp_path, named, says):
+    # before: each ended with 'ended without iterating a DataLoader', never naming the name
+    path = script(tmp_path, NAMED)
+    p = loadeval("run", *QUICK, "--loader-from", named, path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    last = p.stderr.splitlines()[-1]
+    assert last.startswith(f"loadeval_nb: --loader-from {named}") and says in last, last

@@ -94,3 +94,19 @@ def test_two_local_agents(tmp_path):
     check_straggler(report, 0)
     assert p.stdout == f"{report.text('cli')}\n"
     assert leftovers() == []
+
+
+@pytest.mark.parametrize(
+    "partial", [{"RANK": "0"}, {"RANK": "3"}, {"LOCAL_RANK": "0"}, {"WORLD_SIZE": "1"}]
+)
+def test_a_partial_launcher_environment_is_one_process(tmp_path, partial):
+    # RANK without WORLD_SIZE (some schedulers and containers export it), LOCAL_RANK or
+    # WORLD_SIZE alone: no job around the process, so it is measured as one (before: the
+    # child named its logs -rank0 and the parent ended on KeyError: 'real')
+    logs = tmp_path / "logs"
+    p = loadeval("run", "--steps", "40", "--warmup", "5", "--cache", "5", "--log-dir",
+                 str(logs), fixture("plain_loop.py"), extra_env=partial)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.startswith("Verdict: "), p.stdout
+    names = [x.name for x in logs.glob("*.json")]
+    assert len(names) == 2 and not [n for n in names if "rank" in n], names

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from .._env import dist_rank, interrupts_deferred
+from .._env import dist_rank, env_rank, interrupts_deferred
 from .._errors import a_kind
 from .._facts import option_name
 from .._files import cannot_write_in
@@ -108,7 +108,7 @@ def job_stamp() -> str:
     ``--rdzv-id``), so that every rank of a job names its logs alike; by the clock, a rank
     that reached this a second after the others would be another job to ``gather_logs``."""
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
-    if run_id and run_id != "none" and os.environ.get("RANK", "").isdigit():
+    if run_id and run_id != "none" and env_rank() is not None:
         return "job-" + re.sub(r"[^A-Za-z0-9_.]+", "_", run_id)[:40]
     return time.strftime("%Y%m%d-%H%M%S")
 
@@ -147,12 +147,12 @@ def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optio
     os.makedirs(settings.log_dir, exist_ok=True)
     # torchrun's RANK too: Lightning creates the process group inside fit, after this
     where = dist_rank()
-    env_rank = os.environ.get("RANK", "")
+    launched = env_rank()
     rank = (
         f"-rank{where[0]}"
         if where is not None
-        else f"-rank{env_rank}"
-        if env_rank.isdigit()
+        else f"-rank{launched}"
+        if launched is not None
         else ""
     )
     label = label[:MAX_LABEL_CHARS]  # a long label must not make a name too long to write

@@ -252,7 +252,9 @@ class ReplayMode(_Mode):
         # counted as it fills the cache, up to the steps asked: the loop is never handed
         # more batches than the loader would hand it
         bound = epoch_bound(ev.dataloader)
-        drawn = self.cache.fill(ev.dataloader, count_to=None if bound is not None else ev.expected_steps())
+        drawn = self.cache.fill(
+            ev.dataloader, count_to=None if bound is not None else ev.expected_steps()
+        )
         self.held: Optional[int] = drawn if bound is None else None
         """Batches the loader was seen to hold, where its len() does not bound its epoch."""
 

@@ -669,9 +669,7 @@ def loader_limited(r: Run) -> Optional[tuple[int, int]]:
     if isinstance(plan, dict):
         # the loader's epoch as the plan knew it (its len()); a block is no epoch: a loader
         # without len() limits nothing
-        got = (
-            plan.get("epoch_seen") or plan.get("epoch") or (r.loader_settings or {}).get("len")
-        )
+        got = plan.get("epoch_seen") or plan.get("epoch") or (r.loader_settings or {}).get("len")
         if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
             return None
         # one pass serves both sides: the cache fill, then each side's steady steps

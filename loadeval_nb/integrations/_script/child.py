@@ -20,25 +20,27 @@ import traceback
 from typing import Any, Optional
 
 from .guard import guard, park_if_ending
-from .loaders import LoaderFromError
+from .loaders import LoaderFromError, loader_from_unfound
 from .pick import Measured, Picker, Refused, patched_dataloader
 from .sides import side_for
 from .spec import ChildSpec, ChildStatus
+from .spec import rank_key as _rank
 
 
-def run_target(target: list[str]) -> None:
-    """Run ``[SCRIPT, ARGS...]`` or ``["-m", MODULE, ARGS...]`` as ``python`` would."""
+def run_target(target: list[str]) -> dict[str, Any]:
+    """Run ``[SCRIPT, ARGS...]`` or ``["-m", MODULE, ARGS...]`` as ``python`` would; the
+    names it defined (where it ran to its end)."""
     if target[0] == "-m":
         sys.argv = [target[1], *target[2:]]
         sys.path[0] = os.getcwd()  # python -m puts the working folder first
-        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+        return runpy.run_module(target[1], run_name="__main__", alter_sys=True)
     else:
         path = target[0]
         sys.argv = list(target)
         # python SCRIPT puts its folder first; python FOLDER (with a __main__.py) the folder
         here = os.path.abspath(path)
         sys.path[0] = here if os.path.isdir(here) else os.path.dirname(here)
-        runpy.run_path(path, run_name="__main__")
+        return runpy.run_path(path, run_name="__main__")
 
 
 def _print_script_traceback(e: BaseException) -> None:
@@ -77,7 +79,7 @@ def main(target: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    rank = os.environ.get("RANK", "")
+    rank = _rank()
     settings = spec.settings
     pick = spec.picks.get(rank)
     want: Optional[tuple[int, Optional[int]]] = None
@@ -96,10 +98,11 @@ def main(target: list[str]) -> int:
     )
     status: ChildStatus
     code = 0
+    names: dict[str, Any] = {}
     try:
         with patched_dataloader(picker, spec.loader_from):  # put back before what follows
             try:
-                run_target(target)
+                names = run_target(target)
             finally:
                 picker.close()
     except (Refused, LoaderFromError) as e:  # a setting that does not fit, a pass too
@@ -132,6 +135,11 @@ def main(target: list[str]) -> int:
     else:
         status = picker.status or ChildStatus("script-exited", rank=rank, exit_code=0)
         code = 0 if picker.status is not None else 1
+        unfound = None
+        if picker.status is None and spec.loader_from and picker.named_found is False:
+            unfound = loader_from_unfound(spec.loader_from, names)
+        if unfound is not None:  # --loader-from named nothing the script iterated: why
+            status = ChildStatus("refused", rank=rank, message=unfound)
     if status.outcome != "measured":
         status.passes = picker.all_passes()
     _report(status, spec)

@@ -33,6 +33,7 @@ import psutil
 
 from .launch import STOP_S, Ended, listening_sockets, remove_sockets
 from .spec import ChildSpec, ChildStatus, status_path
+from .spec import rank_key as _rank
 
 __all__ = ["guard", "park_if_ending"]
 
@@ -73,7 +74,7 @@ def guard(target: list[str]) -> None:
 class _Watch:
     def __init__(self, spec: ChildSpec, target: list[str]) -> None:
         self.spec, self.target = spec, target
-        self.rank = os.environ.get("RANK", "")
+        self.rank = _rank()
         self.status_file = status_path(spec.status_dir, self.rank) if spec.status_dir else ""
         self.status_seen: Optional[float] = None
         self.deadline = (

@@ -235,6 +235,47 @@ def patched_loaders(
         patches.restore()
 
 
+def loader_from_unfound(text: str, names: dict[str, Any]) -> Optional[str]:
+    """Why ``--loader-from`` ``text`` found nothing in a script that ran to its end, in one
+    sentence (None where it did find its class or object): a module the script never
+    imported, or a name of the script's own that is no class (``names``: the script's)."""
+    module, name = parse_loader_from(text)
+    if module != "__main__":
+        if module in sys.modules:
+            return None  # found when imported, or refused there in a sentence of its own
+        return (
+            f"--loader-from {text}: the script never imported {module}, so nothing of it was "
+            "iterated; name the module the script imports its loader from, or "
+            "__main__:CLASS for a class the script defines."
+        )
+    obj: Any = names
+    for part in name.split("."):
+        obj = obj.get(part, _ABSENT) if isinstance(obj, dict) else getattr(obj, part, _ABSENT)
+        if obj is _ABSENT:
+            return (
+                f"--loader-from {text}: the script defines no {name}; name the class of the "
+                "loader it iterates (__main__:CLASS)."
+            )
+    if isinstance(obj, type):
+        return None  # a class it defined and never iterated: the usual sentence
+    if isinstance(obj, AbcIterator):
+        what = "a generator, which is one pass" if hasattr(obj, "gi_frame") else "an iterator"
+        return (
+            f"--loader-from {text} names {what}; wrap it in a class whose __iter__ makes one "
+            "pass, and name that class (__main__:CLASS)."
+        )
+    if callable(obj) and not hasattr(obj, "__iter__"):
+        return (
+            f"--loader-from {text} names {a_kind(obj)}, not a loader; name the class of the "
+            "loader the script iterates (__main__:CLASS)."
+        )
+    cls = type(obj)
+    return (
+        f"--loader-from {text} names an object, {a_kind(obj)}: for the script's own loader "
+        f"name its class, --loader-from __main__:{cls.__qualname__}."
+    )
+
+
 def _known(patches: Patches, name: str) -> Callable[[ModuleType], None]:
     def hook(module: ModuleType) -> None:
         cls = getattr(module, name, None)

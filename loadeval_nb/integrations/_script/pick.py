@@ -44,6 +44,7 @@ from ...core.errors import LoadEvalError
 from ...core.measure import rebuild_loader
 from .loaders import patched_loaders
 from .spec import ChildStatus
+from .spec import rank_key as _rank
 
 
 class Measured(SystemExit):
@@ -173,6 +174,8 @@ class Picker:
         self._first_seen = True
         self._skipped: dict[int, dict[str, Any]] = {}  # loaders passed over for ``want``
         self.only: Optional[Callable[[Any], bool]] = None
+        self.named_found: Optional[bool] = None
+        """Whether the loader ``--loader-from`` names was found (None: none named)."""
         """With ``--loader-from``: what tells the named loader (the only one measured)."""
 
     def all_passes(self) -> list[str]:
@@ -215,7 +218,7 @@ class Picker:
             self.on_progress(
                 ChildStatus(
                     "running",
-                    rank=os.environ.get("RANK", ""),
+                    rank=_rank(),
                     passes=[f"{in_words(k, describe(loader))}, pass {p} started"],
                 )
             )
@@ -418,7 +421,7 @@ class Picker:
             self._active = self._active_loader = None
         self.status = ChildStatus(
             outcome="measured",
-            rank=os.environ.get("RANK", ""),
+            rank=_rank(),
             log_paths=dict(self.side.paths()),
             loader_index=k,
             pass_index=p,
@@ -501,9 +504,11 @@ def patched_dataloader(picker: Picker, loader_from: Optional[str] = None) -> Ite
     :mod:`.loaders`); restored after."""
     if loader_from is not None:
         picker.only = lambda loader: False  # nothing, until the named loader is found
+        picker.named_found = False
 
     def on_named(only: Callable[[Any], bool]) -> None:
         picker.only = only
+        picker.named_found = True
 
     with patched_loaders(picker.start_pass, loader_from, on_named):
         yield

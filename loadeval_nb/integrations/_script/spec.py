@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
-from ...core._shared import write_text_atomic
+from ...core._shared import env_rank, write_text_atomic
 from ...core.explore import RunSettings
 from ...core.measure import AutoStop
 
@@ -166,6 +166,13 @@ class ChildStatus:
     def load(cls, path: str) -> ChildStatus:
         with open(path, encoding="utf-8") as f:
             return cls(**json.load(f))
+
+
+def rank_key() -> str:
+    """This process's rank as its launcher set it (``RANK`` with ``WORLD_SIZE``), the key of
+    its status and pick; "" for a single process (``RANK`` alone included)."""
+    rank = env_rank()
+    return "" if rank is None else str(rank)
 
 
 def status_path(status_dir: str, rank: str) -> str:

@@ -189,9 +189,7 @@ def test_replay_counts_an_epoch_its_len_does_not_bound(held, said):
     if said is not None:
         src.n = said
         src.__class__ = type("Lying", (Counting,), {"__iter__": _first(held)})
-    ev = LoaderEvaluator(
-        src, mode="replay", num_cached_batches=5, steps=60, sample_interval_s=None
-    )
+    ev = LoaderEvaluator(src, mode="replay", num_cached_batches=5, steps=60, sample_interval_s=None)
     assert len(ev.cached_batches) == 5 and src.pulled == min(held, 60)
     assert len(ev) == sum(1 for _ in ev) == min(held, 60)
 
