@@ -487,8 +487,8 @@ class InterleavedEvaluator(Evaluator):
             sys.setswitchinterval(switch)
             with interrupts_deferred():
                 if exhausted and not at_len:  # the loader ran out: its epoch, counted
-                    real = sum(len(r.ready) for r in self._sides["real"].epochs)
-                    self.epoch_seen = real + self._dropped + self._paid
+                    drawn = sum(len(r.ready) for r in self._sides["real"].epochs)
+                    self.epoch_seen = drawn + self._dropped + self._paid
                 if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
                     why = "loader exhausted" if exhausted else reason
                     for s in self._sides.values():
