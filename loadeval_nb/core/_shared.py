@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         loader_knobs,
         shutdown_persistent_workers,
     )
+    from .measure.readers import NVML_SAID_ENV
     from .ranks import ranks_result
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
@@ -45,6 +46,7 @@ __all__ = [
     "Action",
     "FolderFollower",
     "HistoryRow",
+    "NVML_SAID_ENV",
     "NotInterleavable",
     "PAIR_NEEDS_TWO_PASSES",
     "RUNGS",

@@ -309,6 +309,8 @@ def test_an_epoch_its_len_does_not_bound_is_kept(tmp_path, kind, mode):
         logs = tmp_path / "logs"
         p = loadeval("run", "--sequential", "--log-dir", str(logs), *args, timeout=180)
         assert p.returncode == 0, p.stderr[-3000:]
+        # why there are no GPU readings, said once by the command, not once per child
+        assert p.stderr.count("GPU utilisation is recorded as null") <= 1, p.stderr
         facts = json.loads((tmp_path / "out.json").read_text())  # the ideal run's script
         _, ideal = runs(logs)
         assert facts["seen"] == ideal.n_steps <= facts["epoch_len"]

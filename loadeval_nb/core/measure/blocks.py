@@ -225,10 +225,18 @@ def too_short(
     if loader_len is not None and loader_len < need:
         return (
             f"an epoch of the loader has {loader_len} batches and interleaved blocks need "
-            f"{need} (warm-up {max(warmup, num_cached_batches, 1)}, 2 blocks of {MIN_BLOCK} "
+            f"{need} ({_first_words(warmup, num_cached_batches)}, 2 blocks of {MIN_BLOCK} "
             f"steps a side, {2 * depth + 1} drained step{'s' if depth else ''})"
         )
     return f"{steps} steps a side are too few for 2 blocks of {MIN_BLOCK} steps a side"
+
+
+def _first_words(warmup: int, num_cached_batches: int) -> str:
+    """The pass's first real steps, named by what sets them: the warm-up, or the cache fill
+    where it is longer."""
+    if num_cached_batches > warmup:
+        return f"the cache fill of {num_cached_batches} before the first block"
+    return f"warm-up {max(warmup, 1)}"
 
 
 def plan_pass(

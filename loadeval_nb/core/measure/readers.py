@@ -60,8 +60,16 @@ def init_nvml() -> dict[str, Any]:
         except Exception as e:  # no driver, no library, no device
             reason = _nvml_reason(e)
             _nvml_state.update(available=False, reason=reason, devices=[])
-            log.warning("loadeval_nb: %s; GPU utilisation is recorded as null.", reason)
+            # said once per command: a process whose parent said it (the script runner's
+            # children, set NVML_SAID_ENV) keeps it to the debug log
+            say = log.debug if os.environ.get(NVML_SAID_ENV) else log.warning
+            say("loadeval_nb: %s; GPU utilisation is recorded as null.", reason)
         return _nvml_state
+
+
+NVML_SAID_ENV = "LOADEVAL_NB_NVML_SAID"
+"""Set (to 1) in the environment of processes whose parent has said why there are no GPU
+readings: they do not say it again."""
 
 
 def _nvml_reason(e: BaseException) -> str:

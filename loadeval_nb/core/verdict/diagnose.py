@@ -324,7 +324,8 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
     if rd["mean_s"] and idd["mean_s"]:
         speedup = rd["mean_s"] / idd["mean_s"]
         headroom = 1.0 - idd["mean_s"] / rd["mean_s"]
-        ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)
+        if min(len(rs), len(is_)) >= MIN_STEADY_STEPS:  # (fewer: an interval of nothing,
+            ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)  # 2.10–2.10×)
     blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
     unit = "block" if isinstance(blocks, dict) else "epoch"
     ci_label = f"{CI_LEVEL:.0%} CI"

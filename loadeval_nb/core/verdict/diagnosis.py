@@ -187,9 +187,12 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
     facts = [_step_fact(d, "real"), _step_fact(d, "ideal")]
     if d.speedup is not None:
         lo, hi = d.speedup_ci
+        few = min(d.real_steady_steps, d.ideal_steady_steps)
         ci = (
             f" ({d.speedup_ci_label} {lo:.2f}–{hi:.2f}×)"
             if lo is not None and hi is not None
+            else f" (no interval from {few} steady steps)"
+            if few < MIN_STEADY_STEPS
             else ""
         )
         facts.append(

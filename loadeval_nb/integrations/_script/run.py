@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ...core._shared import (
+    NVML_SAID_ENV,
     TUNABLE,
     Reported,
     check_writable_dir,
@@ -25,6 +26,7 @@ from ...core._shared import (
 )
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
+from ...core.measure import gpu_status
 from ...core.ranks import RanksResult, gather_logs, proof_path
 from ...core.record import Run, load_run
 from ...core.verdict import Diagnosis, Facts, diagnose
@@ -489,6 +491,7 @@ def _run_sides(
     picks: dict[str, list[int]] = {}
     expect: dict[str, dict[str, Any]] = {}
     found: dict[str, str] = {}
+    gpu_status()  # why there are no GPU readings, said once here, not by every child
     for which in ("pair",) if settings.interleave else ("real", "ideal"):
         status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
         try:
@@ -507,7 +510,11 @@ def _run_sides(
                 log_dir_temporary=temporary,
                 prove_straggler=prove_straggler,
             )
-            child_env = {**(env if env is not None else os.environ), ENV: spec.to_env()}
+            child_env = {
+                **(env if env is not None else os.environ),
+                ENV: spec.to_env(),
+                NVML_SAID_ENV: "1",
+            }
             hooks.side_started(which, log_dir, stamp)
 
             def measured() -> bool:
@@ -611,7 +618,7 @@ def _side_error(
 
 def _ended_silently(name: str, side: str, ended: Ended, local: int) -> str:
     """A process that ended without a word: its exit code says how."""
-    who = "a rank's process" if local > 1 else "its process"
+    who = "process for a rank" if local > 1 else "process"
     code = ended.returncode
     if code is not None and code < 0:
         sig = -code

@@ -196,3 +196,18 @@ def test_other_processes_on_the_gpu_are_counted_and_make_the_run_disturbed(fresh
         n.startswith("other processes ran work on the GPU during the ideal run (up to 1")
         for n in d.notes
     )
+
+
+def test_a_process_whose_parent_said_why_keeps_it_to_the_debug_log(fresh_nvml, caplog):
+    # the script runner says it once and sets NVML_SAID_ENV in its children (it was said
+    # once per child: twice for a --sequential pair, and frameworks' loggers made each
+    # line a WARNING:)
+    fresh_nvml.setitem(sys.modules, "pynvml", None)
+    fresh_nvml.setenv("LOADEVAL_NB_NVML_SAID", "1")
+    caplog.set_level(logging.DEBUG, logger="loadeval_nb")
+    s = UtilSampler(0.01)
+    s.start()
+    s.stop()
+    assert "pynvml is not installed" in s.series()["gpu"]["reason"]  # still recorded
+    said = [r for r in caplog.records if "GPU utilisation is recorded as null" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.DEBUG]

@@ -97,6 +97,11 @@ def test_too_few_steps():
     d = diagnose(run_of([20] * 30, warmup=25), run_of([10] * 30, mode="replay"))
     assert d.verdict == NOT_ENOUGH_DATA
     assert "only 5 steady steps" in d.reason
+    # too few for an interval: none is shown (2 steady steps printed '2.10× (95% CI
+    # 2.10–2.10×)', an interval of nothing)
+    d = diagnose(run_of([21, 20] * 15, warmup=28), run_of([10] * 30, mode="replay"))
+    assert d.speedup_ci == (None, None)
+    assert "2.05× (no interval from 2 steady steps)" in d.text()
 
 
 def test_report_text():
