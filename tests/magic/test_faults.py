@@ -207,13 +207,17 @@ class Kernel:
         """None once the running cell prints ``text``; its reply if it ends before."""
         deadline = time.monotonic() + timeout
         seen = []
+        printed = ""  # (one print may come in several stream messages: ipykernel flushes
+        # on a timer of its own, which may fire between the print's writes)
         while time.monotonic() < deadline:
             try:
                 msg = self.kc.get_iopub_msg(timeout=0.2)
                 ours = msg["parent_header"].get("msg_id") == msg_id
                 seen.append((ours, msg["msg_type"], str(msg["content"])[:100]))
-                if ours and msg["msg_type"] == "stream" and text in msg["content"]["text"]:
-                    return None
+                if ours and msg["msg_type"] == "stream":
+                    printed += msg["content"]["text"]
+                    if text in printed:
+                        return None
             except Empty:
                 pass
             try:
@@ -221,7 +225,7 @@ class Kernel:
             except Empty:
                 continue
             if msg["parent_header"].get("msg_id") == msg_id:
-                return {**msg["content"], "iopub seen": seen[-20:]}
+                return {**msg["content"], "printed": printed[-300:], "iopub seen": seen[-20:]}
         raise AssertionError(f"the cell never printed {text!r} in {timeout:.0f} s: {seen[-20:]}")
 
     def state(self) -> dict:

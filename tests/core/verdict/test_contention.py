@@ -210,6 +210,13 @@ def _split(sleep_s: float, burn_s: float, step_s: float, workers: int, apart: bo
     return d, hand
 
 
+def built(holds: bool, what: object) -> None:
+    """The stopwatch saw the workload as it was built, or the machine changed it (other
+    work on the pinned core): a truth that did not hold judges nothing; measure again."""
+    if not holds:
+        raise Disturbed(f"the stopwatch did not see the workload as built: {what}")
+
+
 def _shares(d, hand) -> tuple[float, float]:
     """The share of the headroom that is CPU taken by loading: the tool's, the stopwatch's."""
     tool = d.contention_s / (d.waiting_s + d.contention_s)
@@ -226,11 +233,11 @@ def test_sleeping_workers_make_the_headroom_all_waiting():
     d, hand = _split(sleep_s=0.024, burn_s=0.0, step_s=0.004, workers=2, apart=True)
     tool, _ = _shares(d, hand)
     headroom = hand["real"] - hand["ideal"]
-    built = hand["handover"] * hand["contended"] / hand["real"] / headroom  # (a batch a R)
-    assert headroom > 0.006 and built < 0.10, (hand, built)
-    assert abs(tool - built) < 0.10, (tool, built, hand, d.text())
+    share = hand["handover"] * hand["contended"] / hand["real"] / headroom  # (a batch a R)
+    built(headroom > 0.006 and share < 0.10, (hand, share))
+    assert abs(tool - share) < 0.10, (tool, share, hand, d.text())
     # (the amount: the tool's headroom and the stopwatch's, taken at other times, within 20 %)
-    assert abs(d.waiting_s - (1 - built) * headroom) < 0.20 * headroom, (hand, d.text())
+    assert abs(d.waiting_s - (1 - share) * headroom) < 0.20 * headroom, (hand, d.text())
     assert d.headroom_split == "waiting" and d.contention_bound is False
     assert "faster or more parallel loader" in d.text() and "headroom split" in d.text()
 
@@ -244,7 +251,7 @@ def test_burning_workers_take_the_cpu_the_step_needs():
     d, hand = _split(sleep_s=0.0, burn_s=0.003, step_s=0.008, workers=1)
     tool, _ = _shares(d, hand)
     headroom = hand["real"] - hand["ideal"]
-    assert headroom > 0.003, hand
+    built(headroom > 0.003, hand)
     assert abs(tool - 1) < 0.10, (tool, hand, d.text())  # the split: within 10 points
     # (the amount: the tool's headroom and the stopwatch's, taken at other times, within 20 %)
     assert abs(d.contention_s - headroom) < 0.20 * headroom, (hand, d.text())
@@ -262,7 +269,7 @@ def test_workers_that_sleep_and_burn_split_the_headroom_both_ways():
     with cached batches while it loads, ~6.3 ms without); the stopwatch says how much."""
     d, hand = _split(sleep_s=0.007, burn_s=0.004, step_s=0.006, workers=1)
     tool, by_hand = _shares(d, hand)
-    assert 1 / 3 + 0.05 <= by_hand <= 2 / 3 - 0.05, (by_hand, hand)  # the split built: both
+    built(1 / 3 + 0.05 <= by_hand <= 2 / 3 - 0.05, (by_hand, hand))  # the split: both
     assert abs(tool - by_hand) < 0.10, (tool, by_hand, hand, d.text())
     assert d.headroom_split == "both" and "The headroom is both" in d.text()
 
