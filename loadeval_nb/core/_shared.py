@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .ranks import ranks_result
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
+    from .record.journal import sweep_locks
     from .record.run import SIDES
     from .verdict.diagnose import as_run
 
@@ -83,6 +84,7 @@ __all__ = [
     "said",
     "save_history",
     "shutdown_persistent_workers",
+    "sweep_locks",
     "torch_threads",
     "write_text_atomic",
 ]

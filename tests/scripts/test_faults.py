@@ -212,3 +212,28 @@ def test_bad_input(input_user, name, call, kind, sentence):
 @pytest.mark.parametrize(("name", "call", "kind", "sentence"), BAD, ids=[case_id(c) for c in BAD])
 def test_more_bad_input(user, quiet_frameworks, name, call, kind, sentence):
     check_more_bad_input(user.tmp, call, kind, sentence)
+
+
+def test_a_failure_after_the_measured_steps_is_not_called_before_them():
+    # a script that raised once its pass had handed out every batch (106 steps measured)
+    # was said to have failed "before the steps ... were measured"
+    from loadeval_nb.core.explore import RunSettings
+    from loadeval_nb.integrations._script.run import _sentence
+    from loadeval_nb.integrations._script.spec import ChildStatus
+
+    def said(**kw):
+        st = ChildStatus("script-failed", error="RuntimeError: loss is nan", **kw)
+        return _sentence("train.py", "the interleaved runs", st, RunSettings())
+
+    assert said(steps=106) == (
+        "train.py failed after the 106 steps of the interleaved runs were measured "
+        "(RuntimeError: loss is nan); its traceback is above."
+    )
+    assert "failed before the steps of the interleaved runs were measured" in said()
+    assert "after step 20 of the pass being measured (the real side, block 1)" in said(
+        steps=20, failed_step=20, failed_block="the real side, block 1"
+    )
+    # in the contended arm's block, the arm is ours, and --no-contention leaves it out
+    contended = said(steps=30, failed_step=30, failed_block="the contended side, block 1")
+    assert "the contended arm draws the loader's batches from a thread of its own" in contended
+    assert "--no-contention leaves it out; its traceback is above." in contended

@@ -37,9 +37,9 @@ run's log is written by then."""
 TOKEN = "LOADEVAL_NB_TEST_SIGNALS"
 """Each run's processes carry a token of their own (cli.MARK is the session's): an orphan
 of this run is found, and only this run's are stopped after a failed test."""
-NORMAL = ("loadeval_nb-locks", "torchinductor_", "torchelastic_")
-"""What a run that ends normally leaves in TMPDIR too: the run logs' lock folder, torch's
-compile cache, torchrun's own log folder."""
+NORMAL = ("torchinductor_", "torchelastic_")
+"""What a run that ends normally leaves in TMPDIR too: torch's compile cache, torchrun's
+own log folder (the run logs' lock folder goes with the last lock)."""
 
 
 def left_in(tmpdir: Path) -> list[str]:

@@ -116,13 +116,12 @@ def _lock_file(key: str, path: str) -> Optional[int]:
     if fcntl is None:
         return None
     lock = _lock_path(key)
-    try:
-        os.makedirs(os.path.dirname(lock), exist_ok=True)
-    except OSError:
-        return None
     for _ in range(10):
         try:
+            os.makedirs(os.path.dirname(lock), exist_ok=True)
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except FileNotFoundError:  # the folder went with the last lock of another writer
+            continue
         except OSError:
             return None
         try:
@@ -139,9 +138,49 @@ def _lock_file(key: str, path: str) -> Optional[int]:
         if same:
             os.ftruncate(fd, 0)
             os.write(fd, str(os.getpid()).encode())
+            _sweep(os.path.dirname(lock), lock)
             return fd
         os.close(fd)
     return None
+
+
+def sweep_locks() -> None:
+    """Remove the run logs' lock files no process holds (a writer killed with SIGKILL
+    leaves its file), and their folder in the temporary folder once it is empty: what a
+    command that started writers calls as it ends."""
+    if fcntl is None:
+        return
+    folder = os.path.dirname(_lock_path("-"))
+    _sweep(folder, "")
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass  # absent, or a live writer's lock is in it
+
+
+def _sweep(folder: str, mine: str) -> None:
+    """Remove the lock files no process holds: those of writers that were killed or stopped
+    before they let go (the kernel dropped their flock; the file stayed)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        if path == mine or not name.endswith(".lock"):
+            continue
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                os.remove(path)  # held by us now: nobody else takes this file
+        except OSError:
+            pass  # a live writer's
+        finally:
+            os.close(fd)
 
 
 def _holder(lock: str) -> str:
@@ -156,11 +195,16 @@ def _holder(lock: str) -> str:
 def _unlock(key: str, fd: Optional[int]) -> None:
     if fd is None:
         return
+    lock = _lock_path(key)
     try:
-        os.remove(_lock_path(key))  # while still held: nobody else has taken this file
+        os.remove(lock)  # while still held: nobody else has taken this file
     except OSError:
         pass
     os.close(fd)
+    try:
+        os.rmdir(os.path.dirname(lock))  # the last lock: nothing left in the temporary folder
+    except OSError:
+        pass  # another writer's lock is in it
 
 
 def check_free(path: str) -> None:

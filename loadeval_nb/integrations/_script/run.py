@@ -22,6 +22,7 @@ from ...core._shared import (
     TUNABLE,
     Reported,
     check_writable_dir,
+    sweep_locks,
     write_text_atomic,
 )
 from ...core.errors import LoadEvalError, OptionError
@@ -282,6 +283,7 @@ def run_script(
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
             shutil.rmtree(log_dir, ignore_errors=True)
             result.log_paths = {}
+        sweep_locks()  # a child killed with its log open left its lock file
     # a tracker that fails is a note: the run stands (under a launcher, rank 0 writes)
     if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
@@ -675,6 +677,8 @@ def _sentence(
     where = (
         f" after step {st.failed_step} of the pass being measured ({st.failed_block})"
         if st.failed_step is not None
+        else f" after the {st.steps} steps of {side} were measured"
+        if st.steps
         else f" before the steps of {side} were measured"
     )
     written = [p for p in st.log_paths.values() if os.path.isfile(p)]  # (a contended
@@ -685,7 +689,13 @@ def _sentence(
         else ""
     )
     if st.outcome == "script-failed":
-        return f"{name} failed{where} ({st.error}); its traceback is above{logs}."
+        ours = (
+            "; the contended arm draws the loader's batches from a thread of its own (on by "
+            "default where cheap): --no-contention leaves it out"
+            if st.failed_block.startswith("the contended side")
+            else ""
+        )
+        return f"{name} failed{where} ({st.error}){ours}; its traceback is above{logs}."
     if st.exit_code:
         return f"{name} exited with code {st.exit_code}{where}{logs}."
     if loader_index is not None:

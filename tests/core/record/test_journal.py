@@ -197,3 +197,41 @@ def test_a_metrics_file_another_process_writes_is_refused(tmp_path):
     epochs_of(ev, 1)
     ev.close()
     assert os.listdir(tmp_path) == ["run.json"]  # and no lock beside the log
+
+
+def test_lock_files_a_killed_writer_left_are_swept_and_the_folder_goes(tmp_path, monkeypatch):
+    # every run left TMPDIR/loadeval_nb-locks/, and every stopped or killed run a .lock in
+    # it that nothing removed: a writer sweeps the locks no process holds, and the last
+    # one to let go removes the folder
+    monkeypatch.setattr(journal_mod.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    locks = tmp_path / "tmp" / "loadeval_nb-locks"
+    locks.mkdir()
+    for k in range(10):  # ten killed writers' files (their flocks went with them)
+        (locks / f"{k:032x}.lock").write_text("12345")
+    path = str(tmp_path / "run.json")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+    )
+    try:
+        assert proc.stdout.readline().strip() == "holding"
+        held = os.listdir(locks)
+        ev = evaluator(str(tmp_path / "other.json"))  # a writer of another log, here
+        epochs_of(ev, 1)
+        # the dead ones are gone; the live writer's lock and ours stay
+        assert len(held) >= 1 and len(os.listdir(locks)) == 2, os.listdir(locks)
+        ev.close()
+        assert len(os.listdir(locks)) == 1  # the other process's, still held
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdin.close()
+        proc.stdout.close()
+    ev = evaluator(path)  # a killed writer holds nothing: its lock is swept, and ours goes
+    epochs_of(ev, 1)
+    ev.close()
+    assert not locks.exists()
