@@ -53,6 +53,29 @@ def test_two_ranks_one_slow(tmp_path):
     assert leftovers() == []
 
 
+@pytest.mark.parametrize("how", ["exit", "_exit"])
+def test_a_rank_that_ends_without_an_exception_is_named(how):
+    # rank 1 ends at its fourth step with sys.exit(3), or os._exit(3) (no word to us):
+    # rank 0's all-reduce then fails ("Connection closed by peer"), a consequence; the
+    # sentence named rank 0 and its gloo error
+    p = loadeval("run", *QUICK, "--nproc-per-node", "2", DDP, "--fail-rank", "1",
+                 "--fail-how", how)  # fmt: skip
+    assert p.returncode == 1
+    last = p.stderr.splitlines()[-1]
+    if how == "exit":
+        assert last == (
+            "loadeval_nb: ddp_train.py (rank 1) exited with code 3 after step 4 of the pass "
+            "being measured (the real run)."
+        )
+    else:
+        assert last.startswith(
+            "loadeval_nb: ddp_train.py (rank 1) ended its process without an exception "
+            "(os._exit, a crash or a signal) during the real run, before it reported its "
+            "steps; rank 0 then lost its peer ("
+        ), last
+    assert leftovers() == []
+
+
 def test_the_rank_that_failed_first_is_named(tmp_path):
     p = loadeval("run", *QUICK, "--nproc-per-node", "2", DDP, "--fail-rank", "1")
     assert p.returncode == 1

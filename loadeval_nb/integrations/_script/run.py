@@ -610,6 +610,16 @@ def _side_error(
         )
     if bad:
         rank, st = _first_bad(bad)
+        silent = _silent_ranks(statuses, local)
+        if silent and PEER_GONE.search(st.error):
+            # the rank that lost its peer is the consequence: the peer ended without a
+            # word (os._exit, a crash, a signal), its exit status the launcher's to say
+            who = ", ".join(silent)
+            return (
+                f"{name} (rank {who}) ended its process without an exception (os._exit, a "
+                f"crash or a signal) during {side}, before it reported its steps; rank "
+                f"{rank} then lost its peer ({_short_error(st.error)}); the output is above."
+            )
         return _sentence(
             f"{name} (rank {rank})" if rank else name, side, st, settings, loader_index
         )
@@ -652,18 +662,34 @@ PEER_GONE = re.compile(
 """A rank's error that says another rank went away: a consequence, not the cause."""
 
 
+def _silent_ranks(statuses: dict[str, ChildStatus], local: int) -> list[str]:
+    """This node's ranks (0 to ``local`` - 1, where the statuses are numbered so) that
+    reported no end (nothing, or only that they were running): they ended without a word."""
+    if local < 2 or not all(r.isdigit() and int(r) < local for r in statuses):
+        return []
+    ended = {r for r, st in statuses.items() if st.outcome != "running"}
+    return [str(r) for r in range(local) if str(r) not in ended]
+
+
+def _short_error(error: str) -> str:
+    """A collective's error without its file-and-line prefix and advice: ``Connection
+    closed by peer [127.0.0.1]:55013``."""
+    text = re.sub(r"\[[^\]]*\.(cc|cpp|h):\d+\]\s*", "", error)
+    return text.split(". ")[0]
+
+
 def _first_bad(bad: dict[str, ChildStatus]) -> tuple[str, ChildStatus]:
-    """The status that says most about a failed side: a failure before a refusal before an
-    exit; among failures, one that is not a collective failing because another rank went
-    away (its ``finally`` may tear the group down before its error reaches us), then the
-    first."""
+    """The status that says most about a failed side: one that is not a collective failing
+    because another rank went away (its ``finally`` may tear the group down before its
+    error reaches us: a consequence, whatever the other rank did, an exit included);
+    then a failure before a refusal before an exit; then the first."""
     order = {"script-failed": 0, "refused": 1, "script-exited": 2}
 
-    def key(r: str) -> tuple[int, bool, float, int]:
+    def key(r: str) -> tuple[bool, int, float, int]:
         st = bad[r]
         at = st.failed_at if st.failed_at is not None else float("inf")
         gone = bool(PEER_GONE.search(st.error))
-        return order.get(st.outcome, 3), gone, at, int(r) if r.isdigit() else -1
+        return gone, order.get(st.outcome, 3), at, int(r) if r.isdigit() else -1
 
     rank = min(bad, key=key)
     return rank, bad[rank]
