@@ -263,3 +263,23 @@ def test_a_recorded_signal_stops_before_the_next_side_starts():
         with pytest.raises(Signalled):
             run_side(["nonexistent-command"], {}, timeout_s=None, measured=lambda: False)
     assert signal.getsignal(signal.SIGTERM) == before  # put back
+
+
+def test_a_killed_commands_status_folder_is_swept(tmp_path):
+    # a rank's command killed with SIGKILL left an empty loadeval-status-* in TMPDIR; the
+    # next run removes those whose command is gone, and leaves a live one's
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmpdir / f"loadeval-status-{dead.pid}-x1").mkdir()
+    (tmpdir / f"loadeval-status-{os.getpid()}-x2").mkdir()  # alive: this test's process
+    p = subprocess.run(
+        [sys.executable, "-m", "loadeval_nb", "run", *QUICK, PLAIN],
+        env={**env(), "TMPDIR": str(tmpdir)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert left_in(tmpdir) == [f"loadeval-status-{os.getpid()}-x2"], left_in(tmpdir)

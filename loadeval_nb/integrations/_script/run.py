@@ -468,6 +468,31 @@ def _in_turn(why: str) -> str:
     )
 
 
+STATUS_PREFIX = "loadeval-status-"
+"""The children's status folders in TMPDIR: ``loadeval-status-PID-XXXX``, PID the command's."""
+
+
+def sweep_status_dirs() -> None:
+    """Remove the status folders whose command is gone (killed with SIGKILL, it could not
+    remove its own): nothing of a run is left in TMPDIR but the folders a sentence names."""
+    folder = tempfile.gettempdir()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        m = re.match(re.escape(STATUS_PREFIX) + r"(\d+)-", name)
+        if m is None or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # its command is alive (or another user's: not ours to remove)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+        except OSError:
+            continue
+
+
 def _run_sides(
     result: ScriptResult,
     settings: RunSettings,
@@ -494,8 +519,9 @@ def _run_sides(
     expect: dict[str, dict[str, Any]] = {}
     found: dict[str, str] = {}
     gpu_status()  # why there are no GPU readings, said once here, not by every child
+    sweep_status_dirs()  # those of a command killed before it could remove them
     for which in ("pair",) if settings.interleave else ("real", "ideal"):
-        status_dir = tempfile.mkdtemp(prefix="loadeval-status-")
+        status_dir = tempfile.mkdtemp(prefix=f"{STATUS_PREFIX}{os.getpid()}-")
         try:
             spec = ChildSpec(
                 side=which,
