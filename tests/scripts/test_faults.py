@@ -237,3 +237,19 @@ def test_a_failure_after_the_measured_steps_is_not_called_before_them():
     contended = said(steps=30, failed_step=30, failed_block="the contended side, block 1")
     assert "the contended arm draws the loader's batches from a thread of its own" in contended
     assert "--no-contention leaves it out; its traceback is above." in contended
+
+
+def test_a_ranks_exit_code_is_one_the_docs_list():
+    # under the user's launcher a rank's --timeout exited 143 (the child's SIGTERM) where
+    # one process exits 1, and a refusal 3: every failure is 1, but a script's own
+    # sys.exit(n), which the launcher's summary then shows
+    from loadeval_nb.integrations._script.launch import Ended
+    from loadeval_nb.integrations._script.run import _exit_code
+    from loadeval_nb.integrations._script.spec import ChildStatus
+
+    exited = {"1": ChildStatus("script-exited", exit_code=3)}
+    assert _exit_code(Ended(-15, timed_out=True), {}) == 1
+    assert _exit_code(Ended(3), {"0": ChildStatus("refused", message="x")}) == 1
+    assert _exit_code(Ended(-11), {}) == 1  # a crash: the sentence names the signal
+    assert _exit_code(Ended(1), {"0": ChildStatus("script-failed", error="E: x")}) == 1
+    assert _exit_code(Ended(3), exited) == 3

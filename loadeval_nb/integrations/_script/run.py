@@ -373,13 +373,17 @@ def _check_proof(
         )
 
 
-def _exit_code(ended: Ended) -> int:
-    """A rank's exit status for a side that failed: its child's (the script's), ``128 + n``
-    for signal ``n``, 1 where that says nothing (0, unknown)."""
-    code = ended.returncode
-    if code is not None and code < 0:
-        return 128 - code
-    return code or 1
+def _exit_code(ended: Ended, statuses: dict[str, ChildStatus]) -> int:
+    """A rank's exit status for a side that failed, as the docs' table has it under every
+    launcher: the script's own ``sys.exit(n)`` code where it exited with one, else 1 (a
+    failure, a crash, a refusal, a ``--timeout``: the sentence says which). 128 + n is the
+    command's own, for a signal it was sent (not its child's)."""
+    if not ended.timed_out:
+        for st in statuses.values():
+            code = st.exit_code
+            if st.outcome == "script-exited" and isinstance(code, int) and 0 < code < 128:
+                return code
+    return 1
 
 
 def ended_path(log_dir: str, stamp: str, label: str, rank: int) -> str:
@@ -565,7 +569,7 @@ def _run_sides(
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader_index)
         if error is not None:
             result.error, result.failed = error, which
-            result.exit_code = _exit_code(ended)
+            result.exit_code = _exit_code(ended, statuses)
             result.log_paths = {  # the partial logs its sentence names are kept
                 f"{side}-rank{rank}" if rank else side: path
                 for rank, st in statuses.items()
