@@ -749,6 +749,7 @@ def _sentence(
             "; the contended arm draws the loader's batches from a thread of its own (on by "
             "default where cheap): --no-contention leaves it out"
             if st.failed_block.startswith("the contended side")
+            and "DataLoader worker" not in st.error  # (a worker's death is the loader's)
             else ""
         )
         return f"{name} failed{where} ({st.error}){ours}; its traceback is above{logs}."
