@@ -296,3 +296,38 @@ def test_bad_rank_variables_are_one_sentence(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert main(["run", DDP]) == 2
     assert "RANK='x' and WORLD_SIZE='2' name no rank of a job" in capsys.readouterr().err
+
+
+WAITS = """\
+import os, sys, time
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+
+if os.environ["RANK"] == "1":
+    sys.exit(0)  # this rank's script has no DataLoader: nothing to measure, said at once
+dist.init_process_group("gloo")  # rank 0 waits here for a rank that never comes
+for x in DataLoader(torch.arange(400.0).view(-1, 1), batch_size=2):
+    time.sleep(0.002)
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_that_measured_nothing_stops_the_others_waiting(tmp_path):
+    # rank 0 waited its whole --timeout for rank 1, which had said at once that its
+    # script iterated no DataLoader: it stops within a second or two of that now
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS)
+    logs = tmp_path / "logs"
+    (rc0, _, err0), (rc1, _, err1) = _ranks(
+        [*QUICK, "--timeout", "200", "--log-dir", str(logs), str(script)]
+    )
+    assert rc1 == 1 and "waits.py (rank 1) ended without iterating a DataLoader" in err1
+    assert rc0 == 1, err0[-2000:]
+    last = err0.strip().splitlines()[-1]
+    assert last.startswith(
+        "loadeval_nb: No ranks' report, since rank 1 measured nothing: waits.py (rank 1) "
+        "ended without iterating a DataLoader"
+    ), last
+    assert last.endswith("; this rank stopped its own run then, during the interleaved runs.")
+    assert leftovers() == []

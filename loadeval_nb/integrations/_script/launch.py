@@ -335,6 +335,9 @@ class Ended:
     a thread or a process of its own running)."""
     leftovers: int = 0
     """Processes of the script's still running after it exited, stopped."""
+    abandoned: Optional[str] = None
+    """Stopped before its steps were measured because ``abandon()`` said why (another rank
+    of the job measured nothing: this one would only wait for it)."""
 
 
 def run_side(
@@ -345,6 +348,8 @@ def run_side(
     measured: Callable[[], bool],
     grace_s: float = GRACE_S,
     poll_s: float = 0.1,
+    abandon: Optional[Callable[[], Optional[str]]] = None,
+    abandon_every_s: float = 1.0,
 ) -> Ended:
     """Run ``cmd`` in a session of its own and wait for it: stopped (with everything it
     started) after ``timeout_s``, or ``grace_s`` after ``measured()`` turns true; on
@@ -353,7 +358,8 @@ def run_side(
     :class:`Signalled` raised. A side that ended by itself past ``timeout_s`` without
     ``measured()`` (its child's own time limit, while this process could not act) is
     timed out too. Processes left behind once it exits (orphans of the script's) are
-    stopped too."""
+    stopped too. ``abandon()`` (asked every ``abandon_every_s``): a reason to stop the
+    side before its steps are measured, or None."""
     signum = _requested()
     if signum is not None:  # between two sides: the next one is not started
         raise Signalled(signum)
@@ -361,6 +367,7 @@ def run_side(
     tree = Tree(proc.pid)
     start = time.monotonic()
     measured_at: Optional[float] = None
+    asked = start
     exited = _exit_waiter(proc)
     try:
         while True:
@@ -380,6 +387,12 @@ def run_side(
             if measured_at is None and timeout_s is not None and now - start > timeout_s:
                 tree.stop()
                 return Ended(proc.wait(), timed_out=True)
+            if abandon is not None and measured_at is None and now - asked >= abandon_every_s:
+                asked = now
+                why = abandon()
+                if why is not None:
+                    tree.stop()
+                    return Ended(proc.wait(), abandoned=why)
     except BaseException:
         tree.stop()
         proc.wait()

@@ -13,7 +13,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -401,6 +401,28 @@ def _read_ended(path: str) -> Optional[dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
+def _another_rank_failed(
+    launcher: Optional[LauncherRank], log_dir: str, stamp: str, label: str
+) -> Optional[Callable[[], Optional[str]]]:
+    """Under the user's launcher: what tells this rank, while its side runs, that another
+    rank of the job has ended without measuring anything (it says so at once, beside its
+    logs: :func:`_end_rank`), so that this one stops waiting for it in a collective until
+    its ``--timeout``; None otherwise."""
+    if launcher is None:
+        return None
+
+    def failed() -> Optional[str]:
+        for r in range(launcher.world_size):
+            if r != launcher.rank:
+                value = _read_ended(ended_path(log_dir, stamp, label, r))
+                if value is not None and value.get("error"):
+                    error = str(value["error"]).rstrip(".")
+                    return f"No ranks' report, since rank {r} measured nothing: {error}"
+        return None
+
+    return failed
+
+
 def _end_rank(result: ScriptResult, launcher: LauncherRank, stamp: str, wait_s: float) -> None:
     """Under the user's launcher, once this rank's run has ended: say so beside its logs;
     rank 0 then waits at most ``wait_s`` for every other rank to have said so and gathers
@@ -558,6 +580,7 @@ def _run_sides(
                 child_env,
                 timeout_s=timeout_s,
                 measured=measured,
+                abandon=_another_rank_failed(launcher, log_dir, stamp, result.label),
             )
             statuses = read_statuses(status_dir)
         finally:
@@ -627,6 +650,8 @@ def _side_error(
     """The one sentence for a side that did not measure its steps on every rank, or None."""
     side = _side_words(which)
     bad = {r: s for r, s in statuses.items() if s.outcome not in ("measured", "running")}
+    if ended.abandoned is not None and not bad:
+        return f"{ended.abandoned}; this rank stopped its own run then, during {side}."
     if ended.timed_out:
         if not any(s.passes for s in statuses.values()):
             return (
