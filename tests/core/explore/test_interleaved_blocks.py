@@ -137,6 +137,7 @@ def test_every_rank_of_a_torchrun_job_stamps_its_logs_alike(monkeypatch):
     from loadeval_nb.core.explore.runner import job_stamp
 
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")  # (torchrun sets both: RANK alone is no rank)
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "3f2a/b c")
     assert job_stamp() == "job-3f2a_b_c"
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun's default rdzv-id
