@@ -57,11 +57,20 @@ def test_browser_echo_of_streamed_rows_is_ignored():
 
 
 def test_the_upstream_model_does_apply_the_echo():
-    # documents why DisplayOnlyBokehModel exists; if this starts failing, upstream fixed it
+    # documents why DisplayOnlyBokehModel exists; if this starts failing, upstream fixed it.
+    # jupyter_bokeh before 4.0.5 fails another way on the echo (an AssertionError on its
+    # raw model): not applied twice, but an error in the kernel; ours drops it on every one
     p, src = _plot()
     w = BokehModel(p)
     src.stream({"x": [1, 2, 3]})
-    _echo(w, src, [1, 2, 3])
+    try:
+        _echo(w, src, [1, 2, 3])
+    except AssertionError:
+        from importlib.metadata import version
+
+        release = tuple(int(x) for x in version("jupyter_bokeh").split(".")[:3])
+        assert release < (4, 0, 5), release  # from 4.0.5 on: applied, not refused
+        return
     assert len(src.data["x"]) == 6
 
 

@@ -144,18 +144,28 @@ def _lock_file(key: str, path: str) -> Optional[int]:
     return None
 
 
-def sweep_locks() -> None:
+def sweep_locks(wait_s: float = 0.0) -> None:
     """Remove the run logs' lock files no process holds (a writer killed with SIGKILL
     leaves its file), and their folder in the temporary folder once it is empty: what a
-    command that started writers calls as it ends."""
+    command that started writers calls as it ends. ``wait_s``: how long to keep sweeping
+    while some are still held (the processes of a writer just stopped may hold its lock
+    a moment longer: forked workers share its descriptor)."""
     if fcntl is None:
         return
     folder = os.path.dirname(_lock_path("-"))
-    _sweep(folder, "")
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass  # absent, or a live writer's lock is in it
+    end = time.monotonic() + wait_s
+    while True:
+        _sweep(folder, "")
+        try:
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass  # a writer's lock is still in it
+        if time.monotonic() >= end:
+            return
+        time.sleep(0.1)
 
 
 def _sweep(folder: str, mine: str) -> None:

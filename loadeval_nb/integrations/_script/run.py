@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -283,7 +284,10 @@ def run_script(
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
             shutil.rmtree(log_dir, ignore_errors=True)
             result.log_paths = {}
-        sweep_locks()  # a child killed with its log open left its lock file
+        # a child stopped or killed with its log open may have left its lock file (held a
+        # moment longer by its workers, which share it): swept, waiting a little for them
+        stopped = result.error is not None or sys.exc_info()[0] is not None
+        sweep_locks(wait_s=2.0 if stopped else 0.0)
     # a tracker that fails is a note: the run stands (under a launcher, rank 0 writes)
     if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
