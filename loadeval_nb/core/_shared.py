@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .ranks import ranks_result
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
-    from .record.journal import sweep_locks
+    from .record.journal import drop_locks, sweep_locks
     from .record.run import SIDES
     from .verdict.diagnose import as_run
 
@@ -64,6 +64,7 @@ __all__ = [
     "check_writable_dir",
     "close_match",
     "config_label",
+    "drop_locks",
     "env_rank",
     "evaluator_for",
     "fmt_rate",

@@ -15,6 +15,7 @@ from ._lightning import datamodule_train_loader, is_lightning_datamodule, is_lig
 from ._script.command import CLI, run_command, save_script_report
 from ._script.launch import (
     CHILD_MODULE,
+    Ended,
     Signalled,
     StopRequest,
     command,
@@ -35,8 +36,15 @@ from ._script.options import (
     script_settings,
     split_run,
 )
-from ._script.run import TUNABLE, check_target, describe_target, label_of
-from ._script.spec import ENV, MEASURES, ChildSpec, settings_to_dict
+from ._script.run import (
+    TUNABLE,
+    check_target,
+    describe_target,
+    label_of,
+    rank_exit_code,
+    side_sentence,
+)
+from ._script.spec import ENV, MEASURES, ChildSpec, ChildStatus, settings_to_dict
 from ._target import Target, target_for
 from .trackers import check_log_to, log_result
 
@@ -48,7 +56,9 @@ __all__ = [
     "CHILD_MODULE",
     "CLI",
     "ChildSpec",
+    "ChildStatus",
     "ENV",
+    "Ended",
     "HF_NO_AUTO",
     "KNOWN_LOADERS",
     "MEASURES",
@@ -80,6 +90,7 @@ __all__ = [
     "log_result",
     "option_sentence",
     "patched_dataloader",
+    "rank_exit_code",
     "run_command",
     "run_parser",
     "run_side",
@@ -87,6 +98,7 @@ __all__ = [
     "script_settings",
     "settings_to_dict",
     "side_for",
+    "side_sentence",
     "split_run",
     "stop_on_signals",
     "target_for",

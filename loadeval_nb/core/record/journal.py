@@ -144,6 +144,19 @@ def _lock_file(key: str, path: str) -> Optional[int]:
     return None
 
 
+def drop_locks() -> None:
+    """This process ends now, past its writers' clean-up (a guard's ``os._exit``): remove
+    the lock files it holds (no one else can hold them), then those no process holds.
+    Takes no lock of this module's: another thread may hold one as the process ends."""
+    for ref in list(_claims.values()):
+        writer = ref()
+        claim = getattr(writer, "_claim", None)
+        if claim is not None and claim.fd is not None:
+            fd, claim.fd = claim.fd, None
+            _unlock(claim.key, fd)
+    sweep_locks()
+
+
 def sweep_locks(wait_s: float = 0.0) -> None:
     """Remove the run logs' lock files no process holds (a writer killed with SIGKILL
     leaves its file), and their folder in the temporary folder once it is empty: what a

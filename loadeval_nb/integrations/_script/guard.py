@@ -31,6 +31,7 @@ from typing import Optional
 
 import psutil
 
+from ...core._shared import drop_locks
 from .launch import STOP_S, Ended, listening_sockets, remove_sockets
 from .spec import ChildSpec, ChildStatus, status_path
 from .spec import rank_key as _rank
@@ -242,6 +243,8 @@ class _Watch:
         for p in between:  # SIGKILL: torch's launcher would SIGTERM the other ranks before
             with contextlib.suppress(psutil.Error):  # their guards stopped their workers
                 p.kill()
+        with contextlib.suppress(Exception):  # the run logs' lock files, and their folder
+            drop_locks()
         if hasattr(os, "killpg") and os.getpgrp() == os.getpid():
             with contextlib.suppress(OSError):
                 os.killpg(os.getpid(), signal.SIGKILL)

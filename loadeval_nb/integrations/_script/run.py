@@ -377,7 +377,7 @@ def _check_proof(
         )
 
 
-def _exit_code(ended: Ended, statuses: dict[str, ChildStatus]) -> int:
+def rank_exit_code(ended: Ended, statuses: dict[str, ChildStatus]) -> int:
     """A rank's exit status for a side that failed, as the docs' table has it under every
     launcher: the script's own ``sys.exit(n)`` code where it exited with one, else 1 (a
     failure, a crash, a refusal, a ``--timeout``: the sentence says which). 128 + n is the
@@ -596,7 +596,7 @@ def _run_sides(
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader_index)
         if error is not None:
             result.error, result.failed = error, which
-            result.exit_code = _exit_code(ended, statuses)
+            result.exit_code = rank_exit_code(ended, statuses)
             result.log_paths = {  # the partial logs its sentence names are kept
                 f"{side}-rank{rank}" if rank else side: path
                 for rank, st in statuses.items()
@@ -679,7 +679,7 @@ def _side_error(
                 f"crash or a signal) during {side}, before it reported its steps; rank "
                 f"{rank} then lost its peer ({_short_error(st.error)}); the output is above."
             )
-        return _sentence(
+        return side_sentence(
             f"{name} (rank {rank})" if rank else name, side, st, settings, loader_index
         )
     if len(statuses) < local or any(s.outcome == "running" for s in statuses.values()):
@@ -754,7 +754,7 @@ def _first_bad(bad: dict[str, ChildStatus]) -> tuple[str, ChildStatus]:
     return rank, bad[rank]
 
 
-def _sentence(
+def side_sentence(
     name: str, side: str, st: ChildStatus, settings: RunSettings, loader_index: Optional[int] = None
 ) -> str:
     if st.outcome == "refused":
