@@ -487,8 +487,7 @@ class InterleavedEvaluator(Evaluator):
             sys.setswitchinterval(switch)
             with interrupts_deferred():
                 if exhausted and not at_len:  # the loader ran out: its epoch, counted
-                    drawn = sum(len(r.ready) for r in self._sides["real"].epochs)
-                    self.epoch_seen = drawn + self._dropped + self._paid
+                    self.epoch_seen = self._drawn()
                 if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
                     why = "loader exhausted" if exhausted else reason
                     for s in self._sides.values():
@@ -560,6 +559,12 @@ class InterleavedEvaluator(Evaluator):
             self._open = None
             self._sigint.uninstall()
 
+    def _drawn(self) -> int:
+        """Every real batch drawn so far: the real steps', the contended arm's dropped ones
+        and those paid ahead."""
+        real = sum(len(r.ready) for r in self._sides["real"].epochs)
+        return real + self._dropped + self._paid
+
     def _pay_ahead(self, src: Iterator[Any], n: int) -> bool:
         """Before a block of ``n`` replayed steps on a loader whose ``len()`` does not bound
         its epoch: draw and drop real batches until ``n`` are paid for (each batch's size a
@@ -623,7 +628,7 @@ class InterleavedEvaluator(Evaluator):
         size = cost_size(batch)
         if size is None:
             return
-        drawn = sum(len(r.ready) for r in self._sides["real"].epochs) + self._dropped + self._paid
+        drawn = self._drawn()
         weight = max(drawn - self._seen, 1)
         self._seen = drawn
         self._stream_sizes.append(size)
@@ -738,9 +743,7 @@ class InterleavedEvaluator(Evaluator):
                     {
                         "stream_sizes": list(self._stream_sizes),
                         "stream_positions": list(self._stream_positions),
-                        "stream_drawn": sum(len(r.ready) for r in s.epochs)
-                        + self._dropped
-                        + self._paid,
+                        "stream_drawn": self._drawn(),
                     }
                     if real
                     else {"served_sizes": list(self._served.get(name, []))}
