@@ -16,6 +16,7 @@ from ._script.command import CLI, run_command, save_script_report
 from ._script.launch import (
     CHILD_MODULE,
     Ended,
+    RankExits,
     Signalled,
     StopRequest,
     command,
@@ -67,6 +68,7 @@ __all__ = [
     "Picker",
     "RUN_USAGE",
     "RUN_VALUED",
+    "RankExits",
     "Refused",
     "Side",
     "Signalled",

@@ -283,3 +283,42 @@ def test_a_killed_commands_status_folder_is_swept(tmp_path):
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert left_in(tmpdir) == [f"loadeval-status-{os.getpid()}-x2"], left_in(tmpdir)
+
+
+FAKE_LAUNCHER = """
+import os, signal, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(%s)" % s],
+                         env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2"})
+        for r, s in enumerate(sys.argv[1:])]
+while all(k.poll() is None for k in kids):
+    time.sleep(0.1)  # torchrun's --monitor-interval
+for k in kids:
+    if k.poll() is None:
+        k.send_signal(signal.SIGKILL)  # stopped before it could say anything
+        k.wait()
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize(("sleeps", "first"), [(("30", "0.5"), "1"), (("0.5", "30"), "0")])
+def test_the_rank_that_ended_first_is_recorded_where_the_launcher_stops_the_rest(sleeps, first):
+    # under torch's launcher a rank that ends by os._exit is followed, 0.1 s later, by the
+    # launcher's SIGTERM to the others, which may end before they write a word: the order
+    # in which the ranks ended is the only evidence left of which one ended first
+    ended = run_side(
+        [sys.executable, "-c", FAKE_LAUNCHER, *sleeps],
+        dict(os.environ),
+        timeout_s=60,
+        measured=lambda: False,
+        ranks=True,
+    )
+    assert ended.returncode == 1
+    assert ended.first_gone == first
+    # without ranks nothing is looked for
+    plain = run_side(
+        [sys.executable, "-c", FAKE_LAUNCHER, "0.2", "30"],
+        dict(os.environ),
+        timeout_s=60,
+        measured=lambda: False,
+    )
+    assert plain.first_gone is None

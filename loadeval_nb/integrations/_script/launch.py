@@ -338,6 +338,84 @@ class Ended:
     abandoned: Optional[str] = None
     """Stopped before its steps were measured because ``abandon()`` said why (another rank
     of the job measured nothing: this one would only wait for it)."""
+    first_gone: Optional[str] = None
+    """Under torch's launcher, the rank whose process ended first while the others still
+    ran (``RANK``), where one did: the launcher stops the others after it, and may do so
+    before they say why they stopped."""
+
+
+class RankExits:
+    """The order in which the ranks a launcher started end. A daemon thread finds the
+    launcher's children that carry a ``RANK`` (every :data:`FIND_S`) and sleeps in
+    ``select`` on a pidfd of each (Linux), so each end is timed the moment it happens:
+    the launcher stops the other ranks only after its next look (torchrun's
+    ``--monitor-interval``, 0.1 s), and a rank it stops may die before it writes why.
+    Without pidfds nothing is recorded."""
+
+    FIND_S = 0.05
+
+    def __init__(self, launcher_pid: int) -> None:
+        self.launcher_pid = launcher_pid
+        self.ended: list[tuple[float, str]] = []
+        self._fds: dict[int, str] = {}
+        self._seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        if hasattr(os, "pidfd_open"):
+            self._thread = threading.Thread(target=self._run, name="loadeval_nb-ranks", daemon=True)
+            self._thread.start()
+
+    def _find(self) -> None:
+        try:
+            kids = psutil.Process(self.launcher_pid).children()
+        except psutil.Error:
+            return
+        for p in kids:
+            if p.pid in self._seen:
+                continue
+            try:
+                rank = p.environ().get("RANK")  # (none yet between its fork and its exec)
+            except psutil.Error:
+                continue
+            if rank is None:
+                continue
+            try:
+                fd = os.pidfd_open(p.pid)  # type: ignore[attr-defined]
+            except OSError:
+                continue
+            self._seen.add(p.pid)
+            self._fds[fd] = rank
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._find()
+            if not self._fds:
+                self._stop.wait(self.FIND_S)
+                continue
+            ready, _, _ = select.select(list(self._fds), [], [], self.FIND_S)
+            now = time.monotonic()
+            for fd in ready:
+                self.ended.append((now, self._fds.pop(fd)))
+                os.close(fd)
+
+    def first(self) -> Optional[str]:
+        """The rank that ended before every other (none ended in the same instant, and at
+        least one other rank was seen), or None."""
+        if len(self._seen) < 2 or not self.ended:
+            return None
+        t0, rank = self.ended[0]
+        if len(self.ended) > 1 and self.ended[1][0] <= t0:
+            return None
+        return rank
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
 
 
 def run_side(
@@ -350,6 +428,7 @@ def run_side(
     poll_s: float = 0.1,
     abandon: Optional[Callable[[], Optional[str]]] = None,
     abandon_every_s: float = 1.0,
+    ranks: bool = False,
 ) -> Ended:
     """Run ``cmd`` in a session of its own and wait for it: stopped (with everything it
     started) after ``timeout_s``, or ``grace_s`` after ``measured()`` turns true; on
@@ -359,12 +438,34 @@ def run_side(
     ``measured()`` (its child's own time limit, while this process could not act) is
     timed out too. Processes left behind once it exits (orphans of the script's) are
     stopped too. ``abandon()`` (asked every ``abandon_every_s``): a reason to stop the
-    side before its steps are measured, or None."""
+    side before its steps are measured, or None. With ``ranks`` (``cmd`` is torch's
+    launcher), the rank that ended first is recorded (:class:`RankExits`)."""
     signum = _requested()
     if signum is not None:  # between two sides: the next one is not started
         raise Signalled(signum)
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     tree = Tree(proc.pid)
+    order = RankExits(proc.pid) if ranks else None
+    try:
+        ended = _run(proc, tree, timeout_s, measured, grace_s, poll_s, abandon, abandon_every_s)
+    finally:
+        if order is not None:
+            order.close()
+    if order is not None:
+        ended.first_gone = order.first()
+    return ended
+
+
+def _run(
+    proc: subprocess.Popen[bytes],
+    tree: Tree,
+    timeout_s: Optional[float],
+    measured: Callable[[], bool],
+    grace_s: float,
+    poll_s: float,
+    abandon: Optional[Callable[[], Optional[str]]],
+    abandon_every_s: float,
+) -> Ended:
     start = time.monotonic()
     measured_at: Optional[float] = None
     asked = start

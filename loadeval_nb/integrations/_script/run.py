@@ -585,6 +585,7 @@ def _run_sides(
                 timeout_s=timeout_s,
                 measured=measured,
                 abandon=_another_rank_failed(launcher, log_dir, stamp, result.label),
+                ranks=ranks is not None,
             )
             statuses = read_statuses(status_dir)
         finally:
@@ -683,6 +684,15 @@ def _side_error(
             f"{name} (rank {rank})" if rank else name, side, st, settings, loader_index
         )
     if len(statuses) < local or any(s.outcome == "running" for s in statuses.values()):
+        first = ended.first_gone
+        if local > 1 and first is not None and first in _silent_ranks(statuses, local):
+            # it ended first; torch's launcher then stopped the others, which may not
+            # have had the time to say so
+            return (
+                f"{name} (rank {first}) ended its process without an exception (os._exit, "
+                f"a crash or a signal) during {side}, before it reported its steps; the "
+                "launcher then stopped the other ranks; the output is above."
+            )
         return _ended_silently(name, side, ended, local)
     return None
 
