@@ -143,6 +143,7 @@ def environment(step_path: str) -> dict[str, Any]:
         "cuda_version": None,
         "devices": [],
         "step_path": step_path,
+        "pid": os.getpid(),  # two runs in two processes: what changed between them is wider
     }
     torch = _torch()
     if torch is not None:

@@ -25,12 +25,12 @@ from .diagnosis import (
     CI_LEVEL,
     CONTENTION,
     INPUT_BOUND,
-    INPUT_BOUND_HEADROOM,
+    LARGE,
     MIN_STEADY_STEPS,
     NOT_ENOUGH_DATA,
     NOT_INPUT_BOUND,
-    PARTLY_HEADROOM,
     PARTLY_INPUT_BOUND,
+    WORTH,
     Diagnosis,
 )
 
@@ -88,57 +88,87 @@ def as_run(x: RunLike, name: str = "run") -> Run:
     )
 
 
+def _gain(x: float) -> str:
+    """``1.09`` → "9%"; ``0.97`` → "-3%" (the speed a speedup adds)."""
+    return fmt_pct(x - 1.0) if x >= 1.0 else f"-{fmt_pct(1.0 - x)}"
+
+
 def _verdict(
     n_real: int,
     n_ideal: int,
     headroom: Optional[float],
     ci: tuple[Optional[float], Optional[float]],
 ) -> tuple[str, str]:
+    """The label and its reason, decided from the interval against the two lines (never
+    from the point estimate): NOT INPUT-BOUND only when the whole interval is under the
+    first, INPUT-BOUND only when it is over the second, PARTLY when it is over the first;
+    an interval across the first line is NOT ENOUGH DATA, its range said in words."""
     if n_real < MIN_STEADY_STEPS or n_ideal < MIN_STEADY_STEPS:
         return NOT_ENOUGH_DATA, (
             f"only {min(n_real, n_ideal)} steady steps in one run; at least {MIN_STEADY_STEPS} "
-            "are needed (run more steps or fewer warm-up steps)"
+            "are needed"
         )
-    if headroom is None:
+    lo, hi = ci
+    if headroom is None or lo is None or hi is None:
         return NOT_ENOUGH_DATA, (
             "the steps took no measurable time, so there is no speed to compare (check the "
             "clock, or that the loop does its work inside the steps)"
         )
-    lo = ci[0]
-    significant = lo is not None and lo > 1.0
-    if headroom >= INPUT_BOUND_HEADROOM:
-        # the interval must clear the PARTLY threshold, not just 1.0
-        if lo is not None and lo >= 1.0 / (1.0 - PARTLY_HEADROOM):
-            return (
-                INPUT_BOUND,
-                "an ideal loader would make steps much faster, and the gain is well above noise",
+    between = f"between {lo:.2f}× and {hi:.2f}× as fast"
+    if hi < WORTH:
+        if hi < 1.0:  # the interval wholly below 1: never "as fast"
+            return NOT_INPUT_BOUND, (
+                "the real loader measured faster than an ideal one, which is noise or a "
+                "difference in the batches (the cached ones cost more than the average real "
+                "one), not a gain to be had from loading"
             )
-        if significant:
-            return (
-                PARTLY_INPUT_BOUND,
-                "a large gain is likely, but step times are too noisy to be sure of its size",
-            )
-        return (
-            NOT_ENOUGH_DATA,
-            "the runs differ but step times vary too much to tell; run more steps",
-        )
-    if headroom >= PARTLY_HEADROOM and significant:
-        return PARTLY_INPUT_BOUND, "an ideal loader would make steps somewhat faster"
-    if headroom >= PARTLY_HEADROOM:
-        return NOT_INPUT_BOUND, "the difference is within noise"
-    hi = ci[1]
-    if hi is not None and hi < 1.0:  # the interval wholly below 1: never "as fast"
         return NOT_INPUT_BOUND, (
-            "the real loader measured faster than an ideal one, which is noise or a "
-            "difference in the batches (the cached ones cost more than the average real "
-            "one), not a gain to be had from loading"
+            f"an ideal loader would make steps {between}: at most {_gain(hi)} faster, under "
+            f"the {_gain(WORTH)} a change is worth"
         )
-    if significant:  # the interval wholly above 1, the gain under the 5 % that counts
-        return NOT_INPUT_BOUND, (
-            f"an ideal loader would make steps faster by less than {PARTLY_HEADROOM:.0%}, "
-            "too little to matter"
+    if lo >= LARGE:
+        return INPUT_BOUND, f"an ideal loader would make steps {between}: at least {_gain(lo)}"
+    if lo >= WORTH:
+        more = "; possibly much more" if hi >= LARGE else ""
+        return PARTLY_INPUT_BOUND, (
+            f"an ideal loader would make steps {between}: at least {_gain(lo)}{more}"
         )
-    return NOT_INPUT_BOUND, "steps are as fast with the real loader as with an ideal one"
+    if hi < LARGE:
+        return NOT_ENOUGH_DATA, (
+            f"an ideal loader would make steps {between}: at most {_gain(hi)} faster, but "
+            f"whether by the {_gain(WORTH)} a change is worth cannot be told from these steps"
+        )
+    return NOT_ENOUGH_DATA, (
+        f"an ideal loader would make steps {between}: too wide a range to tell whether "
+        "loading holds training back"
+    )
+
+
+def steps_to_tell(n: int, ci: tuple[Optional[float], Optional[float]]) -> Optional[int]:
+    """About how many steady steps a side would put an interval that lies across a line
+    on one side of it, where its width shrinks as one over the square root of the steps
+    (:data:`WORTH`, or :data:`LARGE` when it lies across that one alone); None when the
+    interval lies across no line, or a gain that close to the line would take more than
+    :data:`MAX_TELL` times the steps."""
+    lo, hi = ci
+    if lo is None or hi is None or n <= 0 or hi <= lo:
+        return None
+    if lo < WORTH <= hi:
+        line = WORTH
+    elif lo < LARGE <= hi:
+        line = LARGE
+    else:
+        return None
+    mid, half = (math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / 2
+    gap = abs(mid - math.log(line))
+    if gap <= 0 or (half / gap) ** 2 > MAX_TELL:
+        return None
+    return int(math.ceil(n * (half / gap) ** 2 * 1.2))
+
+
+MAX_TELL = 16.0
+"""More than this many times the steps measured to tell a gain from its line: the gain
+is too close to the line to place, and the verdict says so instead of a number."""
 
 
 def diagnose(
@@ -341,7 +371,29 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         drift = sequential_drift(r, i)
         if drift is not None:
             ci = (min(ci[0], ci[0] * drift[1]), max(ci[1], ci[1] * drift[2]))
+    apart = None
+    if repeats is None and ci[0] is not None and ci[1] is not None and speedup:
+        # one run after the other: what changed between them (another process's load, the
+        # clock, a second process's memory and threads) is in the difference, beyond what
+        # either run can see; the interval holds the speedup give or take that much
+        apart = between_runs(r, i)
+        grow = 1.0 + apart[0]
+        ci = (min(ci[0], speedup / grow), max(ci[1], speedup * grow))
     verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
+    if apart is not None and apart[1] is not None and verdict != NOT_ENOUGH_DATA:
+        verdict, reason = (
+            NOT_ENOUGH_DATA,
+            (
+                f"the sides ran one after the other while other processes used {apart[1]:.1f} "
+                f"of the machine's {_cores(r)} cores: a change in their load between the runs "
+                "cannot be told apart from the loader's cost"
+            ),
+        )
+    tell = steps_to_tell(min(len(rs), len(is_)), ci)
+    if tell is not None and verdict in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND):
+        tell = int(math.ceil((r.warmup + tell) / 50) * 50)
+    else:
+        tell = None
 
     copies = r.steady_h2d_s()
     real_h2d = sum(copies) / len(copies) if copies else None
@@ -408,6 +460,20 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
             "so the interval also holds the speedup corrected for it (about "
             f"{(speedup or 0.0) * drift[0]:.2f}×); interleaved, the default, a drift lands on "
             "both sides"
+        )
+    if apart is not None and apart[0] >= 0.005:
+        notes.append(
+            "the sides ran one after the other"
+            + (" in two processes" if two_processes(r, i) else "")
+            + ", so what changed on the machine between them is in the difference, beyond "
+            f"what either run shows: the interval holds the speedup give or take "
+            f"{apart[0]:.0%}"
+            + (
+                f" ({BETWEEN_RUNS:.0%} between two processes on a quiet machine, and the "
+                f"{apart[0] - BETWEEN_RUNS:.0%} of its cores other processes took)"
+                if two_processes(r, i) and apart[0] - BETWEEN_RUNS >= 0.005
+                else ""
+            )
         )
     disagree = blocks_disagree(r, i)
     if disagree is not None:
@@ -547,6 +613,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
             None if limited is None else "interleaved" if isinstance(blocks, dict) else "sequential"
         ),
         epoch_endless=endless,
+        steps_to_tell=tell,
         prediction=prediction,
         verdict=verdict,
         reason=reason,
@@ -659,6 +726,46 @@ def sequential_drift(r: Run, i: Run) -> Optional[tuple[float, float, float]]:
     return math.exp(slope * gap), math.exp(slope * gap - half), math.exp(slope * gap + half)
 
 
+BETWEEN_RUNS = 0.10
+"""How far the speedup of two runs of one loop measured one after the other may be off
+on a quiet machine, beyond each run's own noise and drift (a second process's start,
+memory and threads; the machine's clock): the sequential pair's interval holds the
+speedup give or take this share (``bench/coverage.py``: the short-epoch workload,
+measured in two processes)."""
+
+
+def _cores(run: Run) -> int:
+    return int(run.environment.get("cpu_count") or os.cpu_count() or 1)
+
+
+def between_runs(r: Run, i: Run) -> tuple[float, Optional[float]]:
+    """For a pair measured one run after the other: the share the interval is widened by
+    either way (:data:`BETWEEN_RUNS` where the runs were two processes, and the share of
+    the machine's cores other processes took during the busier run), and those cores when
+    they make the machine busy (:func:`busy_cores`; None when it was quiet)."""
+    cores = _cores(r)
+    other = [x for x in (r.mean_cpu_pct("other_pct"), i.mean_cpu_pct("other_pct")) if x]
+    worst = max(other) / 100 if other else 0.0
+    busy = max(busy_cores(r) or 0.0, busy_cores(i) or 0.0) or None
+    return (BETWEEN_RUNS if two_processes(r, i) else 0.0) + worst / cores, busy
+
+
+def two_processes(r: Run, i: Run) -> bool:
+    """Whether the two runs were measured in two processes (their logs' ``pid``s)."""
+    a, b = r.environment.get("pid"), i.environment.get("pid")
+    return isinstance(a, int) and isinstance(b, int) and a != b
+
+
+def busy_cores(run: Run) -> Optional[float]:
+    """The cores other processes took during ``run``, when that makes the machine busy
+    (:data:`BUSY_SHARE` of its cores, and half a core at least); None otherwise."""
+    other = run.mean_cpu_pct("other_pct")
+    cores = _cores(run)
+    if other is None or other < 50 or other / 100 < BUSY_SHARE * cores:
+        return None
+    return other / 100
+
+
 def loader_limited(r: Run) -> Optional[tuple[int, int]]:
     """``(steps asked, the loader's batches)`` when the loader's epoch, not the steps asked,
     limited what the real run measured; None otherwise."""
@@ -741,13 +848,12 @@ def busy_note(run: Run, name: str) -> Optional[str]:
             f"other processes ran work on the GPU during the {name} run (up to {max(procs)} at "
             "a time); the comparison is disturbed: rerun when the GPU is yours alone"
         )
-    other = run.mean_cpu_pct("other_pct")
-    cores = run.environment.get("cpu_count") or os.cpu_count() or 1
-    if other is None or other < 50 or other / 100 < BUSY_SHARE * cores:
+    other = busy_cores(run)
+    if other is None:
         return None
     return (
-        f"the machine was busy with other work during the {name} run: {other / 100:.1f} of "
-        f"{cores} cores in other processes; the comparison is disturbed: rerun when the "
+        f"the machine was busy with other work during the {name} run: {other:.1f} of "
+        f"{_cores(run)} cores in other processes; the comparison is disturbed: rerun when the "
         "machine is quiet"
     )
 

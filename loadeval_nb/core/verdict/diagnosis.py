@@ -27,6 +27,10 @@ SPLIT_SHARE = 1 / 3
 what the advice is about; both parts at least this share: the advice names both."""
 CONTENTION = 0.15
 """Real steps slower than ideal ones by this share apart from waiting: a cost besides data."""
+WORTH = 1.0 / (1.0 - PARTLY_HEADROOM)
+"""The first line (≈1.053×): a gain under it is not worth a change."""
+LARGE = 1.0 / (1.0 - INPUT_BOUND_HEADROOM)
+"""The second line (1.25×): a gain over it is large."""
 PER_STEPS = 1000
 """Time saved is said per this many steps when the loader's epoch is no epoch that will
 be run (:attr:`Diagnosis.epoch_endless`)."""
@@ -93,6 +97,10 @@ class Diagnosis(Reported):
     """``"interleaved"`` or ``"sequential"`` when the loader's epoch, not the steps asked,
     limited what was measured (in one interleaved pass, or in each run): more steps cannot
     come from one pass over it; None otherwise."""
+    steps_to_tell: Optional[int] = None
+    """For an interval that lies across a line (NOT ENOUGH DATA, or PARTLY across the
+    second): about how many steps a side (warm-up included) would put it on one side; None
+    when it lies across none, or the gain is too close to its line to place."""
     epoch_endless: bool = False
     """The loader's length is no epoch that will be run (a sampler that hardly ends: many
     times the steps measured, and days of steps): time saved is said per 1000 steps."""
@@ -341,6 +349,10 @@ _FASTER = {
 """What makes the loader faster, by its workers' resource (the rest: any of it)."""
 
 
+_OFF_CPU = ("idle", "waiting", "storage")
+"""The workers' resources that keep them off the CPU: they take none from the step."""
+
+
 _LESS_CPU = (
     "Use fewer or cheaper workers, pin them to cores the step does not use, lower the "
     "step's intra-op threads (torch.set_num_threads), or move the loading work off the CPU "
@@ -381,6 +393,23 @@ def _advice(d: Diagnosis) -> list[Piece]:
             ]
         return [*out, "."]
     if d.verdict == NOT_ENOUGH_DATA:
+        lo, hi = d.speedup_ci
+        if d.steps_to_tell is not None:
+            return [
+                "Run more steps (",
+                Action("steps", d.steps_to_tell),
+                ", or ",
+                Action("steps", "auto"),
+                ") to tell it: about that many a side would narrow the interval to one "
+                "side of the line.",
+            ]
+        if lo is not None and hi is not None and hi < LARGE:
+            return [
+                f"The gain is at most {fmt_pct(hi - 1.0)}, too close to the "
+                f"{fmt_pct(WORTH - 1.0)} line to place with a number of steps worth running: "
+                "little either way; make the step itself faster first (model, batch size, "
+                "mixed precision)."
+            ]
         return [
             "Run more steps (",
             Action("steps", 400),
@@ -427,6 +456,16 @@ def _advice(d: Diagnosis) -> list[Piece]:
                 Action("sweep", "num_workers=0,1,2; num_threads=1,2"),
                 ").",
             ]
+        elif d.resource in _OFF_CPU:  # read to be off the CPU: not what takes it
+            out += [
+                f"Steps take {_longer(slower)} ideal ones although the loop hardly waits, "
+                f"but the workers were read to be off the CPU ({d.resource}): they are not "
+                "what takes it from the step, so fewer workers would not buy it back; the "
+                "rest is host-to-device copies, cached batches that cost less than real "
+                "ones, or the machine. Measure the stages of a batch (",
+                Action("ladder"),
+                ").",
+            ]
         else:
             out += [
                 f"Steps take {_longer(slower)} ideal ones although the loop hardly waits: "
@@ -435,7 +474,35 @@ def _advice(d: Diagnosis) -> list[Piece]:
                 Action("sweep", "num_workers=1,2; num_threads=1,2"),
                 ").",
             ]
-    if not out:
+    if not out and d.num_workers == 0:
+        # no workers: every batch is loaded in the loop's own thread, between the steps
+        gist = _sim_gist(d)
+        return [
+            "With num_workers=0 every batch is loaded in the training loop's own thread, "
+            "between the steps: add DataLoader workers"
+            + (f" (the simulator: {gist})" if gist else "")
+            + " (",
+            Action("sweep", "num_workers=0,1,2"),
+            ").",
+        ]
+    if not out and d.resource != "idle":
+        # nothing measured names the cost: say so, and how to find it
+        copies = (
+            "host-to-device copies (pin_memory=True with .to(device, non_blocking=True) "
+            "overlaps them), "
+            if d.cuda and d.pin_memory is not True
+            else "host-to-device copies, "
+            if d.cuda
+            else ""
+        )
+        return [
+            "Neither the wait for data nor the workers' use of the CPU accounts for the "
+            f"difference: it may be {copies}cached batches that cost less than real ones, "
+            "or the machine between the blocks. Measure the stages of a batch (",
+            Action("ladder"),
+            ") before you change the loader.",
+        ]
+    if not out:  # the workers keep their queue full: handing the batches over is the cost
         # pinned memory is advice only where there is a GPU to copy to and it is off
         tries = [
             *(["pin_memory"] if d.cuda and d.pin_memory is not True else []),

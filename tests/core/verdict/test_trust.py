@@ -152,8 +152,9 @@ def test_an_interval_wholly_below_one_is_never_as_fast():
 def test_an_interval_wholly_above_one_under_five_percent_is_said_small():
     d = diagnose(run_of(_noisy(10.3, 300, rel=0.01)), run_of(_noisy(10, 300, 0.01, 2), "replay"))
     assert d.speedup_ci[0] > 1.0 and d.headroom < 0.05, d
-    assert d.verdict == NOT_INPUT_BOUND
-    assert "as fast" not in d.reason and "less than 5%" in d.reason
+    assert d.verdict == NOT_INPUT_BOUND  # the whole interval under the 5 % line
+    hi = d.speedup_ci[1]
+    assert f"at most {hi - 1:.0%} faster, under the 5% a change is worth" in d.reason
 
 
 def test_partly_with_little_waiting_says_where_the_rest_comes_from():
@@ -191,7 +192,8 @@ def test_a_long_but_finite_epoch_keeps_its_time_saved():
 def test_no_time_saved_when_the_interval_holds_one():
     real = run_of(_noisy(10.4, 30, rel=0.5), loader_settings={"len": 500})
     d = diagnose(real, run_of(_noisy(10, 30, rel=0.5, seed=4), "replay"))
-    assert d.verdict == NOT_INPUT_BOUND and d.speedup_ci[0] <= 1.0 <= d.speedup_ci[1], d
+    # an interval across the 5 % line (0.85-1.15x) supports no label (issue 36)
+    assert d.verdict == NOT_ENOUGH_DATA and d.speedup_ci[0] <= 1.0 <= d.speedup_ci[1], d
     assert d.time_saved_per_epoch_s is not None  # the number is kept, not said
     assert "time saved" not in str(d)
 
@@ -216,9 +218,11 @@ def test_pin_memory_is_advised_only_where_it_is_off_and_there_is_cuda():
     assert "pin_memory" in _fallback(pin=False, cuda=True)
     assert "pin_memory" not in _fallback(pin=True, cuda=True)
     assert "pin_memory" not in _fallback(pin=False, cuda=False)
-    assert _fallback(pin=False, cuda=False).endswith(
-        "try a lighter collate_fn or larger batches with fewer steps."
-    )
+    # nothing measured names the cost (no wait, no workers' resource read): the advice
+    # says so, and how to find it; collation and hand-over only where they were measured
+    text = _fallback(pin=False, cuda=False)
+    assert text.startswith("Neither the wait for data nor the workers' use of the CPU")
+    assert "collate_fn" not in text and "ladder" in text
 
 
 def test_copies_with_pinned_memory_are_not_told_to_pin():

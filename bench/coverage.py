@@ -1,0 +1,284 @@
+"""Coverage of the verdict's interval, and how often its label agrees, on constructed
+truths, quiet and busy (issue 36).
+
+Each workload is a training script written here, run **unmodified** under
+``python -m loadeval_nb run`` (its default settings), against a stopwatch of the same
+loop: the script itself, started with ``COVERAGE_STOPWATCH=path``, times its loop over
+the live DataLoader and over a few cached batches in A B B A blocks (8 a side), in one
+process, under the same load; the truth is the ratio of the two means of steady steps.
+The stopwatch and the tool take turns (which goes first alternates from run to run).
+
+Workloads (batch of 4; the step is CPU work of a fixed size, one intra-op thread):
+
+* ``input``    2 workers, 4 ms a sample asleep: input-bound (≈1.6×);
+* ``compute``  2 workers, 0.5 ms a sample, a 30 ms step: compute-bound (≈1.0×);
+* ``near``     no workers, 1.5 ms a batch asleep, a 15 ms step: a gain near the line;
+* ``short32``  32 batches an epoch, 2 workers, a 20 ms step, 30 epochs: dcgan-like, too
+               short for blocks (compute-bound);
+* ``epoch60``  60 batches an epoch, no workers, 2 ms a batch, a 10 ms step.
+
+Loads: ``quiet``; ``busy1`` (one process spinning on a core); ``busy1.5`` (that, and one
+spinning in bursts: 0.2 s on, 0.2 s off).
+
+For each cell it prints the interval's coverage of the truth, the runs whose label
+agrees with the truth's (the truth's own label, or NOT ENOUGH DATA with an interval that
+holds the truth), the median width of the interval, the worst miss as a share of the
+interval's width, and the mean time of a run of the tool.
+
+Usage: python bench/coverage.py [--runs 10] [--only input,short32] [--loads quiet,busy1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loadeval_nb import diagnose
+from loadeval_nb.verdict import INPUT_BOUND, NOT_ENOUGH_DATA, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND
+
+WORKLOADS = {
+    # name: (workers, sleep a sample (s), step (ms), batches, epochs)
+    "input": (2, 0.004, 5.0, 400, 1),
+    "compute": (2, 0.0005, 30.0, 400, 1),
+    "near": (0, 0.000375, 15.0, 400, 1),
+    "short32": (2, 0.001, 20.0, 32, 30),
+    "epoch60": (0, 0.0005, 10.0, 60, 4),
+}
+LOADS = ("quiet", "busy1", "busy1.5")
+
+SCRIPT = r"""
+import json, os, sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+torch.set_num_threads(1)
+WORKERS, SLEEP_S, STEP_REPS, BATCHES, EPOCHS = (
+    int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+W = torch.randn(96, 96) / 10
+
+
+class Items(Dataset):
+    def __len__(self):
+        return 4 * BATCHES
+
+    def __getitem__(self, i):
+        time.sleep(SLEEP_S)
+        return torch.full((96,), float(i % 7))
+
+
+def step(batch):
+    x = batch.float()
+    for _ in range(STEP_REPS):
+        x = torch.tanh(x @ W)
+    return float(x.sum())
+
+
+loader = DataLoader(Items(), batch_size=4, num_workers=WORKERS)
+out = os.environ.get("COVERAGE_STOPWATCH")
+if not out:
+    for epoch in range(EPOCHS):
+        for batch in loader:
+            step(batch)
+    sys.exit(0)
+
+# the stopwatch: live and cached steps in A B B A blocks, one process
+# a fresh iterator's first steps are not steady (its workers start in step): long loaders
+# leave out 20, short ones the tool's default warm-up of 10
+WARMUP = 20 if BATCHES > 100 else 10
+BLOCK = min(60, BATCHES - WARMUP)
+cache = [b for b, _ in zip(loader, range(5))]
+real, ideal = [], []
+
+
+def timed_live():
+    it = iter(loader)
+    for n in range(WARMUP + BLOCK):
+        t = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        step(batch)
+        if n >= WARMUP:
+            real.append(time.perf_counter() - t)
+    del it
+
+
+def timed_cached():
+    for n in range(BLOCK):
+        t = time.perf_counter()
+        step(cache[n % len(cache)])
+        ideal.append(time.perf_counter() - t)
+
+
+for _ in range(4):
+    timed_live(); timed_cached(); timed_cached(); timed_live()
+with open(out, "w") as f:
+    json.dump({"real": sum(real) / len(real), "ideal": sum(ideal) / len(ideal)}, f)
+"""
+
+
+def calibrate(ms: float) -> int:
+    """Repetitions of the step's matmul that take ``ms`` on this machine, quiet."""
+    import torch
+
+    torch.set_num_threads(1)
+    w = torch.randn(96, 96) / 10
+    x = torch.randn(4, 96)
+    for _ in range(200):  # torch's first calls are slow
+        x = torch.tanh(x @ w)
+    reps = 5000
+    t = time.perf_counter()
+    for _ in range(reps):
+        x = torch.tanh(x @ w)
+    per = (time.perf_counter() - t) / reps
+    return max(1, round(ms / 1e3 / per))
+
+
+class Load:
+    """Busy loops started for a cell and stopped after it."""
+
+    def __init__(self, name: str) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        spin = "while True: pass"
+        burst = (
+            "import time\nwhile True:\n t=time.perf_counter()\n"
+            " while time.perf_counter()-t<0.2: pass\n time.sleep(0.2)"
+        )
+        codes = {"quiet": [], "busy1": [spin], "busy1.5": [spin, burst]}[name]
+        self.procs = [subprocess.Popen([sys.executable, "-c", c]) for c in codes]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def label_of(speedup: float) -> str:
+    if speedup >= 1.25:
+        return INPUT_BOUND
+    return PARTLY_INPUT_BOUND if speedup >= 1 / 0.95 else NOT_INPUT_BOUND
+
+
+def one(script: str, args: list[str], work: str, tool_first: bool) -> dict:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    row: dict = {}
+
+    def stopwatch() -> None:
+        out = os.path.join(work, "stopwatch.json")
+        subprocess.run(
+            [sys.executable, script, *args], env={**env, "COVERAGE_STOPWATCH": out}, check=True
+        )
+        with open(out) as f:
+            s = json.load(f)
+        row["truth"] = s["real"] / s["ideal"]
+        row["sw"] = (s["real"], s["ideal"])
+
+    def tool() -> None:
+        logs = tempfile.mkdtemp(dir=work)
+        t = time.perf_counter()
+        p = subprocess.run(
+            [sys.executable, "-m", "loadeval_nb", "run", "--log-dir", logs, script, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        row["took"] = time.perf_counter() - t
+        if p.returncode != 0:
+            row["failed"] = p.stderr.strip().splitlines()[-1:]
+            return
+        real = glob.glob(os.path.join(logs, "*-real.json"))
+        ideal = glob.glob(os.path.join(logs, "*-ideal.json"))
+        cont = glob.glob(os.path.join(logs, "*-contended.json"))
+        d = diagnose(real[0], ideal[0], contended=cont[0] if cont else None)
+        row.update(speedup=d.speedup, lo=d.speedup_ci[0], hi=d.speedup_ci[1], verdict=d.verdict)
+        row["steps"] = (d.real_step_s, d.ideal_step_s)
+
+    for f in (tool, stopwatch) if tool_first else (stopwatch, tool):
+        f()
+    return row
+
+
+def summarise(name: str, load: str, rows: list[dict]) -> str:
+    ok = [r for r in rows if "lo" in r and r["lo"] is not None]
+    n = len(rows)
+    covered = sum(1 for r in ok if r["lo"] <= r["truth"] <= r["hi"])
+    agree = 0
+    worst = 0.0
+    for r in ok:
+        want = label_of(r["truth"])
+        holds = r["lo"] <= r["truth"] <= r["hi"]
+        if r["verdict"] == want or (r["verdict"] == NOT_ENOUGH_DATA and holds):
+            agree += 1
+        width = math.log(r["hi"] / r["lo"]) or 1e-9
+        miss = max(math.log(r["lo"] / r["truth"]), math.log(r["truth"] / r["hi"]), 0.0)
+        worst = max(worst, miss / width)
+    widths = [r["hi"] / r["lo"] - 1 for r in ok]
+    took = statistics.mean(r["took"] for r in rows if "took" in r)
+    truths = [r["truth"] for r in rows]
+    return (
+        f"| {name} | {load} | {min(truths):.2f}–{max(truths):.2f}× | {covered}/{n} | "
+        f"{agree}/{n} | {statistics.median(widths) if widths else float('nan'):.0%} | "
+        f"{worst:.2f} | {took:.1f} s |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--loads", default=",".join(LOADS))
+    args = ap.parse_args()
+    names = [n for n in WORKLOADS if not args.only or n in args.only.split(",")]
+    loads = [x for x in args.loads.split(",") if x]
+    table = [
+        "| workload | load | truth | coverage | label agrees | median width | worst miss / "
+        "width | tool run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as work:
+        script = os.path.join(work, "train.py")
+        Path(script).write_text(SCRIPT)
+        for name in names:
+            workers, sleep_s, step_ms, batches, epochs = WORKLOADS[name]
+            reps = calibrate(step_ms)
+            wargs = [str(workers), str(sleep_s), str(reps), str(batches), str(epochs)]
+            for load in loads:
+                busy = Load(load)
+                rows = []
+                try:
+                    time.sleep(0.5)
+                    for k in range(args.runs):
+                        r = one(script, wargs, work, tool_first=k % 2 == 0)
+                        rows.append(r)
+                        if "failed" in r:
+                            print(f"{name} {load} run {k + 1}: FAILED {r['failed']}", flush=True)
+                            continue
+                        print(
+                            f"{name} {load} run {k + 1}: truth {r['truth']:.3f}× | tool "
+                            f"{r['speedup']:.3f}× ({r['lo']:.3f}–{r['hi']:.3f}) {r['verdict']} "
+                            f"[{r['took']:.1f} s] steps: stopwatch "
+                            f"{r['sw'][0] * 1e3:.2f}/{r['sw'][1] * 1e3:.2f} ms, tool "
+                            f"{r['steps'][0] * 1e3:.2f}/{r['steps'][1] * 1e3:.2f} ms",
+                            flush=True,
+                        )
+                finally:
+                    busy.stop()
+                table.append(summarise(name, load, rows))
+                print(table[-1], flush=True)
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()
