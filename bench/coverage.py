@@ -92,27 +92,37 @@ if not out:
             step(batch)
     sys.exit(0)
 
-# the stopwatch: live and cached steps in A B B A blocks, one process
-# a fresh iterator's first steps are not steady (its workers start in step): long loaders
-# leave out 20, short ones the tool's default warm-up of 10
-WARMUP = 20 if BATCHES > 100 else 10
-BLOCK = min(60, BATCHES - WARMUP)
+# the stopwatch: live and cached steps in A B B A blocks, one process. The live blocks
+# go on with one iterator, as an epoch does (a new one when it ends); the first steps of
+# each live block (the queue the workers filled meanwhile, an epoch's start) are left out
+# (long blocks: steps of a live block that follows a cached one run slower than an
+# epoch's for a while on this machine, a few per cent; 150 steps make that small)
+LONG = BATCHES > 100
+SKIP = 20 if LONG else 10
+BLOCK = 150 if LONG else BATCHES - SKIP
+CYCLES = 2 if LONG else 4
 cache = [b for b, _ in zip(loader, range(5))]
 real, ideal = [], []
+it = None
 
 
 def timed_live():
-    it = iter(loader)
-    for n in range(WARMUP + BLOCK):
+    global it
+    n = 0
+    while n < SKIP + BLOCK:
+        if it is None:
+            it = iter(loader)
+            n = 0  # a new epoch: its start is left out too
         t = time.perf_counter()
         try:
             batch = next(it)
         except StopIteration:
-            break
+            it = None
+            continue
         step(batch)
-        if n >= WARMUP:
+        if n >= SKIP:
             real.append(time.perf_counter() - t)
-    del it
+        n += 1
 
 
 def timed_cached():
@@ -122,7 +132,7 @@ def timed_cached():
         ideal.append(time.perf_counter() - t)
 
 
-for _ in range(4):
+for _ in range(CYCLES):
     timed_live(); timed_cached(); timed_cached(); timed_live()
 with open(out, "w") as f:
     json.dump({"real": sum(real) / len(real), "ideal": sum(ideal) / len(ideal)}, f)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         refuse_one_shot,
     )
     from .explore.sweep_spec import config_label
+    from .measure.epochs import MIN_EPOCHS, EpochPair
     from .measure.interleave import NotInterleavable, plan_blocks
     from .measure.loader import (
         TUNABLE,
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
 
 __all__ = [
     "Action",
+    "EpochPair",
+    "MIN_EPOCHS",
     "FolderFollower",
     "HistoryRow",
     "NVML_SAID_ENV",

@@ -113,6 +113,30 @@ def test_a_short_loader_is_measured_one_side_after_the_other_with_a_note(tmp_pat
     assert not any("more steps" in line for line in note), note
 
 
+def test_a_short_loader_over_several_epochs_is_measured_on_its_epochs_in_one_process(tmp_path):
+    """32 batches with 2 workers, 12 epochs: too few for blocks within an epoch, so the
+    loop's own epochs are the blocks, real and ideal in A B B A order in one process (a
+    child per side gave confident wrong answers: issue 36). Every epoch hands the loop its
+    32 batches (OneCycleLR sized from len() holds), and the script stops after the 8."""
+    logs, watch, marker = tmp_path / "logs", tmp_path / "watch", tmp_path / "marker"
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(logs),
+        PLAIN, "--batches", "32", "--workers", "2", "--step-ms", "2", "--epochs", "12",
+        "--onecycle", "--stopwatch", str(watch), "--marker", str(marker),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Verdict:" in p.stdout
+    assert "a child per side" not in p.stderr
+    assert "each run holds 4 epochs" in p.stdout, p.stdout
+    assert len(json.loads(watch.read_text())) == 8 * 32  # 8 whole epochs, then stopped
+    assert "trained to the end" not in marker.read_text()
+    real = json.loads(next(logs.glob("*-real.json")).read_text())
+    ideal = json.loads(next(logs.glob("*-ideal.json")).read_text())
+    assert [len(b) for b in (real["blocks"], ideal["blocks"])] == [4, 4]
+    assert real["mode"] == "log" and ideal["mode"] == "replay"
+    assert leftovers() == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "workers,jitter", [("1,2", "0"), ("2,0", "0"), ("0,2", "3")], ids=["1v2", "2v0", "jitter"]

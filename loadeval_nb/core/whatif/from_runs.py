@@ -10,13 +10,18 @@ CPU readings: loads that mostly wait (I/O, sleeps) are simulated without content
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
+from ..errors import LoadEvalError
 from ..record.run import Run
 from .predict import Prediction, predict
 
 MIN_LOAD_SAMPLES = 8
 """Fewer measured batch productions than this: no prediction."""
+MIN_FREE_CORES = 0.5
+"""Fewer cores than this left to workers by the loop and other processes during the real
+run: no prediction (the machine was too busy to say what more workers would get)."""
 
 
 def load_times_s(real: Run) -> Optional[list[float]]:
@@ -83,6 +88,19 @@ def predict_from_runs(real: Run, ideal: Run, **kw: Any) -> Optional[Prediction]:
         proc = ideal.mean_cpu_pct("process_pct")
         if proc is not None:
             kw["reserve_cores"] = max(1.0, proc / 100)
+        # and the cores other processes took while the real run ran: a busy machine's
+        # workers get what is left of it, not the whole machine
+        other = real.mean_cpu_pct("other_pct")
+        if other is not None and other >= 50:
+            cores = kw.get("cores") or real.environment.get("cpu_count") or os.cpu_count() or 1
+            free = cores - kw.get("reserve_cores", 1.0) - other / 100
+            if free < MIN_FREE_CORES:
+                raise LoadEvalError(
+                    f"other processes took {other / 100:.1f} of the machine's {cores} cores "
+                    "during the real run, so too little was free to predict what more "
+                    "workers would get; rerun when the machine is quieter"
+                )
+            kw["reserve_cores"] = kw.get("reserve_cores", 1.0) + other / 100
     if "contention" not in kw:
         share = load_cpu_share(real, loads)
         kw["contention"] = share is None or share >= 0.5

@@ -32,6 +32,7 @@ from the loader's ``next()``: the script unwinds as from ``sys.exit(0)``, its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import weakref
@@ -39,12 +40,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ...core._shared import NotInterleavable, shutdown_persistent_workers
+from ...core._shared import MIN_EPOCHS, NotInterleavable, shutdown_persistent_workers
 from ...core.errors import LoadEvalError
 from ...core.measure import rebuild_loader
 from .loaders import patched_loaders
 from .spec import ChildStatus
 from .spec import rank_key as _rank
+
+MIN_EPOCH_STEADY = 8
+"""Fewest steady steps an epoch must leave after the warm-up to be a block of the pair
+measured on the loop's epochs."""
 
 
 class Measured(SystemExit):
@@ -111,16 +116,21 @@ def grad_enabled() -> bool:
 class Side:
     """What a child measures (``names``: the runs it writes) and how: ``make(loader,
     paths)`` builds the wrapper over the training loader, writing the runs' logs to
-    ``paths`` (``{name: path}``)."""
+    ``paths`` (``{name: path}``); ``make_epochs(loader, paths)`` the pair's over the
+    loop's epochs, for an epoch too short for blocks."""
 
     def __init__(
         self,
         names: tuple[str, ...],
         make: Callable[[Any, dict[str, str]], Any],
         paths: Callable[[], dict[str, str]],
+        make_epochs: Optional[Callable[[Any, dict[str, str]], Any]] = None,
     ) -> None:
         self.names = names
         self.make = make
+        self.make_epochs = make_epochs
+        """For a pair: the wrapper that measures it on the loop's own epochs, where one
+        epoch is too short for blocks (None: not a pair, or no such wrapper)."""
         self._paths = paths
         self._claimed: Optional[dict[str, str]] = None
 
@@ -173,6 +183,13 @@ class Picker:
         self.on_progress = on_progress
         self._first_seen = True
         self._skipped: dict[int, dict[str, Any]] = {}  # loaders passed over for ``want``
+        self._epochs: Optional[Any] = None  # the pair measured on the loop's epochs
+        self._epochs_of: Optional[tuple[Any, int, int]] = None  # (its loader's weakref,
+        # number, first pass)
+        self._epochs_why = ""  # why one epoch holds no blocks (the plan's words)
+        self.not_interleaved: Optional[str] = None
+        """Why the pair could not be measured in this process (a pass too short for blocks
+        and too few epochs of it to pair): the parent measures the sides in turn."""
         self.only: Optional[Callable[[Any], bool]] = None
         self.named_found: Optional[bool] = None
         """Whether the loader ``--loader-from`` names was found (None: none named)."""
@@ -210,7 +227,15 @@ class Picker:
         p = self._pass_count[k] = self._pass_count.get(k, 0) + 1
         if self._active is not None and self._active_pass() is None:
             # a pass asked for and dropped before its first batch (its generator never ran)
-            self._let_go(self._active, self._active_loader)
+            if self._active is self._epochs:  # an epoch of the pair's: none was served
+                self._inside.discard(id(self._active_loader))
+                self._active = self._active_loader = None
+            else:
+                self._let_go(self._active, self._active_loader)
+        if self._epochs is not None and self._active is None and self._epochs_of is not None:
+            if self._epochs_of[0]() is loader:  # the loop's next epoch: the pair's next block
+                return self._epoch_pass(loader, k, describe(loader))
+            return self._serve(loader, original)  # another loader between its epochs
         if self._active is not None:  # one pass is measured at a time
             return self._serve(loader, original)
         if self._first_seen:
@@ -281,8 +306,14 @@ class Picker:
             it = iter(wrapper)
         except NotInterleavable as e:
             # a glance at a short loader is not the training pass: this pass goes on
-            # unmeasured, and only if it proves to be the training pass does it decide
+            # unmeasured, and only if it proves to be the training pass does it decide;
+            # a pair whose loader has a length is measured on the loop's epochs instead
             self._release(loader)
+            epochs = self._epoch_pair(loader, e)
+            if epochs is not None:
+                self._epochs, self._epochs_of = epochs, (weakref.ref(loader), k, p)
+                self._epochs_why = e.reason
+                return self._epoch_pass(loader, k, info)
             return self._unmeasured(loader, original, k, p, chosen, e)
         except LoadEvalError as e:
             self._release(loader)
@@ -294,6 +325,102 @@ class Picker:
         self._active, self._active_loader = wrapper, loader
         self._active_pass = weakref.ref(gen)
         return gen
+
+    def _epoch_pair(self, loader: Any, why: NotInterleavable) -> Optional[Any]:
+        """The pair over the loop's epochs, where this child measures a pair on one
+        process (no ranks), of a loader with a length that leaves steady steps after the
+        warm-up, unchanged by the panel; None otherwise (the sides in turn, as before)."""
+        if self.side.make_epochs is None or self.changes or _rank():
+            return None
+        try:
+            n = len(loader)
+        except Exception:
+            return None
+        if n < self.warmup + MIN_EPOCH_STEADY:
+            return None
+        try:
+            with self._within(loader):  # the replay fills its cache from the loader now
+                return self.side.make_epochs(loader, self.side.paths())
+        except LoadEvalError:
+            return None
+
+    def _epoch_pass(self, loader: Any, k: int, info: dict[str, Any]) -> Iterator[Any]:
+        """One epoch of the pair measured on the loop's epochs: its side's wrapper serves
+        the whole epoch; after the schedule's last one the script stops, as after a
+        measured pass."""
+        pair = self._epochs
+        assert pair is not None
+        self._inside.add(id(loader))
+        gen = self._epoch_gen(pair, loader, k, info)
+        self._active, self._active_loader = pair, loader
+        self._active_pass = weakref.ref(gen)
+        return gen
+
+    def _epoch_gen(self, pair: Any, loader: Any, k: int, info: dict[str, Any]) -> Iterator[Any]:
+        n = 0
+        last = pair.started + 1 >= pair.epochs
+        try:
+            it = iter(pair)
+            total = len(pair)
+            for batch in it:
+                n += 1
+                if last and n == total:
+                    self._arm_stop()
+                yield batch
+        except GeneratorExit:  # our stop, or the script left the epoch: the pair ends
+            if not self._ours:
+                self.left_at = (n, _where(pair))
+            self._end_epochs(loader, k, info, by_script=not self._ours)
+            raise
+        except BaseException:  # the loader raised: what was measured is kept
+            self.left_at = (n + 1, _where(pair))
+            self._end_epochs(loader, k, info, by_script=True)
+            raise
+        finally:
+            self._active = self._active_loader = None
+            self._inside.discard(id(loader))
+        if last:
+            self._end_epochs(loader, k, info, by_script=False)
+            self.stop_now()
+
+    def _end_epochs(self, loader: Any, k: int, info: dict[str, Any], by_script: bool) -> None:
+        """The pair over the loop's epochs is over: its logs are written; measured where
+        it paired enough epochs, else the sides are measured in turn (``not_interleaved``);
+        a first epoch left before it ended (a glance at the loader) is no pass of it."""
+        pair, self._epochs = self._epochs, None
+        first = self._epochs_of[2] if self._epochs_of is not None else 1
+        if pair is None or self.status is not None:
+            return
+        try:
+            pair.close()
+        finally:
+            self._inside.discard(id(loader))
+        if not pair.enough:
+            if pair.started > 1 or pair.completed["real"]:
+                self.not_interleaved = (
+                    f"{self._epochs_why}, and the script ended after {pair.started} of its "
+                    f"epoch{'s' if pair.started != 1 else ''}, too few to pair as blocks "
+                    f"(it takes {MIN_EPOCHS} at least)"
+                )
+            else:
+                self.passes.append(f"{in_words(k, info)}, pass {first} was left early")
+            self._epochs_of = None
+            for path in self.side.paths().values():
+                for f in (path, f"{path}.journal"):
+                    with contextlib.suppress(OSError):
+                        os.remove(f)
+            return
+        self.status = ChildStatus(
+            outcome="measured",
+            rank=_rank(),
+            log_paths=dict(self.side.paths()),
+            loader_index=k,
+            pass_index=first,
+            loader_settings=info,
+            steps=pair.started * len(pair),
+            stopped_by_script=by_script and not pair.last,
+        )
+        self.on_measured(self.status)
 
     def _check_same(self, k: int, info: dict[str, Any]) -> None:
         want = self.expect or {}
@@ -456,7 +583,15 @@ class Picker:
 
     def close(self) -> None:
         """At the child's end: a pass still open (the script failed or exited inside it)
-        is closed; its partial log is kept only when its steps were enough to pick it."""
+        is closed; its partial log is kept only when its steps were enough to pick it. A
+        pair over the loop's epochs that the script ended first keeps what it paired."""
+        if self._epochs is not None and self._epochs_of is not None:
+            loader = self._epochs_of[0]()
+            gen = self._active_pass() if self._active is self._epochs else None
+            if gen is not None:
+                gen.close()  # (ends the pair through its epoch's generator)
+            if self._epochs is not None and self._epochs_of is not None:
+                self._end_epochs(loader, self._epochs_of[1], {}, by_script=True)
         wrapper, self._active = self._active, None
         if wrapper is not None:
             try:
@@ -492,6 +627,7 @@ def _within_a_pass() -> bool:
 
 _PASS_CODES = {
     Picker._pass.__code__,
+    Picker._epoch_gen.__code__,
     Picker._unmeasured.__code__,
     Picker._served.__code__,
 }

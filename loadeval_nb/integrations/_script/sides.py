@@ -5,9 +5,10 @@ each built from the run's settings as the parent checked them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
-from ...core._shared import SIDES, evaluator_for, log_path
+from ...core._shared import SIDES, EpochPair, evaluator_for, log_path
 from ...core.errors import LoadEvalError
 from ...core.explore import RunSettings
 from ...core.measure import InterleavedEvaluator
@@ -43,7 +44,9 @@ def pair_evaluator(
 def side_for(
     which: str, settings: RunSettings, stamp: str, label: str, prove_straggler: bool = False
 ) -> Side:
-    """The :class:`Side` a child of kind ``which`` ("real", "ideal", "pair") measures,
+    """The :class:`Side` a child of kind ``which`` ("real", "ideal", "pair") measures
+    (a pair whose loader's epoch is too short for blocks: on the loop's own epochs, an
+    :class:`~loadeval_nb.core.measure.epochs.EpochPair`),
     its logs named as the pair names them (``...-real.json``, ``...-real-rank0.json``
     under ranks; ``...-contended...`` too where the pair may have the contended arm,
     written only if it has). ``prove_straggler``: the pair's pass goes on with the
@@ -69,4 +72,13 @@ def side_for(
             raise LoadEvalError(NO_GROUP)
         return ProvedPair(pair_evaluator(loader, settings, files), settings, files["real"])
 
-    return Side(names, make, paths)
+    def make_epochs(loader: Any, files: dict[str, str]) -> EpochPair:
+        # whole epochs a side: the loop's epoch is the block, never cut by --steps
+        whole = replace(settings, steps=len(loader))
+        return EpochPair(
+            evaluator_for(loader, "real", whole, metrics_file=files["real"]),
+            evaluator_for(loader, "ideal", whole, metrics_file=files["ideal"]),
+        )
+
+    epochs = make_epochs if which == "pair" and not prove_straggler else None
+    return Side(names, make, paths, epochs)

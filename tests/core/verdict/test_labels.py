@@ -5,6 +5,7 @@ never from the point estimate; an interval across a line says its range in words
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +18,8 @@ from loadeval_nb.core.verdict import (
 )
 from loadeval_nb.core.verdict.diagnose import _verdict, steps_to_tell
 from loadeval_nb.core.verdict.diagnosis import advice
+from tests.core.verdict.test_trust import _noisy, blocks_pair
+from tests.core.verdict.test_trust import run_of as trust_run_of
 
 WORTH, LARGE = 1 / 0.95, 1.25
 MS = 1_000_000
@@ -36,7 +39,7 @@ MS = 1_000_000
         ((1.06, 1.13), PARTLY_INPUT_BOUND, "between 1.06× and 1.13× as fast: at least 6%"),
         ((1.10, 1.60), PARTLY_INPUT_BOUND, "at least 10%; possibly much more"),
         ((1.25, 1.40), INPUT_BOUND, "between 1.25× and 1.40× as fast: at least 25%"),
-        ((2.52, 3.76), INPUT_BOUND, "at least 152%"),
+        ((2.52, 3.76), INPUT_BOUND, "steps between 2.52× and 3.76× as fast"),
     ],
 )
 def test_the_label_is_the_intervals(ci, label, words):
@@ -96,3 +99,56 @@ def run_of(step_ms, mode="log"):
     step = [int(s * MS) for s in step_ms]
     start = [sum(step[:i]) for i in range(len(step))]
     return Run(mode=mode, start_ns=start, step_ns=step, samples=[8] * len(step), warmup=0)
+
+
+# ---- two processes, and a busy machine (constructed runs, no clock) ----------------------
+
+
+def _busy(run: Run, other_pct: float) -> Run:
+    cpu = {"process_pct": [100.0] * 8, "other_pct": [other_pct] * 8}
+    return replace(
+        run, util={"interval_s": 0.1, "cpu": cpu}, environment={**run.environment, "cpu_count": 2}
+    )
+
+
+def _pid(run: Run, pid: int) -> Run:
+    return replace(run, environment={**run.environment, "pid": pid})
+
+
+def test_a_pair_in_two_processes_holds_ten_percent_more():
+    real = trust_run_of(_noisy(13, 200, rel=0.01))
+    ideal = trust_run_of(_noisy(10, 200, rel=0.01, seed=2), "replay")
+    one = diagnose(_pid(real, 7), _pid(ideal, 7))  # one process: the steps' interval
+    two = diagnose(_pid(real, 7), _pid(ideal, 8))
+    s = two.speedup
+    assert one.speedup_ci[1] - one.speedup_ci[0] < 0.05
+    assert two.speedup_ci[0] == pytest.approx(s / 1.1) and two.speedup_ci[1] == pytest.approx(
+        s * 1.1
+    )
+    # 1.3x give or take 10 % reaches under the large line (1.18x): PARTLY, where one
+    # process says INPUT-BOUND
+    assert one.verdict == INPUT_BOUND and two.verdict == PARTLY_INPUT_BOUND
+    assert any("in two processes" in n and "give or take 10%" in n for n in two.notes)
+
+
+def test_a_pair_in_two_processes_on_a_busy_machine_cannot_tell():
+    real = _pid(_busy(trust_run_of(_noisy(20, 200, rel=0.01)), 100.0), 7)
+    ideal = _pid(_busy(trust_run_of(_noisy(10, 200, rel=0.01, seed=2), "replay"), 100.0), 8)
+    d = diagnose(real, ideal)
+    assert d.verdict == NOT_ENOUGH_DATA
+    assert "other processes used 1.0 of the machine's 2 cores" in d.reason
+    assert "cannot be told apart from the loader's cost" in d.reason
+    # the interval holds the speedup give or take 10 % and half the machine
+    assert d.speedup_ci[0] == pytest.approx(d.speedup / 1.6)
+
+
+def test_a_pair_in_blocks_on_a_busy_machine_keeps_its_label_in_a_wider_interval():
+    real, ideal = blocks_pair([20] * 8, [10] * 8, [12] * 8)
+    quiet = diagnose(real, ideal)
+    busy = diagnose(_busy(real, 100.0), _busy(ideal, 100.0))
+    assert quiet.verdict == busy.verdict == INPUT_BOUND
+    # half the share of the cores taken (1 of 2): ±25 %
+    assert busy.speedup_ci[0] == pytest.approx(busy.speedup / 1.25)
+    assert busy.speedup_ci[1] == pytest.approx(busy.speedup * 1.25)
+    assert any("give or take 25% (half the share of the cores they took)" in n for n in busy.notes)
+    assert any("the machine was busy with other work" in n for n in busy.notes)
