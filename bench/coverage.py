@@ -20,10 +20,12 @@ Workloads (batch of 4; the step is CPU work of a fixed size, one intra-op thread
 Loads: ``quiet``; ``busy1`` (one process spinning on a core); ``busy1.5`` (that, and one
 spinning in bursts: 0.2 s on, 0.2 s off).
 
-For each cell it prints the interval's coverage of the truth, the runs whose label
-agrees with the truth's (the truth's own label, or NOT ENOUGH DATA with an interval that
-holds the truth), the median width of the interval, the worst miss as a share of the
-interval's width, and the mean time of a run of the tool.
+For each cell it prints the truth (the median of the cell's stopwatches: one stopwatch
+on a busy machine is as noisy as one run of the tool), the interval's coverage of it and
+of each run's own stopwatch, the runs whose label agrees with the truth's (its own label,
+or NOT ENOUGH DATA with an interval that holds it), the median width of the interval, the
+worst miss as a share of the interval's width, and the mean time of a run of the tool.
+``--from-log FILE`` prints the table again from the lines of an earlier run.
 
 Usage: python bench/coverage.py [--runs 10] [--only input,short32] [--loads quiet,busy1]
 """
@@ -35,6 +37,7 @@ import glob
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -221,27 +224,81 @@ def one(script: str, args: list[str], work: str, tool_first: bool) -> dict:
 
 
 def summarise(name: str, load: str, rows: list[dict]) -> str:
-    ok = [r for r in rows if "lo" in r and r["lo"] is not None]
+    """One row of the table. The truth is the cell's: the median of its runs' stopwatches
+    (one stopwatch reading is as noisy as one run of the tool on a busy machine); each
+    run's own stopwatch is the second coverage column."""
+    ok = [r for r in rows if r.get("lo") is not None and "truth" in r]
     n = len(rows)
-    covered = sum(1 for r in ok if r["lo"] <= r["truth"] <= r["hi"])
-    agree = 0
+    truth = statistics.median(r["truth"] for r in rows if "truth" in r)
+    held = sum(1 for r in ok if r["lo"] <= truth <= r["hi"])
+    own = sum(1 for r in ok if r["lo"] <= r["truth"] <= r["hi"])
+    want = label_of(truth)
+    agree = sum(
+        1
+        for r in ok
+        if r["verdict"] == want or (r["verdict"] == NOT_ENOUGH_DATA and r["lo"] <= truth <= r["hi"])
+    )
+    # a label is decided from its interval: one whose interval holds the truth says a range
+    # that holds it, whatever its word (PARTLY "at least 20%; possibly much more" of a 1.8x)
+    holds = sum(1 for r in ok if r["verdict"] == want or r["lo"] <= truth <= r["hi"])
     worst = 0.0
     for r in ok:
-        want = label_of(r["truth"])
-        holds = r["lo"] <= r["truth"] <= r["hi"]
-        if r["verdict"] == want or (r["verdict"] == NOT_ENOUGH_DATA and holds):
-            agree += 1
         width = math.log(r["hi"] / r["lo"]) or 1e-9
-        miss = max(math.log(r["lo"] / r["truth"]), math.log(r["truth"] / r["hi"]), 0.0)
+        miss = max(math.log(r["lo"] / truth), math.log(truth / r["hi"]), 0.0)
         worst = max(worst, miss / width)
     widths = [r["hi"] / r["lo"] - 1 for r in ok]
     took = statistics.mean(r["took"] for r in rows if "took" in r)
-    truths = [r["truth"] for r in rows]
-    return (
-        f"| {name} | {load} | {min(truths):.2f}–{max(truths):.2f}× | {covered}/{n} | "
-        f"{agree}/{n} | {statistics.median(widths) if widths else float('nan'):.0%} | "
-        f"{worst:.2f} | {took:.1f} s |"
+    labels = ", ".join(
+        f"{sum(1 for r in ok if r['verdict'] == v)} {SHORT[v]}"
+        for v in SHORT
+        if any(r["verdict"] == v for r in ok)
     )
+    return (
+        f"| {name} | {load} | {truth:.2f}× {SHORT[want]} | {held}/{n} | {own}/{n} | "
+        f"{agree}/{n} · {holds}/{n} ({labels}) | "
+        f"{statistics.median(widths) if widths else float('nan'):.0%} | {worst:.2f} | "
+        f"{took:.1f} s |"
+    )
+
+
+SHORT = {
+    INPUT_BOUND: "IB",
+    PARTLY_INPUT_BOUND: "PARTLY",
+    NOT_INPUT_BOUND: "NOT",
+    NOT_ENOUGH_DATA: "NED",
+}
+
+
+LINE = re.compile(
+    r"^(\S+) (\S+) run \d+: truth ([\d.]+)× \| tool ([\d.]+)× \(([\d.]+)–([\d.]+)\) "
+    r"(.+?) \[([\d.]+) s\]"
+)
+
+
+def from_log(path: str) -> None:
+    """The table again, from the lines an earlier run printed."""
+    cells: dict[tuple[str, str], list[dict]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = LINE.match(line)
+            if m:
+                name, load, truth, sp, lo, hi, verdict, took = m.groups()
+                cells.setdefault((name, load), []).append(
+                    {
+                        "truth": float(truth), "speedup": float(sp), "lo": float(lo),
+                        "hi": float(hi), "verdict": verdict, "took": float(took),
+                    }
+                )  # fmt: skip
+    print(TABLE_HEAD)
+    for (name, load), rows in cells.items():
+        print(summarise(name, load, rows))
+
+
+TABLE_HEAD = (
+    "| workload | load | truth (its label) | coverage | of each run's stopwatch | label: the "
+    "truth's · or its interval holds it | median width | worst miss / width | tool run |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def main() -> None:
@@ -249,14 +306,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--only", default="")
     ap.add_argument("--loads", default=",".join(LOADS))
+    ap.add_argument("--from-log", default="")
     args = ap.parse_args()
+    if args.from_log:
+        from_log(args.from_log)
+        return
     names = [n for n in WORKLOADS if not args.only or n in args.only.split(",")]
     loads = [x for x in args.loads.split(",") if x]
-    table = [
-        "| workload | load | truth | coverage | label agrees | median width | worst miss / "
-        "width | tool run |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    table = [TABLE_HEAD]
     with tempfile.TemporaryDirectory() as work:
         script = os.path.join(work, "train.py")
         Path(script).write_text(SCRIPT)
