@@ -47,9 +47,9 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
 __all__ = [
     "Action",
     "EpochPair",
-    "MIN_EPOCHS",
     "FolderFollower",
     "HistoryRow",
+    "MIN_EPOCHS",
     "NVML_SAID_ENV",
     "NotInterleavable",
     "PAIR_NEEDS_TWO_PASSES",
