@@ -405,22 +405,9 @@ class Picker:
             else:
                 self.passes.append(f"{in_words(k, info)}, pass {first} was left early")
             self._epochs_of = None
-            for path in self.side.paths().values():
-                for f in (path, f"{path}.journal"):
-                    with contextlib.suppress(OSError):
-                        os.remove(f)
+            self._remove_logs()
             return
-        self.status = ChildStatus(
-            outcome="measured",
-            rank=_rank(),
-            log_paths=dict(self.side.paths()),
-            loader_index=k,
-            pass_index=first,
-            loader_settings=info,
-            steps=pair.started * len(pair),
-            stopped_by_script=by_script and not pair.last,
-        )
-        self.on_measured(self.status)
+        self._measured(k, first, info, pair.started * len(pair), by_script and not pair.last)
 
     def _check_same(self, k: int, info: dict[str, Any]) -> None:
         want = self.expect or {}
@@ -546,6 +533,12 @@ class Picker:
         finally:
             self._release(loader)
             self._active = self._active_loader = None
+        self._measured(k, p, info, n, by_script)
+
+    def _measured(
+        self, k: int, p: int, info: dict[str, Any], steps: int, stopped_by_script: bool
+    ) -> None:
+        """The steps are measured: the status the parent reads, reported."""
         self.status = ChildStatus(
             outcome="measured",
             rank=_rank(),
@@ -553,8 +546,8 @@ class Picker:
             loader_index=k,
             pass_index=p,
             loader_settings=info,
-            steps=n,
-            stopped_by_script=by_script,
+            steps=steps,
+            stopped_by_script=stopped_by_script,
         )
         self.on_measured(self.status)
 
@@ -565,12 +558,14 @@ class Picker:
         finally:
             self._release(loader)
             self._active = self._active_loader = None
-            for path in self.side.paths().values():
-                for p in (path, f"{path}.journal"):
-                    try:
-                        os.remove(p)
-                    except OSError:
-                        pass
+            self._remove_logs()
+
+    def _remove_logs(self) -> None:
+        """Remove what the runs of a pass let go of wrote (their logs and journals)."""
+        for path in self.side.paths().values():
+            for f in (path, f"{path}.journal"):
+                with contextlib.suppress(OSError):
+                    os.remove(f)
 
     def _release(self, loader: Any) -> None:
         """The pass of ``loader`` is over: its own ``iter()`` is the script's again, and the

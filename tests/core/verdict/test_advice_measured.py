@@ -9,9 +9,8 @@ import random
 
 from loadeval_nb import Run, diagnose
 from loadeval_nb.core.verdict import NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND
+from tests.core.verdict.test_trust import run_of
 from tests.core.verdict.test_verdict_resource import READINGS, advice_of
-
-MS = 1_000_000
 
 
 def steps(mean_ms: float, n: int = 200, seed: int = 1) -> list[float]:
@@ -20,15 +19,7 @@ def steps(mean_ms: float, n: int = 200, seed: int = 1) -> list[float]:
 
 
 def run(step_ms, wait_ms=None, mode="log", **kw) -> Run:
-    ns = [round(s * MS) for s in step_ms]
-    return Run(
-        mode=mode,
-        start_ns=[sum(ns[:k]) for k in range(len(ns))],
-        step_ns=ns,
-        wait_ns=None if wait_ms is None else [round(w * MS) for w in wait_ms],
-        samples=[8] * len(ns),
-        **kw,
-    )
+    return run_of(step_ms, mode, wait_ms=wait_ms, **kw)
 
 
 def test_no_workers_and_little_waiting_is_told_workers_not_collation():
