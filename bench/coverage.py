@@ -4,9 +4,12 @@ truths, quiet and busy (issue 36).
 Each workload is a training script written here, run **unmodified** under
 ``python -m loadeval_nb run`` (its default settings), against a stopwatch of the same
 loop: the script itself, started with ``COVERAGE_STOPWATCH=path``, times its loop over
-the live DataLoader and over a few cached batches in A B B A blocks (8 a side), in one
-process, under the same load; the truth is the ratio of the two means of steady steps.
-The stopwatch and the tool take turns (which goes first alternates from run to run).
+the live DataLoader (each block a fresh epoch, its first steps left out) and over a few
+cached batches in A B B A blocks, in one process, under the same load; its truth is the
+ratio of the two means of steady steps. Each run of the tool has a stopwatch just before
+and just after it: the run's own truth is the two together, so that a drift of the
+machine over minutes (its compute speed moves by ±5 % on this VM, and an input-bound
+loop's ratio with it) lands on both.
 
 Workloads (batch of 4; the step is CPU work of a fixed size, one intra-op thread):
 
@@ -95,37 +98,28 @@ if not out:
             step(batch)
     sys.exit(0)
 
-# the stopwatch: live and cached steps in A B B A blocks, one process. The live blocks
-# go on with one iterator, as an epoch does (a new one when it ends); the first steps of
-# each live block (the queue the workers filled meanwhile, an epoch's start) are left out
-# (long blocks: steps of a live block that follows a cached one run slower than an
-# epoch's for a while on this machine, a few per cent; 150 steps make that small)
+# the stopwatch: live and cached steps in A B B A blocks, one process. Each live block is
+# a fresh epoch, as training starts one: its first steps (the start, the queue the
+# workers fill) left out, then BLOCK steps timed, then the epoch dropped. (A live block
+# that went on with the last one's iterator after a cached block read 6-8 % slower than
+# a plain epoch's steps on this machine, 8.9 against 8.3 ms on `input`: not the truth.)
 LONG = BATCHES > 100
 SKIP = 20 if LONG else 10
-BLOCK = 150 if LONG else BATCHES - SKIP
+BLOCK = 100 if LONG else BATCHES - SKIP
 CYCLES = 2 if LONG else 4
 cache = [b for b, _ in zip(loader, range(5))]
 real, ideal = [], []
-it = None
 
 
 def timed_live():
-    global it
-    n = 0
-    while n < SKIP + BLOCK:
-        if it is None:
-            it = iter(loader)
-            n = 0  # a new epoch: its start is left out too
+    it = iter(loader)
+    for n in range(SKIP + BLOCK):
         t = time.perf_counter()
-        try:
-            batch = next(it)
-        except StopIteration:
-            it = None
-            continue
+        batch = next(it)
         step(batch)
         if n >= SKIP:
             real.append(time.perf_counter() - t)
-        n += 1
+    del it
 
 
 def timed_cached():
@@ -184,9 +178,12 @@ def label_of(speedup: float) -> str:
     return PARTLY_INPUT_BOUND if speedup >= 1 / 0.95 else NOT_INPUT_BOUND
 
 
-def one(script: str, args: list[str], work: str, tool_first: bool) -> dict:
+def one(script: str, args: list[str], work: str) -> dict:
+    """A run of the tool between two stopwatches: its own truth is theirs together (a
+    drift of the machine over the run, linear in time, lands on both)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     row: dict = {}
+    watches: list[tuple[float, float]] = []
 
     def stopwatch() -> None:
         out = os.path.join(work, "stopwatch.json")
@@ -195,8 +192,7 @@ def one(script: str, args: list[str], work: str, tool_first: bool) -> dict:
         )
         with open(out) as f:
             s = json.load(f)
-        row["truth"] = s["real"] / s["ideal"]
-        row["sw"] = (s["real"], s["ideal"])
+        watches.append((s["real"], s["ideal"]))
 
     def tool() -> None:
         logs = tempfile.mkdtemp(dir=work)
@@ -218,8 +214,14 @@ def one(script: str, args: list[str], work: str, tool_first: bool) -> dict:
         row.update(speedup=d.speedup, lo=d.speedup_ci[0], hi=d.speedup_ci[1], verdict=d.verdict)
         row["steps"] = (d.real_step_s, d.ideal_step_s)
 
-    for f in (tool, stopwatch) if tool_first else (stopwatch, tool):
-        f()
+    stopwatch()
+    tool()
+    stopwatch()
+    real = statistics.mean(w[0] for w in watches)
+    ideal = statistics.mean(w[1] for w in watches)
+    row["truth"] = real / ideal
+    row["sw"] = (real, ideal)
+    row["sws"] = [w[0] / w[1] for w in watches]
     return row
 
 
@@ -327,7 +329,7 @@ def main() -> None:
                 try:
                     time.sleep(0.5)
                     for k in range(args.runs):
-                        r = one(script, wargs, work, tool_first=k % 2 == 0)
+                        r = one(script, wargs, work)
                         rows.append(r)
                         if "failed" in r:
                             print(f"{name} {load} run {k + 1}: FAILED {r['failed']}", flush=True)
@@ -337,7 +339,8 @@ def main() -> None:
                             f"{r['speedup']:.3f}× ({r['lo']:.3f}–{r['hi']:.3f}) {r['verdict']} "
                             f"[{r['took']:.1f} s] steps: stopwatch "
                             f"{r['sw'][0] * 1e3:.2f}/{r['sw'][1] * 1e3:.2f} ms, tool "
-                            f"{r['steps'][0] * 1e3:.2f}/{r['steps'][1] * 1e3:.2f} ms",
+                            f"{r['steps'][0] * 1e3:.2f}/{r['steps'][1] * 1e3:.2f} ms (stopwatches "
+                            f"{r['sws'][0]:.3f}×, {r['sws'][1]:.3f}×)",
                             flush=True,
                         )
                 finally:

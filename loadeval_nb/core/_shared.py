@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         refuse_one_shot,
     )
     from .explore.sweep_spec import config_label
-    from .measure.epochs import MIN_EPOCHS, EpochPair
+    from .measure.epochs import MIN_EPOCHS, EpochPair, pair_epochs
     from .measure.interleave import NotInterleavable, plan_blocks
     from .measure.loader import (
         TUNABLE,
@@ -81,6 +81,7 @@ __all__ = [
     "log_path",
     "looks_final",
     "option_name",
+    "pair_epochs",
     "parse_log_name",
     "plan_blocks",
     "ranks_result",

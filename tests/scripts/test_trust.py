@@ -117,23 +117,45 @@ def test_a_short_loader_over_several_epochs_is_measured_on_its_epochs_in_one_pro
     """32 batches with 2 workers, 12 epochs: too few for blocks within an epoch, so the
     loop's own epochs are the blocks, real and ideal in A B B A order in one process (a
     child per side gave confident wrong answers: issue 36). Every epoch hands the loop its
-    32 batches (OneCycleLR sized from len() holds), and the script stops after the 8."""
+    32 batches (OneCycleLR sized from len() holds), and the script stops after the
+    schedule's last: --steps 160 asks for 5 epochs a side, 10 in all."""
     logs, watch, marker = tmp_path / "logs", tmp_path / "watch", tmp_path / "marker"
     p = loadeval(
-        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(logs),
+        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(logs), "--steps", "160",
         PLAIN, "--batches", "32", "--workers", "2", "--step-ms", "2", "--epochs", "12",
         "--onecycle", "--stopwatch", str(watch), "--marker", str(marker),
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     assert "Verdict:" in p.stdout
     assert "a child per side" not in p.stderr
-    assert "each run holds 4 epochs" in p.stdout, p.stdout
-    assert len(json.loads(watch.read_text())) == 8 * 32  # 8 whole epochs, then stopped
+    assert "each run holds 5 epochs" in p.stdout, p.stdout
+    assert len(json.loads(watch.read_text())) == 10 * 32  # 10 whole epochs, then stopped
     assert "trained to the end" not in marker.read_text()
     real = json.loads(next(logs.glob("*-real.json")).read_text())
     ideal = json.loads(next(logs.glob("*-ideal.json")).read_text())
-    assert [len(b) for b in (real["blocks"], ideal["blocks"])] == [4, 4]
+    assert [len(b) for b in (real["blocks"], ideal["blocks"])] == [5, 5]
     assert real["mode"] == "log" and ideal["mode"] == "replay"
+    assert leftovers() == []
+
+
+def test_a_failure_in_the_first_of_the_loops_epochs_keeps_and_names_its_partial_logs(tmp_path):
+    """The loop's epochs are the pair's blocks, and the script raises at step 20 of the
+    first (the real side's, past the warm-up): a failure whose sentence names the partial
+    logs, as a pass in blocks does; before, they were removed as a glance's would be."""
+    logs = tmp_path / "logs"
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(logs),
+        PLAIN, "--batches", "32", "--workers", "2", "--step-ms", "2", "--epochs", "12",
+        "--fail-at", "20",
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "ValueError: step 20 failed on purpose" in p.stderr and p.stdout == ""
+    last = p.stderr.splitlines()[-1]
+    assert "failed after step 21 of the pass being measured (the real side, block 1)" in last
+    named = re.findall(r"(/\S+?\.json)", last)
+    assert any(path.endswith("-real.json") for path in named), last
+    for path in named:
+        assert json.loads(open(path).read())["steps"] is not None
     assert leftovers() == []
 
 

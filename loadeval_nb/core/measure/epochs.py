@@ -14,6 +14,7 @@ replayed batches, as the ideal run always does).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -26,6 +27,16 @@ EPOCHS = 8
 from with some confidence (3 degrees of freedom)."""
 MIN_EPOCHS = 4
 """Fewer epochs measured than this (the loop ended first): too few to pair, 2 a side."""
+
+
+def pair_epochs(steps: Any, epoch_len: int) -> int:
+    """Epochs in the schedule for ``steps`` steps a side (an int; ``"auto"`` or anything
+    else: :data:`EPOCHS`) over an epoch of ``epoch_len`` batches: whole epochs a side
+    holding at least ``steps`` steps, never fewer than :data:`EPOCHS` in all (``--steps
+    N`` measures more of the loop's epochs, as the advice to narrow an interval asks)."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0 or epoch_len <= 0:
+        return EPOCHS
+    return max(EPOCHS, 2 * math.ceil(steps / epoch_len))
 
 
 class EpochPair:
@@ -42,6 +53,8 @@ class EpochPair:
         """Epochs handed out so far."""
         self.completed = {"real": 0, "ideal": 0}
         """Each side's epochs that ran to their end."""
+        self.handed = 0
+        """Batches handed to the loop so far, over every epoch."""
         self._open: Optional[str] = None
 
     def side_of(self, k: int) -> str:
@@ -77,7 +90,9 @@ class EpochPair:
 
     def _epoch(self, side: str, it: Iterator[Any]) -> Iterator[Any]:
         try:
-            yield from it
+            for batch in it:
+                self.handed += 1
+                yield batch
         finally:
             self._open = None
         self.completed[side] += 1

@@ -145,12 +145,16 @@ def _verdict(
     )
 
 
-def steps_to_tell(n: int, ci: tuple[Optional[float], Optional[float]]) -> Optional[int]:
-    """About how many steady steps a side would put an interval that lies across a line
-    on one side of it, where its width shrinks as one over the square root of the steps
-    (:data:`WORTH`, or :data:`LARGE` when it lies across that one alone); None when the
-    interval lies across no line, or a gain that close to the line would take more than
-    :data:`MAX_TELL` times the steps."""
+def steps_to_tell(
+    n: int, ci: tuple[Optional[float], Optional[float]], fixed: float = 0.0
+) -> Optional[int]:
+    """About how many steady steps (or blocks) a side would put an interval that lies
+    across a line on one side of it (:data:`WORTH`, or :data:`LARGE` when it lies across
+    that one alone), where its width beyond ``fixed`` shrinks as one over the square root
+    of the steps: ``fixed`` is the share either side that no number of steps narrows (the
+    method's floor, a busy machine's share, the gap between two processes). None when the
+    interval lies across no line, when the fixed share alone reaches the line, or when a
+    gain that close to the line would take more than :data:`MAX_TELL` times the steps."""
     lo, hi = ci
     if lo is None or hi is None or n <= 0 or hi <= lo:
         return None
@@ -162,9 +166,16 @@ def steps_to_tell(n: int, ci: tuple[Optional[float], Optional[float]]) -> Option
         return None
     mid, half = (math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / 2
     gap = abs(mid - math.log(line))
-    if gap <= 0 or (half / gap) ** 2 > MAX_TELL:
+    floor = math.log1p(max(fixed, 0.0))
+    if gap <= floor:
         return None
-    return int(math.ceil(n * (half / gap) ** 2 * 1.2))
+    # the interval's half-width is the fixed share and the shrinking part together
+    # (in quadrature); the shrinking part must come down to what the gap leaves
+    moving = max(half**2 - floor**2, 0.0)
+    times = moving / (gap**2 - floor**2)
+    if times > MAX_TELL:
+        return None
+    return int(math.ceil(n * times * 1.2))
 
 
 MAX_TELL = 16.0
@@ -404,11 +415,20 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
                 "cannot be told apart from the loader's cost"
             ),
         )
-    tell = steps_to_tell(min(len(rs), len(is_)), ci)
-    if tell is not None and verdict in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND):
-        tell = int(math.ceil((r.warmup + tell) / 50) * 50)
-    else:
-        tell = None
+    fixed = max(METHOD_FLOOR, busy_widen or 0.0, apart[0] if apart is not None else 0.0)
+    spe = r.steps_per_epoch()
+    tell = tell_epochs = None
+    if verdict in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND) and not (apart and apart[1]):
+        if repeats is not None and unit == "epoch" and spe:
+            # the pair's blocks are the loop's epochs: whole epochs a side, each spe steps
+            tell_epochs = steps_to_tell(len(repeats[0]), ci, fixed)
+            if tell_epochs is not None:
+                tell_epochs = max(tell_epochs, len(repeats[0]) + 1)
+                tell = tell_epochs * spe
+        else:
+            tell = steps_to_tell(min(len(rs), len(is_)), ci, fixed)
+            if tell is not None:
+                tell = int(math.ceil((r.warmup + tell) / 50) * 50)
 
     copies = r.steady_h2d_s()
     real_h2d = sum(copies) / len(copies) if copies else None
@@ -418,7 +438,6 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         wait_share = sum(waits) / rd["total_s"]
         real_wait = sum(waits) / len(waits)
         real_other = rd["mean_s"] - real_wait
-    spe = r.steps_per_epoch()
     saved = real_epoch = None
     endless = bool(
         spe
@@ -635,6 +654,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         ),
         epoch_endless=endless,
         steps_to_tell=tell,
+        tell_epochs=tell_epochs,
         prediction=prediction,
         verdict=verdict,
         reason=reason,

@@ -101,6 +101,9 @@ class Diagnosis(Reported):
     """For an interval that lies across a line (NOT ENOUGH DATA, or PARTLY across the
     second): about how many steps a side (warm-up included) would put it on one side; None
     when it lies across none, or the gain is too close to its line to place."""
+    tell_epochs: Optional[int] = None
+    """Where the pair's blocks were the loop's own epochs: the whole epochs a side that
+    ``steps_to_tell`` stands for (``--steps`` measures that many of them); None otherwise."""
     epoch_endless: bool = False
     """The loader's length is no epoch that will be run (a sampler that hardly ends: many
     times the steps measured, and days of steps): time saved is said per 1000 steps."""
@@ -394,6 +397,13 @@ def _advice(d: Diagnosis) -> list[Piece]:
         return [*out, "."]
     if d.verdict == NOT_ENOUGH_DATA:
         lo, hi = d.speedup_ci
+        if d.steps_to_tell is not None and d.tell_epochs is not None:
+            return [
+                "Measure more of the loop's epochs (",
+                Action("steps", d.steps_to_tell),
+                f": {d.tell_epochs} epochs a side) to tell it: about that many would narrow "
+                "the interval to one side of the line.",
+            ]
         if d.steps_to_tell is not None:
             return [
                 "Run more steps (",

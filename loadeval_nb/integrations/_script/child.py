@@ -70,6 +70,16 @@ def _failed(picker: Picker, outcome: str, rank: str, **kw: Any) -> ChildStatus:
     return status
 
 
+def _a_failure(e: BaseException) -> bool:
+    """Whether the script ended by failing: an exception, or an exit with a non-zero
+    code; not our stop (:class:`Measured`) nor its own clean exit."""
+    if isinstance(e, Measured):
+        return False
+    if isinstance(e, SystemExit):
+        return e.code not in (None, 0)
+    return not isinstance(e, (Refused, LoaderFromError))
+
+
 def main(target: list[str]) -> int:
     guard(target)  # ends the child with its processes if the parent goes, or at --timeout
     spec = ChildSpec.from_env()
@@ -103,7 +113,10 @@ def main(target: list[str]) -> int:
         with patched_dataloader(picker, spec.loader_from):  # put back before what follows
             try:
                 names = run_target(target)
-            finally:
+            except BaseException as e:  # (a partial pass of a failure is kept for it)
+                picker.close(failed=_a_failure(e))
+                raise
+            else:
                 picker.close()
     except (Refused, LoaderFromError) as e:  # a setting that does not fit, a pass too
         # short for blocks, or --loader-from naming nothing to measure

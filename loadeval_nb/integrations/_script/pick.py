@@ -177,6 +177,10 @@ class Picker:
         self._last_handed = False  # the measured pass has handed out its last batch
         self._stop_hook: Any = None  # torch's optimizer-step hook that stops the script then
         self._ours = False  # the pass is being closed by our stop, not by the script
+        self._failing = False  # close() of a script that failed: its partial logs kept
+        self._parked: Optional[tuple[int, int, dict[str, Any], int]] = None
+        """A pair over the loop's epochs that the script left past the warm-up, too short
+        to pair: its logs wait for close() (kept for a failure, else removed)."""
         self.left_at: Optional[tuple[int, str]] = None
         """(step, where) when the measured pass ended by the script leaving it or raising
         inside it: the step it had reached (from 1) and, in words, its side and block."""
@@ -302,6 +306,7 @@ class Picker:
             if self.changes:  # the panel's settings: a copy of the loader is measured
                 measured = self._rebuilt[id(loader)] = rebuild_loader(loader, **self.changes)
                 self._inside.add(id(measured))
+            self._drop_parked()  # (its logs' paths are this pass's)
             wrapper = self.side.make(measured, self.side.paths())
             it = iter(wrapper)
         except NotInterleavable as e:
@@ -339,6 +344,7 @@ class Picker:
         if n < self.warmup + MIN_EPOCH_STEADY:
             return None
         try:
+            self._drop_parked()
             with self._within(loader):  # the replay fills its cache from the loader now
                 return self.side.make_epochs(loader, self.side.paths())
         except LoadEvalError:
@@ -370,11 +376,11 @@ class Picker:
         except GeneratorExit:  # our stop, or the script left the epoch: the pair ends
             if not self._ours:
                 self.left_at = (n, _where(pair))
-            self._end_epochs(loader, k, info, by_script=not self._ours)
+            self._end_epochs(loader, k, info, by_script=not self._ours, failed=self._failing)
             raise
         except BaseException:  # the loader raised: what was measured is kept
             self.left_at = (n + 1, _where(pair))
-            self._end_epochs(loader, k, info, by_script=True)
+            self._end_epochs(loader, k, info, by_script=True, failed=True)
             raise
         finally:
             self._active = self._active_loader = None
@@ -383,10 +389,14 @@ class Picker:
             self._end_epochs(loader, k, info, by_script=False)
             self.stop_now()
 
-    def _end_epochs(self, loader: Any, k: int, info: dict[str, Any], by_script: bool) -> None:
+    def _end_epochs(
+        self, loader: Any, k: int, info: dict[str, Any], by_script: bool, failed: bool = False
+    ) -> None:
         """The pair over the loop's epochs is over: its logs are written; measured where
         it paired enough epochs, else the sides are measured in turn (``not_interleaved``);
-        a first epoch left before it ended (a glance at the loader) is no pass of it."""
+        a first epoch left before it ended (a glance at the loader) is no pass of it. Where
+        the script (or its loader) ``failed`` past the warm-up, the partial logs are kept,
+        as a measured pass's are, for the failure to name."""
         pair, self._epochs = self._epochs, None
         first = self._epochs_of[2] if self._epochs_of is not None else 1
         if pair is None or self.status is not None:
@@ -396,6 +406,10 @@ class Picker:
         finally:
             self._inside.discard(id(loader))
         if not pair.enough:
+            past_warmup = pair.started > 1 or pair.handed > self.warmup
+            if failed and past_warmup:
+                self._measured(k, first, info, pair.handed, True)
+                return
             if pair.started > 1 or pair.completed["real"]:
                 self.not_interleaved = (
                     f"{self._epochs_why}, and the script ended after {pair.started} of its "
@@ -405,7 +419,12 @@ class Picker:
             else:
                 self.passes.append(f"{in_words(k, info)}, pass {first} was left early")
             self._epochs_of = None
-            self._remove_logs()
+            if by_script and past_warmup:
+                # the script left the pair: it ended, or it is failing (an exception
+                # unwinding the loop closes the epoch first); close() tells which
+                self._parked = (k, first, info, pair.handed)
+            else:
+                self._remove_logs()
             return
         self._measured(k, first, info, pair.started * len(pair), by_script and not pair.last)
 
@@ -560,6 +579,13 @@ class Picker:
             self._active = self._active_loader = None
             self._remove_logs()
 
+    def _drop_parked(self) -> None:
+        """A pair the script left, too short to pair, is no failure's (a pass follows):
+        its logs are removed."""
+        if self._parked is not None:
+            self._parked = None
+            self._remove_logs()
+
     def _remove_logs(self) -> None:
         """Remove what the runs of a pass let go of wrote (their logs and journals)."""
         for path in self.side.paths().values():
@@ -576,17 +602,24 @@ class Picker:
             self._inside.discard(id(measured))
             shutdown_persistent_workers(measured)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         """At the child's end: a pass still open (the script failed or exited inside it)
         is closed; its partial log is kept only when its steps were enough to pick it. A
-        pair over the loop's epochs that the script ended first keeps what it paired."""
+        pair over the loop's epochs that the script ended first keeps what it paired; one
+        the script ``failed`` in (an exception, a non-zero exit) keeps its partial logs
+        past the warm-up."""
+        self._failing = failed
         if self._epochs is not None and self._epochs_of is not None:
             loader = self._epochs_of[0]()
             gen = self._active_pass() if self._active is self._epochs else None
             if gen is not None:
                 gen.close()  # (ends the pair through its epoch's generator)
             if self._epochs is not None and self._epochs_of is not None:
-                self._end_epochs(loader, self._epochs_of[1], {}, by_script=True)
+                self._end_epochs(loader, self._epochs_of[1], {}, by_script=True, failed=failed)
+        if self._parked is not None and failed and self.status is None:
+            parked, self._parked = self._parked, None
+            self._measured(*parked, True)
+        self._drop_parked()
         wrapper, self._active = self._active, None
         if wrapper is not None:
             try:

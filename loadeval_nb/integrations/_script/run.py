@@ -777,12 +777,9 @@ def side_sentence(
         else f" before the steps of {side} were measured"
     )
     written = [p for p in st.log_paths.values() if os.path.isfile(p)]  # (a contended
-    # arm's log only where the pass had the arm)
-    logs = (
-        f"; the partial run logs: {', '.join(written)}"
-        if written and all(os.path.isfile(p) for s, p in st.log_paths.items() if s != "contended")
-        else ""
-    )
+    # arm's log only where the pass had the arm; a pair on the loop's epochs that failed in
+    # its first epoch: the real side's alone)
+    logs = f"; the partial run logs: {', '.join(written)}" if written else ""
     if st.outcome == "script-failed":
         ours = (
             "; the contended arm draws the loader's batches from a thread of its own (on by "

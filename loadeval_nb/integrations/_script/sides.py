@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
-from ...core._shared import SIDES, EpochPair, evaluator_for, log_path
+from ...core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs
 from ...core.errors import LoadEvalError
 from ...core.explore import RunSettings
 from ...core.measure import InterleavedEvaluator
@@ -73,11 +73,14 @@ def side_for(
         return ProvedPair(pair_evaluator(loader, settings, files), settings, files["real"])
 
     def make_epochs(loader: Any, files: dict[str, str]) -> EpochPair:
-        # whole epochs a side: the loop's epoch is the block, never cut by --steps
-        whole = replace(settings, steps=len(loader))
+        # whole epochs a side: the loop's epoch is the block, never cut; --steps says how
+        # many of them (enough to hold that many steps a side)
+        n = len(loader)
+        whole = replace(settings, steps=n)
         return EpochPair(
             evaluator_for(loader, "real", whole, metrics_file=files["real"]),
             evaluator_for(loader, "ideal", whole, metrics_file=files["ideal"]),
+            epochs=pair_epochs(settings.steps, n),
         )
 
     epochs = make_epochs if which == "pair" and not prove_straggler else None

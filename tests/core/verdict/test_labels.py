@@ -95,6 +95,34 @@ def test_an_interval_across_the_line_says_how_many_steps_would_tell():
     assert steps_to_tell(100, (1.0, 1.11)) is None  # 1.053 is its middle: cannot be told
 
 
+def test_no_number_of_steps_narrows_the_share_that_does_not_shrink():
+    # the method's floor (±2 %), a busy machine's share, two processes' gap: a part of the
+    # interval that more steps leave as it is
+    plain = steps_to_tell(100, (1.02, 1.40))
+    floored = steps_to_tell(100, (1.02, 1.40), fixed=0.02)
+    assert plain is not None and floored is not None and floored > plain
+    # 1.03-1.12x: its middle is 0.020 from the line in logs, under a fixed ±3 % (0.030):
+    # no steps tell it, and the advice says the gain is small either way instead
+    assert steps_to_tell(100, (1.03, 1.12)) is not None
+    assert steps_to_tell(100, (1.03, 1.12), fixed=0.03) is None
+
+
+def test_a_pair_on_the_loops_epochs_asks_for_more_of_its_epochs():
+    # the loop's own epochs were the blocks (32 batches each, 4 a side): the speedups of
+    # the epochs (1.04-1.16x) leave the interval across the line; the advice names whole
+    # epochs a side, through --steps, and no 'auto' (which measures no more epochs)
+    real, ideal = blocks_pair([10.4, 11.6, 10.8, 11.2], [10.0] * 4, [32] * 4, loader={"len": 32})
+    real, ideal = replace(real, settings={}), replace(ideal, settings={})
+    d = diagnose(real, ideal)
+    assert d.verdict == NOT_ENOUGH_DATA, d.speedup_ci
+    assert d.tell_epochs is not None and d.tell_epochs > 4
+    assert d.steps_to_tell == d.tell_epochs * 32
+    pieces = advice(d)
+    values = [getattr(p, "value", None) for p in pieces]
+    assert d.steps_to_tell in values and "auto" not in values, pieces
+    assert any(f"{d.tell_epochs} epochs a side" in p for p in pieces if isinstance(p, str))
+
+
 def run_of(step_ms, mode="log"):
     step = [int(s * MS) for s in step_ms]
     start = [sum(step[:i]) for i in range(len(step))]

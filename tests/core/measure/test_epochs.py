@@ -1,0 +1,67 @@
+"""The pair on the loop's own epochs (``EpochPair``): its A B B A order, the epochs a
+``--steps`` asks for, and what counts as enough (issue 36)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadeval_nb.core.measure.epochs import EPOCHS, MIN_EPOCHS, EpochPair, pair_epochs
+
+
+class Side:
+    """Stands for a side's wrapper: each ``iter()`` one epoch of ``n`` items."""
+
+    def __init__(self, name: str, n: int) -> None:
+        self.name, self.n, self.closed = name, n, False
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        return iter([self.name] * self.n)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize(
+    ("steps", "n", "epochs"),
+    [
+        (200, 32, 14),  # the default: 7 whole epochs a side hold 200 steps
+        (160, 32, 10),
+        (64, 32, EPOCHS),  # never fewer than 4 a side
+        ("auto", 32, EPOCHS),
+        (200, 0, EPOCHS),
+        (True, 32, EPOCHS),  # a bool is no number of steps
+    ],
+)
+def test_steps_ask_for_whole_epochs_a_side(steps, n, epochs):
+    assert pair_epochs(steps, n) == epochs
+
+
+def test_the_loops_epochs_alternate_a_b_b_a_and_each_is_whole():
+    real, ideal = Side("real", 3), Side("ideal", 3)
+    pair = EpochPair(real, ideal, epochs=10)  # type: ignore[arg-type]
+    assert len(pair) == 3
+    seen = []
+    while not pair.last:
+        epoch = list(iter(pair))
+        assert len(set(epoch)) == 1 and len(epoch) == 3
+        seen.append(epoch[0])
+    assert seen == ["real", "ideal", "ideal", "real"] * 2 + ["real", "ideal"]
+    assert pair.completed == {"real": 5, "ideal": 5} and pair.enough
+    pair.close()
+    assert real.closed and ideal.closed
+
+
+def test_an_epoch_left_unfinished_does_not_count():
+    pair = EpochPair(Side("real", 3), Side("ideal", 3))  # type: ignore[arg-type]
+    it = iter(pair)
+    next(it)
+    assert pair.block_now == ("real", 1)
+    it.close()  # the loop broke out of its epoch
+    assert pair.block_now is None and pair.completed == {"real": 0, "ideal": 0}
+    for _ in range(MIN_EPOCHS - 1):
+        list(iter(pair))
+    # 3 epochs ran whole (ideal, ideal, real): one of real's, two of ideal's: too few
+    assert pair.completed == {"real": 1, "ideal": 2} and not pair.enough
