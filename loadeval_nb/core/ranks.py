@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -61,6 +60,7 @@ from .explore.straggler import (
     run_pass,
 )
 from .measure.blocks import BlockPlan, queue_depth
+from .record.lognames import is_proof_name, parse_log_name, proof_name
 from .record.run import Run, describe_steady
 from .record.runlog import load_run
 from .verdict.diagnose import diagnose
@@ -602,11 +602,10 @@ def proof_path(real_log: Union[str, os.PathLike[str]]) -> str:
     """Where a job's straggler proof goes: beside rank 0's real run log, named after the
     job (``loadeval-JOB-train-real-rank0.json`` → ``loadeval-JOB-train-proof.json``)."""
     path = os.fspath(real_log)
-    m = RANK_LOG.match(os.path.basename(path))
-    if m is None:
+    name = parse_log_name(os.path.basename(path))
+    if name is None or name.rank is None:
         raise LoadEvalError(f"{path!r} is not a rank's run log (a name ending -real-rank0.json).")
-    job = m.group("job") + (m.group("again") or "")
-    return os.path.join(os.path.dirname(path), f"{job}-proof.json")
+    return os.path.join(os.path.dirname(path), proof_name(name.job))
 
 
 def load_proof(path: Union[str, os.PathLike[str]]) -> StragglerProof:
@@ -932,26 +931,14 @@ class ProvingPass:
         self._pass.release()
 
 
-RANK_LOG = re.compile(
-    r"^(?P<job>.+)-(?P<side>real|ideal|contended)-rank(?P<rank>\d+)(?P<again>-\d+)?\.json$"
-)
-"""A per-rank run log's name, as the runs name them under ``torch.distributed``
-(``loadeval-20250101-120000-train-real-rank3.json``; ``-2`` after a name already taken;
-``-contended-rank3.json`` for the contended arm of a pair that had it)."""
-PROOF_LOG = re.compile(r"^(?P<job>.+)-proof\.json$")
-"""A job's straggler proof, beside its ranks' run logs (:func:`proof_path`)."""
-
-
 def _by_job(paths: Sequence[str]) -> dict[str, dict[int, dict[str, str]]]:
     """Per-rank log paths by job (the names' common start), rank and side; other paths
     are left out."""
     jobs: dict[str, dict[int, dict[str, str]]] = {}
     for path in paths:
-        m = RANK_LOG.match(os.path.basename(path))
-        if m is not None:
-            job = m.group("job") + (m.group("again") or "")
-            sides = jobs.setdefault(job, {}).setdefault(int(m.group("rank")), {})
-            sides[m.group("side")] = path
+        name = parse_log_name(os.path.basename(path))
+        if name is not None and name.rank is not None:
+            jobs.setdefault(name.job, {}).setdefault(name.rank, {})[name.side] = path
     return jobs
 
 
@@ -990,7 +977,7 @@ def gather_logs(
         paths = [os.fspath(p) for p in where]
         jobs = _by_job(paths)
         named = {p for r in jobs.values() for s in r.values() for p in s.values()}
-        stray = [p for p in paths if p not in named and not PROOF_LOG.match(os.path.basename(p))]
+        stray = [p for p in paths if p not in named and not is_proof_name(os.path.basename(p))]
         if stray or not jobs:
             raise LoadEvalError(
                 f"{stray[0]!r} is not a per-rank run log (a name ending -real-rank0.json or "
@@ -1032,7 +1019,7 @@ def gather_logs(
         )
     out = ranks_result(ranks)
     folders = {os.path.dirname(p) for r in jobs[job].values() for p in r.values()}
-    proofs = [os.path.join(f, f"{job}-proof.json") for f in sorted(folders)]
+    proofs = [os.path.join(f, proof_name(job)) for f in sorted(folders)]
     found = [p for p in proofs if os.path.isfile(p)]
     if found:
         out.proof = load_proof(found[0])

@@ -287,6 +287,7 @@ def as_pair(result: ScriptResult, settings: RunSettings, label: str) -> PairResu
         diagnosis=result.diagnosis,
         settings=settings,
         log_paths=result.log_paths,
+        contended=result.contended,
     )
 
 

@@ -155,14 +155,20 @@ def _report(
 
 
 def _pair(follow: FolderFollower) -> PairResult:
-    """The one pair of the job (a single process, or one rank): its runs and verdict."""
+    """The one pair of the job (a single process, or one rank): its runs, every arm the
+    pass ran (the contended arm's too: the headroom split), and the verdict."""
     runs = {name.split(" ")[0]: f for name, f in follow.followers.items()}
-    real = runs["real"].to_run() if "real" in runs and runs["real"].exists else None
-    ideal = runs["ideal"].to_run() if "ideal" in runs and runs["ideal"].exists else None
+    got = {arm: f.to_run() for arm, f in runs.items() if f.exists}
+    real, ideal, contended = got.get("real"), got.get("ideal"), got.get("contended")
     return PairResult.from_runs(
         real,
         ideal,
         label=follow.job or "",
-        diagnosis=diagnose(real, ideal) if real is not None and ideal is not None else None,
+        diagnosis=(
+            diagnose(real, ideal, contended=contended)
+            if real is not None and ideal is not None
+            else None
+        ),
         log_paths={s: f.path for s, f in runs.items()},
+        contended=contended,
     )

@@ -310,3 +310,76 @@ def test_watch_follows_a_torchrun_job_rank_by_rank(kernel, tmp_path):
     assert st["children"] == []
     report = json.loads((out / "report.json").read_text())
     assert report["straggler"] == 1  # what the job said of itself, inside its group
+
+
+CONTENDED_JOB = textwrap.dedent(
+    """
+    import sys, time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    from loadeval_nb import RunSettings, run_pair
+
+    class Items(Dataset):
+        def __len__(self):
+            return 4000
+        def __getitem__(self, i):
+            time.sleep(0.003)  # 12 ms a batch of 4, in each of 2 workers
+            return torch.full((3,), float(i))
+
+    def train(batches):
+        for _ in batches:
+            time.sleep(0.004)
+
+    if __name__ == "__main__":
+        time.sleep(2)  # the watch starts first, as it would for a job started after it
+        loader = DataLoader(Items(), batch_size=4, num_workers=2)
+        settings = RunSettings(
+            steps=160, warmup=8, num_cached_batches=8, contention=True, log_dir=sys.argv[1]
+        )
+        res = run_pair(loader, train, settings)
+        assert res.contended is not None, "the pass had no contended arm"
+    """
+)
+
+
+def test_watch_shows_every_arm_the_pass_ran_and_the_headroom_split(kernel, tmp_path):
+    """A pair whose pass had the contended arm, written by a job outside the kernel: the
+    watch follows all three arms' logs (a line each) and its verdict holds the headroom
+    split (before, its log-name grammar knew real and ideal only, and dropped the arm)."""
+    out = tmp_path / "job"
+    out.mkdir()
+    job_py = tmp_path / "contended_job.py"
+    job_py.write_text(CONTENDED_JOB)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    with open(tmp_path / "job.log", "w") as log:
+        job = subprocess.Popen(
+            [sys.executable, str(job_py), str(out)], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        try:
+            r = kernel.run(f"%loadeval_watch {out} --timeout 180")
+        finally:
+            try:
+                job.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait()
+    assert job.returncode == 0, (tmp_path / "job.log").read_text()[-3000:]
+    assert r["status"] == "ok" and r["error"] is None, r
+    got = kernel.run(
+        "d = _loadeval.diagnosis\n"
+        "print(json.dumps({'kind': type(_loadeval).__name__, "
+        "'contended': _loadeval.contended is not None, 'split': d.contention_s is not None, "
+        "'paths': sorted(_loadeval.log_paths)}))"
+    )
+    res = json.loads(got["stdout"].strip().splitlines()[-1])
+    assert res == {
+        "kind": "PairResult",
+        "contended": True,
+        "split": True,
+        "paths": ["contended", "ideal", "real"],
+    }, res
+    lines = kernel.state()["lines"]
+    assert set(lines) == {"real", "ideal", "contended"}, lines
+    (path,) = [p for p in os.listdir(out) if p.endswith("-contended.json")]
+    assert 0 < lines["contended"] <= load_run(out / path).n_steps

@@ -56,10 +56,12 @@ class PairResult(Result):
         diagnosis: Optional[Diagnosis],
         settings: Optional[RunSettings] = None,
         log_paths: Optional[dict[str, str]] = None,
+        contended: Optional[Run] = None,
     ) -> PairResult:
         """A pair made after the fact from its two runs (a script's, the logs a watch
         followed): the loader's settings are the real run's, and a missing run is the one
-        that failed. ``diagnosis`` is given, never computed here: whether the runs earned a
+        that failed; ``contended``, the contended arm's run where the pass had it.
+        ``diagnosis`` is given, never computed here: whether the runs earned a
         verdict is the caller's to say (a crashed script's runs do not). :func:`run_pair`
         fills its result in place while it runs."""
         missing = [s for s, r in (("real", real), ("ideal", ideal)) if r is None]
@@ -70,6 +72,7 @@ class PairResult(Result):
             settings=settings,
             real=real,
             ideal=ideal,
+            contended=contended,
             diagnosis=diagnosis,
             failed=missing[0] if missing else None,
         )

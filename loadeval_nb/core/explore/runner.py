@@ -20,6 +20,7 @@ from .._files import cannot_write_in
 from ..errors import LoadEvalError, OptionError
 from ..measure.cache import nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
+from ..record.lognames import log_name
 from ..record.run import Run
 from .result import Result
 from .settings import RunHooks, RunSettings
@@ -147,17 +148,9 @@ def log_path(settings: RunSettings, stamp: str, label: str, which: str) -> Optio
     os.makedirs(settings.log_dir, exist_ok=True)
     # torchrun's RANK too: Lightning creates the process group inside fit, after this
     where = dist_rank()
-    launched = env_rank()
-    rank = (
-        f"-rank{where[0]}"
-        if where is not None
-        else f"-rank{launched}"
-        if launched is not None
-        else ""
-    )
+    rank = where[0] if where is not None else env_rank()
     label = label[:MAX_LABEL_CHARS]  # a long label must not make a name too long to write
-    name = f"loadeval-{stamp}{'-' + label if label else ''}-{which}{rank}.json"
-    return claim_path(os.path.join(settings.log_dir, name.replace(" ", "_").replace("/", "_")))
+    return claim_path(os.path.join(settings.log_dir, log_name(stamp, label, which, rank)))
 
 
 def is_one_shot(loader: Any) -> bool:

@@ -20,52 +20,18 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import re
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import RunLogError
 from .journal import journal_path, merge_journal_lines
+from .lognames import ARMS, LogName, parse_log_name
 from .run import RUN_KIND, SIDES, Run, run_from_dict
 
 __all__ = ["FolderFollower", "LogName", "RunFollower", "looks_final", "parse_log_name"]
-
-_LOG_NAME = re.compile(
-    r"^(?P<job>.+)-(?P<side>real|ideal)(?:-rank(?P<rank>\d+))?(?P<again>-\d+)?\.json$"
-)
-
-
-@dataclass(frozen=True)
-class LogName:
-    """What a run log's file name says: its job (the names' common start, with a ``-2``
-    a second job of the same second took), side, and rank (None: not a rank's)."""
-
-    job: str
-    side: str
-    rank: Optional[int]
-
-    @property
-    def series(self) -> str:
-        """The run's name in a live chart: ``real``, or ``real r3`` for a rank's."""
-        return self.side if self.rank is None else f"{self.side} r{self.rank}"
-
-
-def parse_log_name(name: str) -> Optional[LogName]:
-    """``loadeval-20250101-120000-train-real-rank3.json`` → job, side and rank; None for a
-    name that is not a pair's run log."""
-    m = _LOG_NAME.match(name)
-    if m is None:
-        return None
-    rank = m.group("rank")
-    return LogName(
-        job=m.group("job") + (m.group("again") or ""),
-        side=m.group("side"),
-        rank=int(rank) if rank is not None else None,
-    )
 
 
 def looks_final(run: Run, journal_waiting: bool = False) -> bool:
@@ -397,18 +363,20 @@ class FolderFollower:
         return [f.path for f in self.followers.values()]
 
     def finished(self) -> bool:
-        """Every rank (or the one pair) has both sides' logs, each holding its whole run."""
+        """Every rank (or the one pair) has both sides' logs, and every arm's log it has
+        (the contended arm's, where the pass had it) holds its whole run."""
         if not self.followers:
             return False
         ranks: dict[Optional[int], set[str]] = {}
         for key, name in self.names.items():
-            if self.followers[key].final:
-                ranks.setdefault(name.rank, set()).add(name.side)
-        seen = {n.rank for n in self.names.values()}
-        return all(ranks.get(r, set()) >= set(SIDES) for r in seen)
+            if not self.followers[key].final:
+                return False
+            ranks.setdefault(name.rank, set()).add(name.side)
+        return all(arms >= set(SIDES) for arms in ranks.values())
 
 
 def _order(series: str) -> tuple[int, int]:
-    """``real r0, ideal r0, real r1, ...``: by rank, then real before ideal."""
+    """``real r0, ideal r0, contended r0, real r1, ...``: by rank, then in the order of
+    the arms."""
     side, _, rank = series.partition(" r")
-    return (int(rank) if rank.isdigit() else -1, SIDES.index(side) if side in SIDES else 2)
+    return (int(rank) if rank.isdigit() else -1, ARMS.index(side) if side in ARMS else len(ARMS))

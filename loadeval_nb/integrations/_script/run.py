@@ -74,6 +74,9 @@ class ScriptResult(Reported):
     """``{"real": path, "ideal": path}``, or per rank ``{"real-rank0": path, ...}``."""
     real: Optional[Run] = None
     ideal: Optional[Run] = None
+    contended: Optional[Run] = None
+    """The contended arm's run, where the pass had it (its headroom split is in the
+    diagnosis)."""
     diagnosis: Optional[Diagnosis] = None
     ranks: Optional[RanksResult] = None
     error: Optional[str] = None
@@ -435,8 +438,8 @@ def _end_rank(result: ScriptResult, launcher: LauncherRank, stamp: str, wait_s: 
     own = {k.split("-rank")[0]: p for k, p in result.log_paths.items()}
     if launcher.rank != 0 and result.error is None:  # its own pair, for its own line
         result.real, result.ideal = load_run(own["real"]), load_run(own["ideal"])
-        contended = load_run(own["contended"]) if "contended" in own else None
-        result.diagnosis = diagnose(result.real, result.ideal, contended=contended)
+        result.contended = load_run(own["contended"]) if "contended" in own else None
+        result.diagnosis = diagnose(result.real, result.ideal, contended=result.contended)
     write_text_atomic(
         ended_path(log_dir, stamp, label, launcher.rank),
         json.dumps(
@@ -619,8 +622,8 @@ def _run_sides(
         return None  # rank 0 gathers the ranks' logs once every rank has written them
     if ranks is None:
         result.real, result.ideal = load_run(found["real"]), load_run(found["ideal"])
-        contended = load_run(found["contended"]) if "contended" in found else None
-        result.diagnosis = diagnose(result.real, result.ideal, contended=contended)
+        result.contended = load_run(found["contended"]) if "contended" in found else None
+        result.diagnosis = diagnose(result.real, result.ideal, contended=result.contended)
     else:
         result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
     return None

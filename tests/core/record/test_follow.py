@@ -15,6 +15,7 @@ from loadeval_nb import LoaderEvaluator, load_run
 from loadeval_nb.core._shared import FolderFollower, RunFollower, looks_final, parse_log_name
 from loadeval_nb.core.measure import InterleavedEvaluator
 from loadeval_nb.core.record import journal
+from loadeval_nb.core.record.lognames import ARMS, log_name
 
 
 @pytest.fixture
@@ -214,6 +215,31 @@ def test_log_names_by_job_side_and_rank():
         "ideal",
     )
     assert parse_log_name("history.json") is None and parse_log_name("x-real.json.journal") is None
+    c = parse_log_name("loadeval-20250101-120000-train-contended-rank0.json")
+    assert (c.job, c.side, c.rank, c.series) == (
+        "loadeval-20250101-120000-train",
+        "contended",
+        0,
+        "contended r0",
+    )
+    assert parse_log_name("loadeval-20250101-120000-train-proof.json") is None
+
+
+@pytest.mark.parametrize("rank", [None, 0, 3])
+@pytest.mark.parametrize("arm", ARMS)
+def test_one_grammar_reads_what_it_writes(arm, rank):
+    # the runner writes the names and the follower, the ranks' gatherer and the watch read
+    # them: every arm, with a rank or without, and a label with what a name cannot hold
+    name = log_name("20250101-120000", "my run/2", arm, rank)
+    assert "/" not in name and " " not in name
+    got = parse_log_name(name)
+    assert got is not None and (got.job, got.side, got.rank) == (
+        "loadeval-20250101-120000-my_run_2",
+        arm,
+        rank,
+    )
+    again = parse_log_name(name.replace(".json", "-2.json"))  # a name already taken
+    assert again is not None and again.job == got.job + "-2" and again.side == arm
 
 
 def _write(path, steps=3, blocks=None):
@@ -271,6 +297,18 @@ def test_the_folder_follower_takes_the_new_job_and_leaves_the_old_alone(tmp_path
     _write(tmp_path / "loadeval-20250101-120000-train-real-rank0.json")
     folder.poll()
     assert folder.job == new
+
+
+def test_the_contended_arm_is_followed_and_waited_for(tmp_path):
+    job = "loadeval-20250101-110000-train"
+    folder = FolderFollower(str(tmp_path), since_unix=time.time() - 60)
+    for arm in ("real", "ideal"):
+        _write(tmp_path / f"{job}-{arm}.json")
+    _write(tmp_path / f"{job}-contended.json", blocks=2)  # one block of its two yet
+    assert folder.poll() and list(folder.followers) == ["real", "ideal", "contended"]
+    assert not folder.finished()  # every arm the pass ran holds its whole run first
+    _write(tmp_path / f"{job}-contended.json")
+    assert folder.finished()
 
 
 def test_a_prefix_follows_one_run_whenever_it_was_written(tmp_path):
