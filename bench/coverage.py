@@ -4,7 +4,7 @@ truths, quiet and busy (issue 36).
 Each workload is a training script written here, run **unmodified** under
 ``python -m loadeval_nb run`` (its default settings), against a stopwatch of the same
 loop: the script itself, started with ``COVERAGE_STOPWATCH=path``, times its loop over
-the live DataLoader (each block a fresh epoch, its first steps left out) and over a few
+the live DataLoader (each block a whole epoch, its first steps left out) and over a few
 cached batches in A B B A blocks, in one process, under the same load; its truth is the
 ratio of the two means of steady steps. Each run of the tool has a stopwatch just before
 and just after it: the run's own truth is the two together, so that a drift of the
@@ -98,28 +98,35 @@ if not out:
             step(batch)
     sys.exit(0)
 
-# the stopwatch: live and cached steps in A B B A blocks, one process. Each live block is
-# a fresh epoch, as training starts one: its first steps (the start, the queue the
-# workers fill) left out, then BLOCK steps timed, then the epoch dropped. (A live block
-# that went on with the last one's iterator after a cached block read 6-8 % slower than
-# a plain epoch's steps on this machine, 8.9 against 8.3 ms on `input`: not the truth.)
+# the stopwatch: whole epochs of the live loader and blocks of cached steps, in A B B A
+# order, one process. Each live block is an epoch, as training runs one: a fresh iter(),
+# its first steps (the start, the queue the workers fill) left out, then every step to
+# its end. (Shorter live blocks measured something else: one that went on with the last
+# one's iterator after a cached block read 6-8 % slower than an epoch's steps, 8.9
+# against 8.3 ms on `input`; one of 120 steps from a fresh iter() holds the workers'
+# start-up, a fork of the process, once in 120 steps where training holds it once an
+# epoch.)
 LONG = BATCHES > 100
 SKIP = 20 if LONG else 10
 BLOCK = 100 if LONG else BATCHES - SKIP
-CYCLES = 2 if LONG else 4
+CYCLES = 1 if LONG else 4
 cache = [b for b, _ in zip(loader, range(5))]
 real, ideal = [], []
 
 
 def timed_live():
     it = iter(loader)
-    for n in range(SKIP + BLOCK):
+    n = 0
+    while True:
         t = time.perf_counter()
-        batch = next(it)
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
         step(batch)
         if n >= SKIP:
             real.append(time.perf_counter() - t)
-    del it
+        n += 1
 
 
 def timed_cached():

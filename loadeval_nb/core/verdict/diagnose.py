@@ -377,34 +377,8 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         ci = (min(ci[0], blo), max(ci[1], bhi))  # the spread between repeats counts too
         if len(ratios) < MIN_T_BLOCKS:
             ci_label = f"range of {len(ratios)} {unit}s"
-    drift = None
-    if repeats is None and ci[0] is not None and ci[1] is not None:
-        # one run after the other: a drift within the runs is a drift between them too
-        drift = sequential_drift(r, i)
-        if drift is not None:
-            ci = (min(ci[0], ci[0] * drift[1]), max(ci[1], ci[1] * drift[2]))
-    busy_widen = None
-    if repeats is not None and ci[0] is not None and ci[1] is not None and speedup:
-        # blocks (or repeats) pair the sides, but other processes' load moves from block to
-        # block faster than a few blocks can show: the interval holds the speedup give or
-        # take a share of the cores they took (the busier side's)
-        taken = max(busy_cores(r) or 0.0, busy_cores(i) or 0.0)
-        if taken:
-            busy_widen = BUSY_WIDEN * taken / _cores(r)
-            grow = 1.0 + busy_widen
-            ci = (min(ci[0], speedup / grow), max(ci[1], speedup * grow))
-    apart = None
-    if repeats is None and ci[0] is not None and ci[1] is not None and speedup:
-        # one run after the other: what changed between them (another process's load, the
-        # clock, a second process's memory and threads) is in the difference, beyond what
-        # either run can see; the interval holds the speedup give or take that much
-        apart = between_runs(r, i)
-        grow = 1.0 + apart[0]
-        ci = (min(ci[0], speedup / grow), max(ci[1], speedup * grow))
-    if ci[0] is not None and ci[1] is not None and speedup:
-        # the method's own error against a stopwatch of the same loop, quiet: never a
-        # narrower claim than that (bench/coverage.py)
-        ci = (min(ci[0], speedup / (1 + METHOD_FLOOR)), max(ci[1], speedup * (1 + METHOD_FLOOR)))
+    terms = _widen(r, i, speedup, ci, repeats)
+    ci, drift, busy_widen, apart = terms.ci, terms.drift, terms.busy, terms.apart
     verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
     if apart is not None and apart[1] is not None and verdict != NOT_ENOUGH_DATA:
         verdict, reason = (
@@ -415,7 +389,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
                 "cannot be told apart from the loader's cost"
             ),
         )
-    fixed = max(METHOD_FLOOR, busy_widen or 0.0, apart[0] if apart is not None else 0.0)
+    fixed = terms.fixed
     spe = r.steps_per_epoch()
     tell = tell_epochs = None
     if verdict in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND) and not (apart and apart[1]):
@@ -714,6 +688,71 @@ speedup by this share at least (and is beyond the noise of the runs' segments)."
 def epoch_means(run: Run) -> dict[int, float]:
     """Mean steady step of each epoch that has steady steps (seconds), by epoch."""
     return {e: sum(v) / len(v) for e, v in run.steady_by_block().items()}
+
+
+@dataclass
+class _Interval:
+    """The speedup's interval and the terms that widened it beyond the steps' (and the
+    blocks') own spread."""
+
+    ci: tuple[Optional[float], Optional[float]]
+    drift: Optional[tuple[float, float, float]] = None
+    """One run after the other, a drift within them: :func:`sequential_drift`."""
+    busy: Optional[float] = None
+    """Blocks on a busy machine: the share either side (:data:`BUSY_WIDEN`)."""
+    apart: Optional[tuple[float, Optional[float]]] = None
+    """One run after the other: :func:`between_runs` (the share, the cores taken)."""
+
+    @property
+    def fixed(self) -> float:
+        """The share either side that no number of steps narrows: the method's floor, a
+        busy machine's share, what changes between two runs."""
+        return max(METHOD_FLOOR, self.busy or 0.0, self.apart[0] if self.apart else 0.0)
+
+
+def _widen(
+    r: Run,
+    i: Run,
+    speedup: Optional[float],
+    ci: tuple[Optional[float], Optional[float]],
+    repeats: Optional[tuple[list[float], tuple[float, float]]],
+) -> _Interval:
+    """Every term that widens the speedup's interval ``ci`` (the steps' bootstrap, united
+    with the blocks' or repeats' t-interval), in one place, each where its design calls
+    for it: a drift within runs measured one after the other, a busy machine under blocks,
+    what changes between two runs, and the method's floor under every interval."""
+    out = _Interval(ci)
+    if ci[0] is None or ci[1] is None or not speedup:
+        return out
+    lo, hi, mid = ci[0], ci[1], speedup
+
+    def around(share: float) -> None:
+        nonlocal lo, hi
+        lo, hi = min(lo, mid / (1 + share)), max(hi, mid * (1 + share))
+
+    if repeats is None:
+        # one run after the other: a drift within the runs is a drift between them too
+        out.drift = sequential_drift(r, i)
+        if out.drift is not None:
+            lo, hi = min(lo, lo * out.drift[1]), max(hi, hi * out.drift[2])
+        # and what changed between them (another process's load, the clock, a second
+        # process's memory and threads) is in the difference, beyond what either run
+        # can see: the speedup give or take that much
+        out.apart = between_runs(r, i)
+        around(out.apart[0])
+    else:
+        # blocks (or repeats) pair the sides, but other processes' load moves from block
+        # to block faster than a few blocks can show: give or take a share of the cores
+        # they took (the busier side's)
+        taken = max(busy_cores(r) or 0.0, busy_cores(i) or 0.0)
+        if taken:
+            out.busy = BUSY_WIDEN * taken / _cores(r)
+            around(out.busy)
+    # the method's own error against a stopwatch of the same loop, quiet: never a
+    # narrower claim than that (bench/coverage.py)
+    around(METHOD_FLOOR)
+    out.ci = (lo, hi)
+    return out
 
 
 def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
