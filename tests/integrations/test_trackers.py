@@ -114,6 +114,32 @@ def test_tensorboard_has_the_verdict_the_numbers_and_the_steps(pair, tmp_path):
     assert "| loader/batch_size | 4 |" in config and "| settings/steps | 40 |" in config
 
 
+def test_tensorboard_under_ranks_has_the_slowest_ranks_steps(tmp_path):
+    """A job of ranks (``run --nproc-per-node``, ``gather_logs``): the slowest rank's
+    verdict and its two step series, as docs/scripts.md promises, from the ranks' logs."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from loadeval_nb.integrations import ScriptResult
+    from loadeval_nb.ranks import gather_logs
+    from tests.core.test_ranks import write_job
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_job(logs, "loadeval-20250101-120000-train", [0.2, 32.0])
+    ranks = gather_logs(logs)
+    result = ScriptResult(target=["train.py"], label="train", log_dir=str(logs), ranks=ranks)
+    assert log_result(result, log_to=f"tensorboard:{tmp_path / 'tb'}") == []
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    slowest = ranks.ranks_by_number[ranks.slowest]
+    assert ranks.slowest == 1
+    assert acc.Scalars("loadeval/speedup")[0].value == pytest.approx(ranks.diagnosis().speedup)
+    for side in ("real", "ideal"):
+        got = [(e.step, e.value) for e in acc.Scalars(f"loadeval/steps/{side}_s")]
+        assert_series(got, steady(slowest.run(side)))
+
+
 def test_mlflow_a_run_of_its_own_or_nested_under_the_active_one(pair, tmp_path, monkeypatch):
     pytest.importorskip("mlflow")
     import mlflow
