@@ -104,6 +104,29 @@ def test_under_torchrun(tmp_path, slow):
 
 
 @pytest.mark.slow
+def test_under_torchrun_a_loader_too_short_to_interleave_is_one_sentence(tmp_path):
+    """19 batches a rank with 2 workers: too few for blocks, and each rank runs the script
+    once. Every rank says why in its own sentence (none is told it was 'stopped' with
+    'no run log was kept' where its own answer was known), the exit is the ranks' 1, and
+    nothing is left in TMPDIR: the job's folder held no run log (before: an unnamed
+    loadeval-run-* was left)."""
+    tmp_path = fresh(tmp_path)
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "-m", "loadeval_nb", "run", *QUICK, DDP, "--batches", "19", "--workers", "2",
+    ]  # fmt: skip
+    p = _launch(cmd, tmp_path)
+    assert p.returncode == 1, p.stderr[-3000:]
+    lines = [line for line in p.stderr.splitlines() if line.startswith("loadeval_nb: ")]
+    said = [line for line in lines if "Cannot interleave" in line]
+    assert said and all("--nproc-per-node instead of your launcher" in line for line in said)
+    assert not any("no run log was kept" in line for line in lines), lines
+    ours = [n for n in os.listdir(tmp_path) if n.startswith("loadeval")]  # (torchelastic_*
+    assert ours == [], ours  # and torchinductor_* are torch's own)
+    assert leftovers() == []
+
+
+@pytest.mark.slow
 @retry_once
 @pytest.mark.parametrize("slow", [0, None], ids=["straggler", "equal"])
 def test_under_accelerate_launch(tmp_path, slow):

@@ -56,12 +56,16 @@ def run_command(args: argparse.Namespace, target: list[str]) -> int:
         except KeyboardInterrupt:  # where no handler could be installed
             result, stop.signum = None, signal.SIGINT
         code = 0
-        if stop.signum is None and result is not None:
+        known = result is not None and not result.ok  # its own failure, known before a stop
+        if result is not None and (stop.signum is None or known):
             code = _say_result(args, target, result)
-        if stop.signum is not None:  # also one that came while the result was written
+        if stop.signum is not None and not known:  # also one that came while the result was
+            # written; a failure already said is the answer (under a launcher, the stop is
+            # the launcher's, after another rank ended)
+            log_dir = args.log_dir or (launcher.default_log_dir() if launcher else None)
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) takes no line
                 print(
-                    f"loadeval_nb: {_stopped(stop.name, args.log_dir, started)}",
+                    f"loadeval_nb: {_stopped(stop.name, log_dir, started)}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -74,6 +78,8 @@ def _stopped(by: str, log_dir: Optional[str], started: float) -> str:
     are (without --log-dir they were in a temporary folder, removed with the unfinished
     pair they held)."""
     said = f"stopped ({by}); the script's processes were stopped"
+    if log_dir and not os.path.isdir(log_dir):
+        return f"{said}; no run log had been written yet."
     if not log_dir:
         return (
             f"{said} and no run log was kept (pass --log-dir DIR to keep the logs a stopped "

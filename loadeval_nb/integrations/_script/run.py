@@ -270,15 +270,17 @@ def run_script(
         not keep, timeout_s, hooks or ScriptHooks(), env, changes, loader_from, launcher,
         prove_straggler,
     )  # fmt: skip
+    refused = False  # the job's one plan refused the pass: every rank says so, none waits
     try:
         why = _run_sides(result, child, stamp, ranks, loader_index, *rest)
         if why is not None and (launcher is not None or prove_straggler):  # one pass only
             result.error, result.failed = _once(why, prove_straggler, launcher), "pair"
             result.exit_code = 1
+            refused = launcher is not None
         elif why is not None:  # the child found the pass too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
             _run_sides(result, replace(child, interleave=False), stamp, ranks, loader_index, *rest)
-        if launcher is not None:
+        if launcher is not None and not refused:
             _end_rank(result, launcher, stamp, min(GATHER_S, timeout_s or GATHER_S))
         if prove_straggler and result.ranks is not None:
             _add_proof(result)
@@ -287,6 +289,8 @@ def run_script(
         if not keep and not kept:  # a failure's partial logs stay where its sentence says
             shutil.rmtree(log_dir, ignore_errors=True)
             result.log_paths = {}
+        if refused and not settings.log_dir:  # the job's own folder, with no run log in it
+            _remove_if_no_logs(log_dir)
         # a child stopped or killed with its log open may have left its lock file (held a
         # moment longer by its workers, which share it): swept, waiting a little for them
         stopped = result.error is not None or sys.exc_info()[0] is not None
@@ -295,6 +299,18 @@ def run_script(
     if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
     return result
+
+
+def _remove_if_no_logs(folder: str) -> None:
+    """Remove ``folder`` (the default folder of a job under the user's launcher) if no
+    run log is in it: a pass the job's plan refused leaves nothing for a sentence to name.
+    Every rank of the node may try at once: whichever comes first removes it."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    if not any(n.startswith("loadeval-") and n.endswith(".json") for n in names):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _check_launcher(
