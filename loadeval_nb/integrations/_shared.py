@@ -40,12 +40,12 @@ from ._script.options import (
 from ._script.run import (
     TUNABLE,
     check_target,
-    describe_target,
     label_of,
     rank_exit_code,
     side_sentence,
 )
 from ._script.spec import ENV, MEASURES, ChildSpec, ChildStatus, settings_to_dict
+from ._script.words import describe_target
 from ._target import Target, target_for
 from .trackers import check_log_to, log_result
 

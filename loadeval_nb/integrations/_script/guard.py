@@ -32,9 +32,10 @@ from typing import Optional
 import psutil
 
 from ...core._shared import drop_locks
-from .launch import STOP_S, Ended, listening_sockets, remove_sockets
+from .launch import STOP_S, listening_sockets, remove_sockets
 from .spec import ChildSpec, ChildStatus, status_path
 from .spec import rank_key as _rank
+from .words import describe_target, side_words, timed_out_sentence
 
 __all__ = ["guard", "park_if_ending"]
 
@@ -154,8 +155,6 @@ class _Watch:
         folder where it holds run logs and name it in one sentence, or remove it where it
         is the parent's temporary one (no ``--log-dir``) and holds none: the parent that
         would have is gone, and nothing of the run is left in TMPDIR but what is named."""
-        from .run import describe_target  # at the end only: the child starts without it
-
         ENDING.set()
         speaks = os.environ.get("LOCAL_RANK", "0") == "0"  # one sentence for a node's ranks
         others = self._other_ranks() if speaks else []
@@ -209,23 +208,16 @@ class _Watch:
         """The parent's sentence for a side at its time limit (the parent prints the same
         one if it is there to), on stderr and in a ``timed-out`` status that keeps the
         passes the script made."""
-        from .run import _side_error, describe_target
-
         st = self._status()
         if st is not None and st.outcome != "running":  # measured just now
             self.deadline = None
             return
         status = ChildStatus("timed-out", rank=self.rank, passes=st.passes if st else [])
-        status.message = str(
-            _side_error(
-                describe_target(self.target),
-                self.spec.side,
-                Ended(None, timed_out=True),
-                {self.rank: status},
-                1,
-                self.spec.settings,
-                self.spec.timeout_s,
-            )
+        status.message = timed_out_sentence(
+            describe_target(self.target),
+            side_words(self.spec.side),
+            bool(status.passes),
+            self.spec.timeout_s,
         )
         if os.environ.get("LOCAL_RANK", "0") == "0":
             _say(f"loadeval_nb: {status.message}")

@@ -37,6 +37,7 @@ from .launch import Ended, LauncherRank, Torchrun, command, run_side, wait_until
 from .loaders import parse_loader_from
 from .options import SCRIPT_TRAINER
 from .spec import ENV, ChildSpec, ChildStatus, read_statuses
+from .words import describe_target, side_words, timed_out_sentence
 
 """The training loader's settings a run may change (``run_script(loader_changes=...)``,
 the notebook's rerun panel): ``rebuild_loader``'s, which core keeps to itself."""
@@ -107,11 +108,6 @@ class ScriptResult(Reported):
     # IPython takes a class's own __repr__ (the dataclass's) before an inherited
     # _repr_pretty_: the tail's, named here, so that the display is the text
     _repr_pretty_ = Reported._repr_pretty_
-
-
-def describe_target(target: Sequence[str]) -> str:
-    """``train.py`` or ``-m pkg.train``: how sentences name the script."""
-    return f"-m {target[1]}" if target[0] == "-m" else os.path.basename(target[0])
 
 
 def label_of(target: Sequence[str]) -> str:
@@ -672,21 +668,13 @@ def _side_error(
     loader_index: Optional[int] = None,
 ) -> Optional[str]:
     """The one sentence for a side that did not measure its steps on every rank, or None."""
-    side = _side_words(which)
+    side = side_words(which)
     bad = {r: s for r, s in statuses.items() if s.outcome not in ("measured", "running")}
     if ended.abandoned is not None and not bad:
         return f"{ended.abandoned}; this rank stopped its own run then, during {side}."
     if ended.timed_out:
-        if not any(s.passes for s in statuses.values()):
-            return (
-                f"{name} did not iterate a DataLoader within {timeout_s:g} s and was stopped: "
-                "loadeval_nb measures the torch DataLoader a script trains on; if it takes "
-                "longer to reach its training loop, pass --timeout with more seconds."
-            )
-        return (
-            f"{name} did not get through the steps of {side} within {timeout_s:g} s and was "
-            "stopped; pass --timeout with more seconds if it needs longer."
-        )
+        iterated = any(s.passes for s in statuses.values())
+        return timed_out_sentence(name, side, iterated, timeout_s)
     if bad:
         rank, st = _first_bad(bad)
         silent = _silent_ranks(statuses, local)
@@ -829,13 +817,8 @@ def side_sentence(
     )
 
 
-def _side_words(which: str) -> str:
-    """``the real run``, ``the ideal run``, or ``the interleaved runs`` (the pair)."""
-    return "the interleaved runs" if which == "pair" else f"the {which} run"
-
-
 def _side_notes(name: str, which: str, ended: Ended, statuses: dict[str, ChildStatus]) -> list[str]:
-    side = _side_words(which)
+    side = side_words(which)
     notes = []
     short = sorted({s.steps for s in statuses.values() if s.stopped_by_script})
     if short:
