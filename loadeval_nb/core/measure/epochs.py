@@ -29,12 +29,24 @@ MIN_EPOCHS = 4
 """Fewer epochs measured than this (the loop ended first): too few to pair, 2 a side."""
 
 
+DEFAULT_STEPS = 200
+"""The steps a side a run takes by default (``RunSettings.steps``): a pair on the loop's
+epochs takes :data:`EPOCHS` then, the pass no longer than a child per side took."""
+
+
 def pair_epochs(steps: Any, epoch_len: int) -> int:
-    """Epochs in the schedule for ``steps`` steps a side (an int; ``"auto"`` or anything
-    else: :data:`EPOCHS`) over an epoch of ``epoch_len`` batches: whole epochs a side
-    holding at least ``steps`` steps, never fewer than :data:`EPOCHS` in all (``--steps
-    N`` measures more of the loop's epochs, as the advice to narrow an interval asks)."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0 or epoch_len <= 0:
+    """Epochs in the schedule for ``steps`` steps a side over an epoch of ``epoch_len``
+    batches: whole epochs a side holding at least ``steps`` steps, never fewer than
+    :data:`EPOCHS` in all (``--steps N`` measures more of the loop's epochs, as the advice
+    to narrow an interval asks). The default (:data:`DEFAULT_STEPS`), ``"auto"`` or
+    anything else: :data:`EPOCHS`."""
+    if (
+        isinstance(steps, bool)
+        or not isinstance(steps, int)
+        or steps <= 0
+        or steps == DEFAULT_STEPS
+        or epoch_len <= 0
+    ):
         return EPOCHS
     return max(EPOCHS, 2 * math.ceil(steps / epoch_len))
 

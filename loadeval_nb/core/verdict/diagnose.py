@@ -17,6 +17,7 @@ from .._errors import a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
 from ..errors import LoadEvalError
+from ..measure.epochs import DEFAULT_STEPS
 from ..measure.resource import reading_of
 from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
@@ -398,6 +399,8 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
             tell_epochs = steps_to_tell(len(repeats[0]), ci, fixed)
             if tell_epochs is not None:
                 tell_epochs = max(tell_epochs, len(repeats[0]) + 1)
+                if tell_epochs * spe == DEFAULT_STEPS:  # (the default pairs 4 a side)
+                    tell_epochs += 1
                 tell = tell_epochs * spe
         else:
             tell = steps_to_tell(min(len(rs), len(is_)), ci, fixed)

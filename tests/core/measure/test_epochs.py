@@ -27,7 +27,8 @@ class Side:
 @pytest.mark.parametrize(
     ("steps", "n", "epochs"),
     [
-        (200, 32, 14),  # the default: 7 whole epochs a side hold 200 steps
+        (200, 32, EPOCHS),  # the default: 4 a side, the pass as long as a child per side
+        (300, 32, 20),  # 10 whole epochs a side hold 300 steps
         (160, 32, 10),
         (64, 32, EPOCHS),  # never fewer than 4 a side
         ("auto", 32, EPOCHS),
