@@ -134,6 +134,7 @@ def test_a_short_loader_over_several_epochs_is_measured_on_its_epochs_in_one_pro
     real = json.loads(next(logs.glob("*-real.json")).read_text())
     ideal = json.loads(next(logs.glob("*-ideal.json")).read_text())
     assert [len(b) for b in (real["blocks"], ideal["blocks"])] == [5, 5]
+    assert real["settings"]["epoch_pair"] == {"epochs": 10, "order": "ABBA"}
     assert real["mode"] == "log" and ideal["mode"] == "replay"
     assert leftovers() == []
 

@@ -82,6 +82,9 @@ class Evaluator:
             me = weakref.ref(self)
             self._sampler.worker_pids = lambda: _worker_pids(me)
         self._loader_info = loader_settings(dataloader)
+        self.log_settings: dict[str, Any] = {}
+        """What a design over this wrapper adds to its run log's ``settings`` (the pair on
+        the loop's epochs: ``epoch_pair``), read back by the verdict."""
         self._closed = False
         self._sigint = SigintStamp(self.clock)
 
@@ -119,7 +122,7 @@ class Evaluator:
             warmup=self.warmup,
             label=label,
             loader=self._loader_info,
-            settings=settings,
+            settings={**settings, **self.log_settings},
             environment=environment(step_path()),
             samples_per_batch=samples_per_batch,
             short_last_batch=short_last_batch,

@@ -22,6 +22,10 @@ from .evaluator import LoaderEvaluator
 
 ORDER = ("real", "ideal", "ideal", "real")
 """The sides of four epochs in turn (A B B A: a drift linear in time lands on both)."""
+ORDER_WORDS = ("A", "B", "B", "A")
+EPOCH_PAIR = "epoch_pair"
+"""The key of a run log's ``settings`` that says its blocks are the loop's own epochs,
+paired with the other side's in A B B A order (``{"epochs": 8, "order": "ABBA"}``)."""
 EPOCHS = 8
 """Epochs in the schedule: 4 a side, the fewest a t-interval of their speedups is taken
 from with some confidence (3 degrees of freedom)."""
@@ -61,6 +65,8 @@ class EpochPair:
     def __init__(self, real: LoaderEvaluator, ideal: LoaderEvaluator, epochs: int = EPOCHS) -> None:
         self.real, self.ideal = real, ideal
         self.epochs = epochs
+        for side in (real, ideal):  # the logs say their blocks are the loop's epochs
+            side.log_settings[EPOCH_PAIR] = {"epochs": epochs, "order": "".join(ORDER_WORDS)}
         self.started = 0
         """Epochs handed out so far."""
         self.completed = {"real": 0, "ideal": 0}

@@ -17,7 +17,7 @@ from .._errors import a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
 from ..errors import LoadEvalError
-from ..measure.epochs import DEFAULT_STEPS
+from ..measure.epochs import DEFAULT_STEPS, EPOCH_PAIR
 from ..measure.resource import reading_of
 from ..record.run import Run, describe_steady
 from ..record.runlog import load_run
@@ -167,13 +167,11 @@ def steps_to_tell(
         return None
     mid, half = (math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / 2
     gap = abs(mid - math.log(line))
-    floor = math.log1p(max(fixed, 0.0))
-    if gap <= floor:
+    if gap <= math.log1p(max(fixed, 0.0)):
         return None
-    # the interval's half-width is the fixed share and the shrinking part together
-    # (in quadrature); the shrinking part must come down to what the gap leaves
-    moving = max(half**2 - floor**2, 0.0)
-    times = moving / (gap**2 - floor**2)
+    # the interval is the union of the steps' (which shrinks) and the fixed share's (which
+    # does not, and is under the gap): the steps' must come down to the gap
+    times = (half / gap) ** 2
     if times > MAX_TELL:
         return None
     return int(math.ceil(n * times * 1.2))
@@ -392,16 +390,17 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         )
     fixed = terms.fixed
     spe = r.steps_per_epoch()
-    tell = tell_epochs = None
+    tell = epochs_to_tell = None
+    on_epochs = isinstance((r.settings or {}).get(EPOCH_PAIR), dict)
     if verdict in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND) and not (apart and apart[1]):
-        if repeats is not None and unit == "epoch" and spe:
+        if on_epochs and repeats is not None and spe:
             # the pair's blocks are the loop's epochs: whole epochs a side, each spe steps
-            tell_epochs = steps_to_tell(len(repeats[0]), ci, fixed)
-            if tell_epochs is not None:
-                tell_epochs = max(tell_epochs, len(repeats[0]) + 1)
-                if tell_epochs * spe == DEFAULT_STEPS:  # (the default pairs 4 a side)
-                    tell_epochs += 1
-                tell = tell_epochs * spe
+            epochs_to_tell = steps_to_tell(len(repeats[0]), ci, fixed)
+            if epochs_to_tell is not None:
+                epochs_to_tell = max(epochs_to_tell, len(repeats[0]) + 1)
+                if epochs_to_tell * spe == DEFAULT_STEPS:  # (the default pairs 4 a side)
+                    epochs_to_tell += 1
+                tell = epochs_to_tell * spe
         else:
             tell = steps_to_tell(min(len(rs), len(is_)), ci, fixed)
             if tell is not None:
@@ -631,7 +630,9 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         ),
         epoch_endless=endless,
         steps_to_tell=tell,
-        tell_epochs=tell_epochs,
+        epochs_to_tell=epochs_to_tell,
+        fixed_share=fixed if ci[0] is not None else None,
+        on_epochs=on_epochs,
         prediction=prediction,
         verdict=verdict,
         reason=reason,

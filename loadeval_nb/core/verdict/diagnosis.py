@@ -101,9 +101,15 @@ class Diagnosis(Reported):
     """For an interval that lies across a line (NOT ENOUGH DATA, or PARTLY across the
     second): about how many steps a side (warm-up included) would put it on one side; None
     when it lies across none, or the gain is too close to its line to place."""
-    tell_epochs: Optional[int] = None
+    epochs_to_tell: Optional[int] = None
     """Where the pair's blocks were the loop's own epochs: the whole epochs a side that
     ``steps_to_tell`` stands for (``--steps`` measures that many of them); None otherwise."""
+    on_epochs: bool = False
+    """The pair was measured on the loop's own epochs (its run logs' ``epoch_pair``)."""
+    fixed_share: Optional[float] = None
+    """The share either side of the speedup that no number of steps narrows (the method's
+    floor, a busy machine's share, what changes between two runs), as the interval holds
+    it; None without an interval."""
     epoch_endless: bool = False
     """The loader's length is no epoch that will be run (a sampler that hardly ends: many
     times the steps measured, and days of steps): time saved is said per 1000 steps."""
@@ -378,6 +384,10 @@ def advice(d: Diagnosis) -> list[Piece]:
     return out
 
 
+FLOOR_SHARE = 0.0201
+"""A fixed share above the method's floor (±2 %): a busy machine's, or two runs'."""
+
+
 def _advice(d: Diagnosis) -> list[Piece]:
     if d.verdict == NOT_ENOUGH_DATA and (
         "the epoch is the limit" in (d.reason or "") or d.loader_limited
@@ -397,12 +407,12 @@ def _advice(d: Diagnosis) -> list[Piece]:
         return [*out, "."]
     if d.verdict == NOT_ENOUGH_DATA:
         lo, hi = d.speedup_ci
-        if d.steps_to_tell is not None and d.tell_epochs is not None:
+        if d.steps_to_tell is not None and d.epochs_to_tell is not None:
             return [
                 "Measure more of the loop's epochs (",
                 Action("steps", d.steps_to_tell),
-                f": {d.tell_epochs} epochs a side) to tell it: about that many would narrow "
-                "the interval to one side of the line.",
+                f": {d.epochs_to_tell} epochs a side) to tell it: about that many would "
+                "narrow the interval to one side of the line.",
             ]
         if d.steps_to_tell is not None:
             return [
@@ -419,6 +429,20 @@ def _advice(d: Diagnosis) -> list[Piece]:
                 f"{fmt_pct(WORTH - 1.0)} line to place with a number of steps worth running: "
                 "little either way; make the step itself faster first (model, batch size, "
                 "mixed precision)."
+            ]
+        if d.fixed_share is not None and d.fixed_share > FLOOR_SHARE:
+            # the part of the interval that steps do not narrow reaches the line
+            return [
+                "No number of steps narrows this interval: other processes' load on the "
+                f"machine (or what changes between two runs) keeps it the speedup give or "
+                f"take {fmt_pct(d.fixed_share)} whatever the steps. Measure on a quiet "
+                "machine, the sides interleaved in one process (the default)."
+            ]
+        if d.on_epochs and d.steps_per_epoch:
+            return [
+                "Measure more of the loop's epochs (",
+                Action("steps", 16 * d.steps_per_epoch),
+                ": 16 epochs a side) so that the difference can be told from noise.",
             ]
         return [
             "Run more steps (",

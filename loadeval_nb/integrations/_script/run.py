@@ -298,15 +298,12 @@ def run_script(
 
 
 def _remove_if_no_logs(folder: str) -> None:
-    """Remove ``folder`` (the default folder of a job under the user's launcher) if no
-    run log is in it: a pass the job's plan refused leaves nothing for a sentence to name.
-    Every rank of the node may try at once: whichever comes first removes it."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    if not any(n.startswith("loadeval-") and n.endswith(".json") for n in names):
-        shutil.rmtree(folder, ignore_errors=True)
+    """Remove ``folder`` (the default folder of a job under the user's launcher) if it is
+    empty: a pass the job's plan refused leaves nothing for a sentence to name. Every rank
+    of the node may try at once; only an empty folder goes (another rank's file in it, a
+    run log or a probe of the folder, keeps it)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
 
 
 def _check_launcher(

@@ -23,14 +23,14 @@ def side_words(which: str) -> str:
 def timed_out_sentence(name: str, side: str, iterated: bool, timeout_s: Optional[float]) -> str:
     """The sentence for a side stopped at its time limit: ``iterated`` says whether the
     script had iterated a DataLoader by then."""
-    limit = f"{timeout_s:g}" if timeout_s is not None else "the time limit's"
+    limit = f"{timeout_s:g} s" if timeout_s is not None else "its time limit"
     if not iterated:
         return (
-            f"{name} did not iterate a DataLoader within {limit} s and was stopped: "
+            f"{name} did not iterate a DataLoader within {limit} and was stopped: "
             "loadeval_nb measures the torch DataLoader a script trains on; if it takes "
             "longer to reach its training loop, pass --timeout with more seconds."
         )
     return (
-        f"{name} did not get through the steps of {side} within {limit} s and was "
+        f"{name} did not get through the steps of {side} within {limit} and was "
         "stopped; pass --timeout with more seconds if it needs longer."
     )

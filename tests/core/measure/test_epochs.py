@@ -13,6 +13,7 @@ class Side:
 
     def __init__(self, name: str, n: int) -> None:
         self.name, self.n, self.closed = name, n, False
+        self.log_settings: dict = {}
 
     def __len__(self) -> int:
         return self.n
@@ -44,6 +45,10 @@ def test_the_loops_epochs_alternate_a_b_b_a_and_each_is_whole():
     real, ideal = Side("real", 3), Side("ideal", 3)
     pair = EpochPair(real, ideal, epochs=10)  # type: ignore[arg-type]
     assert len(pair) == 3
+    # each side's run log says its blocks are the loop's epochs (the verdict reads it)
+    assert (
+        real.log_settings == ideal.log_settings == {"epoch_pair": {"epochs": 10, "order": "ABBA"}}
+    )
     seen = []
     while not pair.last:
         epoch = list(iter(pair))

@@ -98,9 +98,11 @@ def test_an_interval_across_the_line_says_how_many_steps_would_tell():
 def test_no_number_of_steps_narrows_the_share_that_does_not_shrink():
     # the method's floor (±2 %), a busy machine's share, two processes' gap: a part of the
     # interval that more steps leave as it is
+    # the interval is the union of the steps' and the fixed share's: under the gap, the
+    # fixed share changes nothing; at or over it, no steps will do
     plain = steps_to_tell(100, (1.02, 1.40))
-    floored = steps_to_tell(100, (1.02, 1.40), fixed=0.02)
-    assert plain is not None and floored is not None and floored > plain
+    assert plain is not None and steps_to_tell(100, (1.02, 1.40), fixed=0.02) == plain
+    assert steps_to_tell(100, (1.02, 1.40), fixed=0.14) is None
     # 1.03-1.12x: its middle is 0.020 from the line in logs, under a fixed ±3 % (0.030):
     # no steps tell it, and the advice says the gain is small either way instead
     assert steps_to_tell(100, (1.03, 1.12)) is not None
@@ -112,15 +114,34 @@ def test_a_pair_on_the_loops_epochs_asks_for_more_of_its_epochs():
     # the epochs (1.04-1.16x) leave the interval across the line; the advice names whole
     # epochs a side, through --steps, and no 'auto' (which measures no more epochs)
     real, ideal = blocks_pair([10.4, 11.6, 10.8, 11.2], [10.0] * 4, [32] * 4, loader={"len": 32})
-    real, ideal = replace(real, settings={}), replace(ideal, settings={})
+    pair = {"epoch_pair": {"epochs": 8, "order": "ABBA"}}  # what EpochPair writes
+    real, ideal = replace(real, settings=pair), replace(ideal, settings=pair)
     d = diagnose(real, ideal)
     assert d.verdict == NOT_ENOUGH_DATA, d.speedup_ci
-    assert d.tell_epochs is not None and d.tell_epochs > 4
-    assert d.steps_to_tell == d.tell_epochs * 32
+    assert d.on_epochs and d.epochs_to_tell is not None and d.epochs_to_tell > 4
+    assert d.steps_to_tell == d.epochs_to_tell * 32
     pieces = advice(d)
     values = [getattr(p, "value", None) for p in pieces]
     assert d.steps_to_tell in values and "auto" not in values, pieces
-    assert any(f"{d.tell_epochs} epochs a side" in p for p in pieces if isinstance(p, str))
+    assert any(f"{d.epochs_to_tell} epochs a side" in p for p in pieces if isinstance(p, str))
+    # the same blocks from a loop of several epochs run side after side (repeat=N, not the
+    # pair on the loop's epochs): the usual advice, in steps
+    plain = diagnose(replace(real, settings={}), replace(ideal, settings={}))
+    assert not plain.on_epochs and plain.epochs_to_tell is None
+    assert "auto" in [getattr(p, "value", None) for p in advice(plain)]
+
+
+def test_an_interval_that_steps_cannot_narrow_says_so():
+    # a pair in two processes on a busy machine: the share no steps narrow reaches the
+    # line, and the advice offers no number of steps (it said "Run more steps (400)")
+    real = _pid(_busy(trust_run_of(_noisy(14, 200, rel=0.01)), 100.0), 7)
+    ideal = _pid(_busy(trust_run_of(_noisy(10, 200, rel=0.01, seed=2), "replay"), 100.0), 8)
+    d = diagnose(real, ideal)
+    assert d.verdict == NOT_ENOUGH_DATA and d.steps_to_tell is None
+    assert d.fixed_share is not None and d.fixed_share > 0.5
+    text = "".join(p if isinstance(p, str) else "" for p in advice(d))
+    assert "No number of steps narrows this interval" in text, text
+    assert not any(getattr(p, "setting", None) == "steps" for p in advice(d))
 
 
 def run_of(step_ms, mode="log"):
