@@ -87,7 +87,7 @@ def one(kind: str, workers: int, sleep_s: float, step_s: float) -> dict:
         took = time.perf_counter() - t
         (real_log,) = [f for f in os.listdir(logs) if f.endswith("-real.json")]
         with open(os.path.join(logs, real_log)) as f:
-            plan = json.load(f)["settings"].get("interleaved") or {}
+            plan = json.load(f)["settings"]
     d = res.diagnosis
     return {
         "took": took,
