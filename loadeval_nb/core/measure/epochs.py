@@ -18,24 +18,17 @@ import math
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from ..record.run import DEFAULT_STEPS, EPOCH_PAIR
 from .evaluator import LoaderEvaluator
 
 ORDER = ("real", "ideal", "ideal", "real")
 """The sides of four epochs in turn (A B B A: a drift linear in time lands on both)."""
 ORDER_WORDS = ("A", "B", "B", "A")
-EPOCH_PAIR = "epoch_pair"
-"""The key of a run log's ``settings`` that says its blocks are the loop's own epochs,
-paired with the other side's in A B B A order (``{"epochs": 8, "order": "ABBA"}``)."""
 EPOCHS = 8
 """Epochs in the schedule: 4 a side, the fewest a t-interval of their speedups is taken
 from with some confidence (3 degrees of freedom)."""
 MIN_EPOCHS = 4
 """Fewer epochs measured than this (the loop ended first): too few to pair, 2 a side."""
-
-
-DEFAULT_STEPS = 200
-"""The steps a side a run takes by default (``RunSettings.steps``): a pair on the loop's
-epochs takes :data:`EPOCHS` then, the pass no longer than a child per side took."""
 
 
 def pair_epochs(steps: Any, epoch_len: int) -> int:

@@ -286,6 +286,12 @@ SCHEMA_VERSION = 4
 """4: ``steps.block`` and ``blocks`` (3 said ``steps.epoch`` and ``epochs``); 3:
 ``settings.steps``, ``settings.warmup`` and ``loader_settings`` (2 said ``max_steps``,
 ``warmup_steps`` and ``loader``). Every older key is still read."""
+EPOCH_PAIR = "epoch_pair"
+"""The key of a run log's ``settings`` that says its blocks are the loop's own epochs,
+paired with the other side's in A B B A order (``{"epochs": 8, "order": "ABBA"}``)."""
+DEFAULT_STEPS = 200
+"""The steps a side a run takes by default (``RunSettings.steps``): a pair on the loop's
+epochs takes 8 epochs then, the pass no longer than a child per side took."""
 OLD_SETTINGS = {"max_steps": "steps", "warmup_steps": "warmup"}
 """Schema 2's keys in ``settings`` and the words that replaced them."""
 RUN_KIND = "loadeval_nb.run"

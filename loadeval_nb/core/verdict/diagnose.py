@@ -17,9 +17,8 @@ from .._errors import a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
 from ..errors import LoadEvalError
-from ..measure.epochs import DEFAULT_STEPS, EPOCH_PAIR
 from ..measure.resource import reading_of
-from ..record.run import Run, describe_steady
+from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, Run, describe_steady
 from ..record.runlog import load_run
 from ..whatif.from_runs import predict_from_runs
 from .diagnosis import (
