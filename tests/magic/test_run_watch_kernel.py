@@ -269,18 +269,11 @@ def test_bad_options_are_one_sentence(kernel, script):
     assert r["status"] == "ok" and "%loadeval_run [options] SCRIPT" in r["stdout"]
 
 
-def test_watch_follows_a_torchrun_job_rank_by_rank(kernel, tmp_path):
-    out = tmp_path / "job"
-    out.mkdir()
-    env = {**os.environ, "SLOW_RANK": "1", "PYTHONWARNINGS": "ignore"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    script = ROOT / "tests" / "integrations" / "ddp_script.py"
-    with open(tmp_path / "job.log", "w") as log:
-        job = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone",
-             "--nproc-per-node", "2", str(script), str(out)],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+def _watch_a_job(kernel, cmd, env, out, log_path) -> dict:
+    """Start the job ``cmd`` writing to ``out``, watch it from the kernel until it is
+    done, and check that it ended well; the watch cell's reply."""
+    with open(log_path, "w") as log:
+        job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             r = kernel.run(f"%loadeval_watch {out} --timeout 180")
         finally:
@@ -289,7 +282,22 @@ def test_watch_follows_a_torchrun_job_rank_by_rank(kernel, tmp_path):
             except subprocess.TimeoutExpired:
                 job.kill()
                 job.wait()
-    assert job.returncode == 0, (tmp_path / "job.log").read_text()[-3000:]
+    assert job.returncode == 0, log_path.read_text()[-3000:]
+    return r
+
+
+def test_watch_follows_a_torchrun_job_rank_by_rank(kernel, tmp_path):
+    out = tmp_path / "job"
+    out.mkdir()
+    env = {**os.environ, "SLOW_RANK": "1", "PYTHONWARNINGS": "ignore"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    script = ROOT / "tests" / "integrations" / "ddp_script.py"
+    r = _watch_a_job(
+        kernel,
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node", "2", str(script), str(out)],
+        env, out, tmp_path / "job.log",
+    )  # fmt: skip
     assert r["status"] == "ok" and r["error"] is None, r
     assert r["streamed"] >= 1, r  # the lines grew while the job ran
     got = kernel.run(
@@ -352,19 +360,9 @@ def test_watch_shows_every_arm_the_pass_ran_and_the_headroom_split(kernel, tmp_p
     job_py.write_text(CONTENDED_JOB)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    with open(tmp_path / "job.log", "w") as log:
-        job = subprocess.Popen(
-            [sys.executable, str(job_py), str(out)], stdout=log, stderr=subprocess.STDOUT, env=env
-        )
-        try:
-            r = kernel.run(f"%loadeval_watch {out} --timeout 180")
-        finally:
-            try:
-                job.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                job.kill()
-                job.wait()
-    assert job.returncode == 0, (tmp_path / "job.log").read_text()[-3000:]
+    r = _watch_a_job(
+        kernel, [sys.executable, str(job_py), str(out)], env, out, tmp_path / "job.log"
+    )
     assert r["status"] == "ok" and r["error"] is None, r
     got = kernel.run(
         "d = _loadeval.diagnosis\n"

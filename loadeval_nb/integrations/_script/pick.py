@@ -426,7 +426,7 @@ class Picker:
             else:
                 self._remove_logs()
             return
-        self._measured(k, first, info, pair.started * len(pair), by_script and not pair.last)
+        self._measured(k, first, info, pair.handed, by_script and not pair.last)
 
     def _check_same(self, k: int, info: dict[str, Any]) -> None:
         want = self.expect or {}
