@@ -109,6 +109,9 @@ class RankResult:
     contended: Optional[dict[str, Any]] = None
     """The contended arm's run, where the pair had it (``contention``): the rank's
     headroom split into waiting for data and CPU taken by loading."""
+    variant: Optional[dict[str, Any]] = None
+    """The variant arm's run, where the pair had it (``--try``): what the change bought
+    on this rank."""
 
     def run(self, which: str) -> Optional[Run]:
         doc = getattr(self, which)
@@ -307,7 +310,9 @@ def ranks_result(ranks: list[RankResult]) -> RanksResult:
             if w:
                 waits[r.rank] = w
         if real is not None and ideal is not None:
-            out.diagnoses[r.rank] = diagnose(real, ideal, contended=r.run("contended"))
+            out.diagnoses[r.rank] = diagnose(
+                real, ideal, contended=r.run("contended"), variant=r.run("variant")
+            )
     mean = {k: sum(v) / len(v) for k, v in waits.items()}
     pace = mean or steps
     order = sorted(pace, key=lambda k: pace[k], reverse=True)
@@ -402,6 +407,7 @@ def gather_runs(
         real=_payload(runs.get("real")),
         ideal=_payload(runs.get("ideal")),
         contended=_payload(runs.get("contended")),
+        variant=_payload(runs.get("variant")),
     )
     gathered: list[Any] = (
         [None] * where[1] if group is None else [None] * dist.get_world_size(group)
@@ -1015,6 +1021,7 @@ def gather_logs(
                 ideal=_payload(runs.get("ideal")),
                 error=f"no {missing[0]} run log" if len(missing) == 1 else None,
                 contended=_payload(runs.get("contended")),
+                variant=_payload(runs.get("variant")),
             )
         )
     out = ranks_result(ranks)

@@ -39,6 +39,7 @@ FLAGS = {
     "repeat": "--repeat",
     "interleave": "--sequential",
     "contention": "--contention",
+    "variants": "--try",
     "log_to": "--log-to",
 }
 """The option behind each setting, so an error names what the user typed."""
@@ -203,6 +204,7 @@ class LoadEvalMagics(Magics):
         "blocks in one loop, so that a drift of the machine lands on both)",
     )
     @argument("--contention", **PAIR_OPTIONS["--contention"])
+    @argument("--try", **PAIR_OPTIONS["--try"])
     @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
     )
@@ -317,6 +319,7 @@ class LoadEvalMagics(Magics):
                     interleave=not args.sequential,
                     contention=args.contention,
                     log_to=tuple(_unquote(t) for t in args.log_to or ()),
+                    variants=_unquote(args.variants) if args.variants else (),
                 )
             except OptionError:  # what the loader is comes first, then the numbers
                 plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,
@@ -326,6 +329,11 @@ class LoadEvalMagics(Magics):
             settings = plan_run(kind, loader, settings, loader_name=args.loader, spelling="options")
             if settings.log_to and kind != "pair":
                 raise UsageError(f"--log-to writes a pair's verdict; leave it out with --{kind}.")
+            if settings.variants and kind != "pair":
+                raise UsageError(
+                    f"--try measures a variant in a pair's pass; leave it out with --{kind} "
+                    "(a sweep measures each setting it is given)."
+                )
             check_log_to(
                 settings.log_to,
                 "--log-to",

@@ -288,6 +288,7 @@ def as_pair(result: ScriptResult, settings: RunSettings, label: str) -> PairResu
         settings=settings,
         log_paths=result.log_paths,
         contended=result.contended,
+        variant=result.variant,
     )
 
 

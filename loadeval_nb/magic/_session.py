@@ -205,7 +205,8 @@ class Session(NotebookSession):
         if on is None:
             workers = loader_knobs(self.original).get("num_workers") or 0
             on = self.settings.interleave and workers > 0
-        return (*SIDES, "contended") if on else SIDES
+        arms = (*SIDES, "contended") if on else SIDES
+        return (*arms, "variant") if self.settings.variants else arms
 
     def _run_once(self, ev: Any) -> None:
         latch = self.latch

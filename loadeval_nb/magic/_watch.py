@@ -160,15 +160,17 @@ def _pair(follow: FolderFollower) -> PairResult:
     runs = {name.split(" ")[0]: f for name, f in follow.followers.items()}
     got = {arm: f.to_run() for arm, f in runs.items() if f.exists}
     real, ideal, contended = got.get("real"), got.get("ideal"), got.get("contended")
+    variant = got.get("variant")
     return PairResult.from_runs(
         real,
         ideal,
         label=follow.job or "",
         diagnosis=(
-            diagnose(real, ideal, contended=contended)
+            diagnose(real, ideal, contended=contended, variant=variant)
             if real is not None and ideal is not None
             else None
         ),
         log_paths={s: f.path for s, f in runs.items()},
         contended=contended,
+        variant=variant,
     )

@@ -16,6 +16,8 @@ COLORS = {
     "samples": "#ff7f0e",
     # the contended arm: the ideal's hue, darker
     "contended": "#08519c",
+    # the variant arm (the loader rebuilt with other settings): green, its own hue
+    "variant": "#2ca02c",
     # sweep chart
     "predicted": "#7f7f7f",
 }

@@ -112,6 +112,37 @@ def test_bad_options_are_one_sentence_usage_errors(shell, line, match):
     assert "\n" not in str(e.value)
 
 
+def test_try_measures_a_variant_in_the_same_pass_and_leaves_the_loader_alone(shell):
+    original = shell.user_ns["train_loader"]
+    run(shell, 'train_loader --steps 60 --warmup 2 --cache 3 --quiet --try "num_workers=1"', LOOP)
+    res = shell.user_ns["_loadeval"]
+    assert shell.user_ns["train_loader"] is original and original.num_workers == 0
+    assert res.variant is not None and res.variant.loader_settings["num_workers"] == 1
+    assert res.diagnosis is not None and res.diagnosis.tried is not None
+    assert res.diagnosis.tried.settings == {"num_workers": 1}
+    assert "variant" in res.log_paths or not res.log_paths
+    # every batch the cell was handed came from one of the arms, within the epoch
+    arms = (res.real, res.ideal, res.variant)
+    assert shell.user_ns["seen"] == sum(r.n_steps for r in arms) <= len(original)
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ('train_loader --try "batch_size=4" ' + QUIET, "^--try: 'batch_size' cannot be tried"),
+        ("train_loader --ladder --try num_workers=1 " + QUIET, "^--try measures a variant"),
+        (
+            "train_loader --sequential --try num_workers=1 " + QUIET,
+            "^--try: a variant is measured only",
+        ),
+    ],
+)
+def test_a_bad_try_is_one_sentence_in_the_magics_words(shell, line, match):
+    with pytest.raises(UsageError, match=match) as e:
+        run(shell, line, LOOP)
+    assert "\n" not in str(e.value)
+
+
 def test_not_a_loader(shell):
     shell.user_ns["n"] = 3
     with pytest.raises(UsageError, match="n is an int, not a loader"):

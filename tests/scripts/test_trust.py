@@ -34,6 +34,38 @@ def test_the_script_is_handed_no_more_batches_than_its_epoch_holds(tmp_path):
     assert plan["pass_steps"] <= 94 and plan["epoch"] == 94
 
 
+def test_a_variant_is_measured_in_the_same_pass_and_the_script_keeps_its_epoch(tmp_path):
+    """--try num_workers=4 on a 1-worker loader: the variant's blocks take real batches'
+    places (a OneCycleLR sized from len(loader) never raises), its log is written beside
+    the others, its workers are gone after the run, and the verdict says what it bought."""
+    tmp_path = fresh(tmp_path)
+    seen = tmp_path / "seen"
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5", "--try", "num_workers=4",
+        "--log-dir", str(tmp_path / "logs"), PLAIN, "--batches", "300", "--workers", "1",
+        "--item-ms", "3", "--step-ms", "2", "--onecycle", "--seen", str(seen),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    n, of = map(int, re.fullmatch(r"(\d+) of (\d+)\n", seen.read_text()).groups())
+    assert of == 300 and n <= 300
+    (variant,) = (tmp_path / "logs").glob("*-variant.json")
+    log = json.loads(variant.read_text())
+    assert log["settings"]["variant"] == {"num_workers": 4}
+    assert log["loader"]["num_workers"] == 4
+    assert "real" in log["settings"]["interleaved"]["arms"]
+    assert "variant" in log["settings"]["interleaved"]["arms"]
+    assert re.search(r"with num_workers=4: .*measured in this pass", p.stdout), p.stdout
+    assert leftovers() == []
+
+
+def test_a_bad_variant_is_one_sentence_in_the_commands_words(tmp_path):
+    p = loadeval("run", "--try", "batch_size=64", PLAIN)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].startswith("loadeval_nb: --try: 'batch_size'"), (
+        p.stderr
+    )
+
+
 def test_a_script_that_raises_inside_the_measured_pass_is_a_failure(tmp_path):
     """It raised at its step 20 (past the warm-up): before, exit 0 and a verdict."""
     tmp_path = fresh(tmp_path)

@@ -7,7 +7,7 @@ Framework-agnostic: ``run_once(wrapper)`` is whatever runs the user's loop with
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from .._env import dist_rank, interrupts_deferred, loader_settings, safe_len
@@ -17,7 +17,8 @@ from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import InterleavedEvaluator, NotInterleavable, plan_pass
-from ..measure.loader import TUNABLE
+from ..measure.loader import TUNABLE, rebuild_loader
+from ..measure.variant import VARIANT, Variant
 from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
@@ -45,6 +46,9 @@ class PairResult(Result):
     contended: Optional[Run] = None
     """The contended arm's run (on where cheap, or ``RunSettings(contention=True)``): cached
     batches while the loader kept producing; None without that arm."""
+    variant: Optional[Run] = None
+    """The variant arm's run (``RunSettings(variants=...)``, ``--try``): the loader rebuilt
+    with other settings, in the same pass; None without that arm."""
 
     @classmethod
     def from_runs(
@@ -57,6 +61,7 @@ class PairResult(Result):
         settings: Optional[RunSettings] = None,
         log_paths: Optional[dict[str, str]] = None,
         contended: Optional[Run] = None,
+        variant: Optional[Run] = None,
     ) -> PairResult:
         """A pair made after the fact from its two runs (a script's, the logs a watch
         followed): the loader's settings are the real run's, and a missing run is the one
@@ -73,6 +78,7 @@ class PairResult(Result):
             real=real,
             ideal=ideal,
             contended=contended,
+            variant=variant,
             diagnosis=diagnosis,
             failed=missing[0] if missing else None,
         )
@@ -146,6 +152,8 @@ def run_pair(
         if "ideal" in which_runs
         else None
     )
+    if settings.variants and settings.variant is None:  # "advice": a first pass decides it
+        return _advised(loader, run_once, settings, hooks, label, loader_name)
     why_not = why_not_interleaved(loader, settings)
     if why_not is None:
         runner = Runner(result, run_once, settings, hooks, loader_name, 1)
@@ -165,6 +173,7 @@ def run_pair(
         runs = runner.take_all()
     result.real, result.ideal = runs.get("real"), runs.get("ideal")
     result.contended = runs.get("contended")
+    result.variant = runs.get(VARIANT)
     if result.contended is None:
         result.log_paths.pop("contended", None)  # (no arm: a loader without workers)
     if result.failed == "pair":
@@ -173,10 +182,60 @@ def run_pair(
         raise result.error  # refused on the real run's first batch: a setting to change
     if result.error is None and result.real is not None and result.ideal is not None:
         with interrupts_deferred():  # both runs are done: the verdict is not lost to a Ctrl-C
-            result.diagnosis = diagnose(result.real, result.ideal, contended=result.contended)
+            result.diagnosis = diagnose(
+                result.real, result.ideal, contended=result.contended, variant=result.variant
+            )
             if why_not is not None and settings.interleave and settings.only is None:
                 result.diagnosis.notes.append(why_not)
+                if settings.variant is not None:
+                    result.diagnosis.notes.append(
+                        f"the variant ({settings.variant.words}) was not measured: it is "
+                        "served only in an interleaved pass"
+                    )
     return result
+
+
+def _advised(
+    loader: Any,
+    run_once: Callable[[LoaderEvaluator], None],
+    settings: RunSettings,
+    hooks: Optional[RunHooks],
+    label: str,
+    loader_name: str,
+) -> PairResult:
+    """``variants="advice"``: a first pass without a variant, then, where its advice names
+    a setting (the simulator's ``num_workers``), a second pass with that setting as the
+    variant arm: the advice measured on the user's loop. The second pass's result, its
+    verdict saying which setting the first advised; the first's where there is nothing to
+    try, or it failed."""
+    first = run_pair(
+        loader,
+        run_once,
+        replace(settings, variants=()),
+        hooks=hooks,
+        label=label,
+        loader_name=loader_name,
+    )
+    d = first.diagnosis
+    if d is None:
+        return first
+    if not d.advised:
+        d.notes.append(
+            "nothing to try from the advice: the simulator names no num_workers that would "
+            "be faster (the variant arm was not run)"
+        )
+        return first
+    second = run_pair(
+        loader,
+        run_once,
+        replace(settings, variants=(Variant.of(d.advised),)),
+        hooks=hooks,
+        label=label,
+        loader_name=loader_name,
+    )
+    if second.diagnosis is not None and second.diagnosis.tried is not None:
+        second.diagnosis.tried.advised = True
+    return second
 
 
 def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
@@ -200,6 +259,8 @@ def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
             num_cached_batches=settings.num_cached_batches,
             auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
             contention=settings.contention,
+            # (a loader that cannot be rebuilt is one sentence here, before anything runs)
+            variant=rebuild_loader(loader, **v.settings) if (v := settings.variant) else None,
         )
     except NotInterleavable as e:
         return (
@@ -218,6 +279,8 @@ def _interleaved(
     path: Optional[str],
 ) -> InterleavedEvaluator:
     arms = ("real", "ideal") if settings.contention is False else ("real", "ideal", "contended")
+    if settings.variant is not None:
+        arms = (*arms, VARIANT)
     files = {w: runner.path_for(w) for w in arms}
     n = safe_len(loader)
     return InterleavedEvaluator(
@@ -233,6 +296,7 @@ def _interleaved(
         metrics_files=files,
         first_batch=budget_check,
         contention=settings.contention,
+        variant=settings.variant,
     )
 
 

@@ -10,6 +10,7 @@ from .._errors import check_choice, check_int, check_interval
 from .._files import expand_path
 from ..errors import OptionError
 from ..measure.adaptive import AutoStop
+from ..measure.variant import ADVICE, Variant
 
 
 @dataclass(frozen=True, init=False)
@@ -51,6 +52,14 @@ class RunSettings:
     shortening the pair's blocks; True: whenever the loader has workers
     (``--contention``); False: never (``--no-contention``). A loader without workers gets
     none, and the verdict says why."""
+    variants: tuple[Any, ...] = ()
+    """A variant arm in the interleaved pass (``--try``): the loader rebuilt with other
+    settings (``"num_workers=4, pin_memory=True"``, ``{"num_workers": 4}``, a
+    :class:`~loadeval_nb.core.measure.variant.Variant`), its blocks interleaved with the
+    real ones, and the verdict says what it bought, with its interval, measured in the same
+    pass; ``"advice"``: what the first pass's advice names, measured in a second pass. One
+    variant a pass; given as one entry or a sequence of one, kept as a tuple of
+    :class:`Variant` (or ``"advice"``)."""
     log_to: tuple[str, ...] = ()
     """Trackers the verdict is also written to when the run ends (``--log-to``):
     ``"tensorboard:DIR"``, ``"mlflow"``, ``"wandb"``, ``"trainer"`` (a Lightning or Hugging
@@ -77,6 +86,7 @@ class RunSettings:
         contention: Optional[bool] = None,
         log_to: Any = (),
         checked: bool = False,
+        variants: Any = (),
     ) -> None:
         if isinstance(log_dir, (str, os.PathLike)):
             log_dir = expand_path(log_dir)  # ~/runs and $SCRATCH/runs, as a shell reads them
@@ -84,6 +94,7 @@ class RunSettings:
             log_to = (log_to,)
         elif isinstance(log_to, (list, tuple)):
             log_to = tuple(log_to)
+        variants = _variants(variants)
         values = dict(locals())
         for f in fields(self):
             object.__setattr__(self, f.name, values[f.name])
@@ -143,6 +154,36 @@ class RunSettings:
             )
         check_choice("cache_on", self.cache_on, ("host", "device"))
         check_choice("only", self.only, (None, "real", "ideal"))
+        if self.variants and (not self.interleave or self.only is not None or self.repeat > 1):
+            raise OptionError(
+                "variants",
+                ": a variant is measured only in an interleaved pass, where a drift of the "
+                "machine lands on every arm; try it without the settings that ask for whole "
+                "runs (sequential, only, repeat).",
+            )
+
+    @property
+    def variant(self) -> Optional[Variant]:
+        """The variant the pass serves (None: none, or ``"advice"`` not yet decided)."""
+        v = self.variants[0] if self.variants else None
+        return v if isinstance(v, Variant) else None
+
+
+def _variants(spec: Any) -> tuple[Any, ...]:
+    """``variants`` as kept: a tuple of one :class:`Variant` or ``"advice"`` (or none)."""
+    if spec is None or spec == () or spec == []:
+        return ()
+    items = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    if len(items) > 1:
+        raise OptionError(
+            "variants",
+            f" holds {len(items)} variants; one a pass is measured: give one (a sweep tries "
+            "several settings one after the other).",
+        )
+    item = items[0]
+    if isinstance(item, str) and item.strip().lower() == ADVICE:
+        return (ADVICE,)
+    return (Variant.of(item),)
 
 
 class RunHooks:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # where each name lives; imported on its first use
     from .readers import gpu_status
     from .sampler import UtilSampler
     from .timing import step_path
+    from .variant import Variant
     from .worker_timing import WorkerFetchTimer
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "InterleavedEvaluator",
     "LoaderEvaluator",
     "UtilSampler",
+    "Variant",
     "WorkerFetchTimer",
     "gpu_status",
     "rebuild_loader",

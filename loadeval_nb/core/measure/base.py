@@ -110,8 +110,10 @@ class Evaluator:
         short_last_batch: bool,
         util: Optional[dict[str, Any]],
         worker_load_ns: Optional[list[int]],
+        loader: Optional[dict[str, Any]] = None,
     ) -> Run:
-        """The one call to ``build_run``: what differs between modes and sides is passed."""
+        """The one call to ``build_run``: what differs between modes and sides is passed
+        (``loader``: the settings of another loader than the wrapped one, a variant's)."""
         return build_run(
             epochs[first_epoch:],
             first_epoch=first_epoch,
@@ -121,7 +123,7 @@ class Evaluator:
             now_ns=self.clock(),
             warmup=self.warmup,
             label=label,
-            loader=self._loader_info,
+            loader=self._loader_info if loader is None else loader,
             settings={**settings, **self.log_settings},
             environment=environment(step_path()),
             samples_per_batch=samples_per_batch,

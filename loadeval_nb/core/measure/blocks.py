@@ -18,6 +18,7 @@ from .._env import agree, loader_settings, safe_len
 from ..errors import LoadEvalError
 from ..record.run import SIDES
 from .adaptive import AutoStop
+from .variant import VARIANT
 
 CONTENDED = "contended"
 """The third arm: cached batches served while the real loader keeps producing (its
@@ -66,6 +67,9 @@ class BlockPlan:
     no_contention: Optional[str] = field(default=None, compare=False)
     """Why the pass has no contended arm where it was asked for or would be on by default
     (a note for the verdict); None otherwise."""
+    variant_drain: int = 0
+    """Steps left out at the start of a block of the variant arm (its rebuilt loader's
+    queue, filled while other arms ran, and the steps its workers got ahead by)."""
 
     def order(self) -> list[str]:
         """The arm of each block: real, ideal, ideal, real, real, ideal, ..."""
@@ -105,6 +109,8 @@ class BlockPlan:
         settle = self.settle or self.drain
         if {side, before} == {"real", CONTENDED}:
             return settle if side == "real" else 1
+        if side == VARIANT:  # its own loader, whose queue filled while it sat idle
+            return self.variant_drain or self.drain
         return self.drain if side == "real" else settle
 
     @property
@@ -132,6 +138,7 @@ def plan_blocks(
     loader_len: Optional[int] = None,
     blocks: Optional[int] = None,
     arms: tuple[str, ...] = SIDES,
+    variant_depth: int = 0,
 ) -> Optional[BlockPlan]:
     """The plan for ``steps`` steps per side (warm-up included, as for a real run), with
     ``depth`` batches prefetched. With ``loader_len`` (the loader's ``len()``), the whole
@@ -142,10 +149,14 @@ def plan_blocks(
     plan with the arm added (:func:`add_contention`; the pair's blocks shortened to fit the
     epoch if need be), or without it and saying why."""
     if CONTENDED in arms:
-        pair = plan_blocks(steps, warmup, num_cached_batches, depth, loader_len, blocks)
+        rest = tuple(a for a in arms if a != CONTENDED)
+        pair = plan_blocks(
+            steps, warmup, num_cached_batches, depth, loader_len, blocks, rest, variant_depth
+        )
         return None if pair is None else add_contention(pair, loader_len, cheap_only=False)
     first = max(warmup, num_cached_batches, 1)
     drain, settle = 2 * depth + 1, max(depth, 1)
+    vdrain = 2 * variant_depth + 1 if VARIANT in arms else 0
     steady = steps - warmup
     for n in [blocks] if blocks else range(MAX_BLOCKS, MIN_BLOCKS - 1, -2):
         # a side's steps hold its drained ones too (every other real block follows an
@@ -153,10 +164,10 @@ def plan_blocks(
         drains = (n // 2) * drain
         block = (steady - drains) // n
         if loader_len is not None:  # the pass, every step of it, within the epoch
-            fixed = BlockPlan(first, 0, n, drain, settle, arms).total_steps
+            fixed = BlockPlan(first, 0, n, drain, settle, arms, variant_drain=vdrain).total_steps
             block = min(block, (loader_len - fixed) // (len(arms) * n))
         if block >= MIN_BLOCK:
-            return BlockPlan(first, block, n, drain, settle, arms)
+            return BlockPlan(first, block, n, drain, settle, arms, variant_drain=vdrain)
     return None
 
 
@@ -169,9 +180,8 @@ def add_contention(pair: BlockPlan, loader_len: Optional[int], cheap_only: bool)
     reason in its ``no_contention``."""
     extra = 0
     for block in range(pair.block, MIN_BLOCK - 1, -1):
-        plan = replace(
-            pair, block=block, arms=ARMS_WITH_CONTENTION, contended_block=max(block // 2, MIN_BLOCK)
-        )
+        arms = (*ARMS_WITH_CONTENTION, *(a for a in pair.arms if a not in SIDES))
+        plan = replace(pair, block=block, arms=arms, contended_block=max(block // 2, MIN_BLOCK))
         extra = plan.total_steps - pair.total_steps
         fits = loader_len is None or plan.total_steps <= loader_len
         if cheap_only:
@@ -248,6 +258,7 @@ def plan_pass(
     blocks: Optional[int] = None,
     auto_stop: Optional[AutoStop] = None,
     contention: Optional[bool] = False,
+    variant: Any = None,
 ) -> tuple[BlockPlan, Optional[int], int]:
     """The one rule for whether, and how, a pass over ``loader`` interleaves: its plan,
     made before its first step from the settings, the loader's ``len()`` and queue depth,
@@ -258,9 +269,14 @@ def plan_pass(
     (:data:`CONTENDED`) in every round; None: where it is cheap (:data:`CHEAP`). A loader
     without workers (on any rank) gets none: it loads in the loop's own thread. Where the
     arm was asked for or would be on and is not, the plan's ``no_contention`` says why.
+    ``variant``: the rebuilt loader of a variant arm (:mod:`.variant`), its blocks in every
+    round after the ideal's (R I V V I R), its queue's depth setting the steps its blocks
+    leave out.
     Returns ``(plan, the epoch it fits in, ranks that agreed)``; raises
     :class:`NotInterleavable` when the pass is too short."""
     depth, n, ranks = queue_depth(loader), safe_len(loader), 1
+    vdepth = queue_depth(variant) if variant is not None else 0
+    arms = (*SIDES, VARIANT) if variant is not None else SIDES
     fewest = depth
     agreed = agree(
         "plan of the interleaved pass",
@@ -273,20 +289,23 @@ def plan_pass(
             "blocks": blocks,
             "auto": auto_stop is not None,
             "contention": contention,
+            "variant": vdepth if variant is not None else None,
         },
     )
     if agreed is not None:
         ranks = len(agreed)
         _same_settings(agreed)
         depth = max(a["depth"] for a in agreed)
+        if variant is not None:
+            vdepth = max(a.get("variant") or 0 for a in agreed)
         fewest = min(a["depth"] for a in agreed)
         lens = [a["len"] for a in agreed if a["len"] is not None]
         n = min(lens) if lens else None
     if auto_stop is not None:  # two A B B A cycles first; more as the stop rule asks
         first_steps = max(auto_stop.min_steps, 2 * MIN_BLOCK * 2) + warmup
-        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, 2)
+        plan = plan_blocks(first_steps, warmup, num_cached_batches, depth, n, 2, arms, vdepth)
     else:
-        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks)
+        plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks, arms, vdepth)
     if plan is None:
         raise NotInterleavable(
             too_short(steps, warmup, num_cached_batches, depth, n),
@@ -326,8 +345,8 @@ class NotInterleavable(LoadEvalError):
 def _same_settings(agreed: list[dict[str, Any]]) -> None:
     """Every rank must measure with the same settings: one sentence naming the first that
     does not."""
-    for key in ("steps", "warmup", "cache", "blocks", "auto", "contention"):
-        values = [a[key] for a in agreed]
+    for key in ("steps", "warmup", "cache", "blocks", "auto", "contention", "variant"):
+        values = [a.get(key) for a in agreed]
         if len(set(map(str, values))) > 1:
             odd = next(r for r, v in enumerate(values) if v != values[0])
             raise LoadEvalError(

@@ -72,7 +72,14 @@ from operator import itemgetter
 from queue import SimpleQueue
 from typing import Any, Callable, Optional
 
-from .._env import agree, cuda_in_use, cuda_synchronize, epoch_bound, interrupts_deferred
+from .._env import (
+    agree,
+    cuda_in_use,
+    cuda_synchronize,
+    epoch_bound,
+    interrupts_deferred,
+    loader_settings,
+)
 from .._errors import check_int
 from .._files import expand_path
 from ..errors import LoadEvalError
@@ -89,6 +96,7 @@ from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
 from .copies import CopyTimer
+from .loader import rebuild_loader
 from .modes import LoaderStart
 from .resource import resource_text
 from .sampler import ticks_within
@@ -98,6 +106,7 @@ from .timing import (
     block_log_iter,
     block_replay_iter,
 )
+from .variant import VARIANT, Variant
 
 
 class _Side:
@@ -140,6 +149,11 @@ class InterleavedEvaluator(Evaluator):
             default). Left out (and said) for a loader without workers.
         representative: the cache a sample of the whole real stream (see the module's
             notes), the sizes of the batches served and of the stream kept for the verdict.
+        variant: a fourth arm, ``variant`` (:mod:`.variant`): the loader rebuilt with other
+            settings (``"num_workers=4"``, ``{"pin_memory": True}``, a :class:`Variant`),
+            its blocks interleaved with the real ones, each of its batches taking a real
+            batch's place in the epoch; its workers are stopped after the pass. A loader
+            that cannot be rebuilt is one sentence.
     """
 
     mode = "pair"
@@ -166,7 +180,10 @@ class InterleavedEvaluator(Evaluator):
         metrics_file: Optional[str] = None,
         contention: Optional[bool] = False,
         representative: bool = True,
+        variant: Any = None,
     ) -> None:
+        self.variant: Optional[Variant] = Variant.of(variant) if variant is not None else None
+        """The settings the variant arm tries (None: no variant arm)."""
         self._check(
             dataloader,
             cache_on=cache_on,
@@ -182,7 +199,8 @@ class InterleavedEvaluator(Evaluator):
                     "metrics_file and metrics_files both name the run logs; pass one of them."
                 )
             check_metrics_file(metrics_file)
-            metrics_files = side_paths(expand_path(metrics_file), (*SIDES, CONTENDED))
+            arms = (*SIDES, CONTENDED, *((VARIANT,) if self.variant is not None else ()))
+            metrics_files = side_paths(expand_path(metrics_file), arms)
         if steps == "auto":
             auto_stop = auto_stop or AutoStop()
         check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
@@ -201,6 +219,9 @@ class InterleavedEvaluator(Evaluator):
         if auto_stop is None:
             check_int("steps", steps, 1)
         per_side = auto_stop.max_steps if auto_stop is not None else steps
+        self._variant_loader: Any = None
+        if self.variant is not None:  # (one sentence for a loader that cannot be rebuilt)
+            self._variant_loader = rebuild_loader(dataloader, **self.variant.settings)
         plan, self.loader_len, self.ranks = plan_pass(
             dataloader,
             steps=per_side,
@@ -209,6 +230,7 @@ class InterleavedEvaluator(Evaluator):
             blocks=blocks,
             auto_stop=auto_stop,
             contention=contention,
+            variant=self._variant_loader,
         )
         self.plan = plan
         self.contention: Optional[str] = plan.no_contention
@@ -242,6 +264,24 @@ class InterleavedEvaluator(Evaluator):
                 first_batch=first_batch,
             )
         )
+        # the variant arm's loader, started as the real one is, never timed in its workers
+        self._variant: Optional[LoaderStart] = None
+        if self._variant_loader is not None:
+            self._variant = LoaderStart(
+                EvaluatorConfig(
+                    dataloader=self._variant_loader,
+                    clock=self.clock,
+                    steps=self.steps,
+                    warmup=warmup,
+                    auto_stop=None,
+                    worker_timing=False,
+                    num_cached_batches=num_cached_batches,
+                    cache_on=cache_on,
+                    cache_budget_bytes=cache_budget_bytes,
+                    device=device,
+                )
+            )
+        self.variant_depth = queue_depth(self._variant_loader) if self._variant else 0
         self.representative = bool(representative)
         self._stream_sizes: list[int] = []
         """Sizes (:func:`~.batches.cost_size`) of the real batches sampled across the pass."""
@@ -267,6 +307,8 @@ class InterleavedEvaluator(Evaluator):
         self._seen = 0
         self._rng = random.Random(0)
         self._open: Optional[Generator[Any, None, None]] = None
+        self._vsrc: Any = None
+        """The variant's loader's iterator in the pass running now."""
         self._pass_token: Optional[object] = None
         self.block_now: Optional[tuple[str, int]] = None
         """The side and number (from 1) of the block being served, or last served."""
@@ -277,6 +319,8 @@ class InterleavedEvaluator(Evaluator):
             most = 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
             if CONTENDED in self.sides:  # its blocks half the pair's, its changes settled
                 most += self.steps
+            if VARIANT in self.sides:  # a side's steps, and its own queue left out
+                most += self.steps + self.plan.variant_drain * self.steps // MIN_BLOCK
             return most if self.loader_len is None else min(most, self.loader_len)
         return self.plan.total_steps
 
@@ -323,6 +367,9 @@ class InterleavedEvaluator(Evaluator):
         t = clock()
         src = self._loader.open()
         setup = clock() - t
+        # the variant's loader starts now too: its workers start while the warm-up runs
+        vsrc: Any = self._variant.open() if self._variant is not None else None
+        self._vsrc = vsrc
         everything: list[int] = []  # every step's start, for the copy timer
         copies: Optional[CopyTimer] = None
         if cuda_in_use():
@@ -374,6 +421,8 @@ class InterleavedEvaluator(Evaluator):
                 side.epochs.append(rec)
                 side.spans.append((clock(), None))
                 real = name == "real"
+                live = real or name == VARIANT  # (an arm that draws its own loader's batches)
+                source = vsrc if name == VARIANT else src
                 starts, ready = rec.starts, rec.ready
                 todo = n_steps
                 if copies is None and not filling:
@@ -387,6 +436,11 @@ class InterleavedEvaluator(Evaluator):
                         rest = n_steps - len(ready)
                         yield from block_log_iter(islice(src, rest), rec, clock)
                         if len(ready) < n_steps:  # the loader ran out inside the block
+                            exhausted = True
+                            break
+                    elif live:  # the variant: its rebuilt loader's batches, timed as real
+                        yield from block_log_iter(islice(source, n_steps), rec, clock)
+                        if len(ready) < n_steps:
                             exhausted = True
                             break
                     else:
@@ -411,8 +465,8 @@ class InterleavedEvaluator(Evaluator):
                 # real block after an ideal one decides at its end how many came early)
                 marks: dict[int, Any] = {}
                 first_steady = skip
-                if real and skip and side.epochs[1:]:
-                    first_steady = min(self.depth, skip)
+                if live and skip and side.epochs[1:]:
+                    first_steady = min(self.depth if real else self.variant_depth, skip)
                 drain = self._drain(src, todo) if todo and name == CONTENDED else None
                 try:
                     for i in range(todo):
@@ -422,14 +476,16 @@ class InterleavedEvaluator(Evaluator):
                         now = clock()
                         starts.append(now)
                         everything.append(now)
-                        if real:
+                        if live:
                             try:
-                                batch = next(src)
+                                batch = next(source)
                             except StopIteration:
                                 exhausted = True
                                 break
                             ready.append(clock())
-                            if filling:  # the first pass's first batches: copied into the cache
+                            if not real:
+                                pass
+                            elif filling:  # the first pass's first batches: copied into the cache
                                 if first:
                                     first = False
                                     self._loader.first(batch)
@@ -504,6 +560,11 @@ class InterleavedEvaluator(Evaluator):
                 rec.starts.append(now)
             if rec.warmup == self.plan.drain and len(self._sides["real"].epochs) > 1:
                 rec.warmup = self._drained(rec)
+        elif side.name == VARIANT:
+            if len(rec.starts) == len(rec.ready):
+                rec.starts.append(now)
+            if rec.warmup == self.plan.variant_drain:
+                rec.warmup = self._drained(rec, self.variant_depth, self.plan.variant_drain)
         else:
             if len(rec.starts) == rec.expected:  # (a block's iterator stamps its own end)
                 rec.starts.append(now)
@@ -550,6 +611,9 @@ class InterleavedEvaluator(Evaluator):
             if self._sampler is not None:
                 self._sampler.pause()
             self._loader.end_pass(src, left_early=True)
+            if self._variant is not None:  # its workers stopped now: it is not run again
+                self._variant.end_pass(self._vsrc, left_early=True)
+                self._vsrc = None
             if not self.cache.ready:
                 self.cache.seal()
             else:
@@ -651,14 +715,16 @@ class InterleavedEvaluator(Evaluator):
             self._sizes_of_cache = [cost_size(b) for b in self.cache.batches]
         return self._sizes_of_cache
 
-    def _drained(self, rec: EpochRecord) -> int:
+    def _drained(self, rec: EpochRecord, depth: Optional[int] = None, most: int = 0) -> int:
         """Steps at the start of a real block that follows an ideal one, to leave out.
 
         The first ``prefetch_factor × num_workers`` came from the queue the workers filled
         while the ideal block ran; the workers also got ahead while those were served, so
         the next few come early too. The block is steady from its first step that waited
-        for its batch (or, for a loader that keeps ahead of the loop, after the queue)."""
-        depth = self.depth
+        for its batch (or, for a loader that keeps ahead of the loop, after the queue). The
+        variant arm's blocks the same, with its loader's ``depth`` and at most ``most``."""
+        depth = self.depth if depth is None else depth
+        most = most or self.plan.drain
         ideal = self._sides["ideal"].epochs
         ref = 0
         if ideal:
@@ -671,7 +737,7 @@ class InterleavedEvaluator(Evaluator):
         waited = max(WAITED_NS, ref // 20, 2 * queued[len(queued) // 2] if queued else 0)
         for i in range(depth, len(ready)):
             if ready[i] - starts[i] > waited:
-                return min(i, self.plan.drain)
+                return min(i, most)
         return depth  # no step waited: the loader keeps ahead, only the queue came early
 
     def _side_steps(self, name: str) -> int:
@@ -709,6 +775,7 @@ class InterleavedEvaluator(Evaluator):
         s = self._sides[name]
         t0 = self._t0 or 0
         real = name == "real"
+        variant = name == VARIANT
         util = None
         if self._sampler is not None:
             util = ticks_within(self._sampler.series(t0), s.spans, t0, first_tick)
@@ -716,15 +783,16 @@ class InterleavedEvaluator(Evaluator):
         return self._build(
             s.epochs,
             first_epoch,
-            mode="log" if real else "replay",
-            measure_wait=real,
+            mode="log" if real or variant else "replay",
+            measure_wait=real or variant,
             label=s.label,
+            loader=loader_settings(self._variant_loader) if variant else None,
             settings=run_settings(
                 num_cached_batches=self.num_cached_batches,
                 steps=self.steps,
                 auto_stop=self.auto_stop,
                 cache_budget_bytes=self.cache_budget_bytes,
-                cache=None if real else self.cache,
+                cache=None if real or variant else self.cache,
                 cache_on=self.cache_on,
                 batches_cached=len(self.cache.batches) if self.cache.ready else 0,
                 interleaved={
@@ -746,12 +814,16 @@ class InterleavedEvaluator(Evaluator):
                         "stream_drawn": self._drawn(),
                     }
                     if real
+                    else {VARIANT: self.variant.settings}
+                    if variant and self.variant is not None
                     else {"served_sizes": list(self._served.get(name, []))}
                 ),
                 **({"dropped": self._dropped} if name == CONTENDED else {}),
                 **({"paid_ahead": self._paid} if real and self.bound is None else {}),
             ),
-            samples_per_batch=self._loader.samples if real else self.cache.samples_per_batch,
+            samples_per_batch=self._loader.samples
+            if real or variant
+            else self.cache.samples_per_batch,
             short_last_batch=False,
             util=util,
             worker_load_ns=self._loader.worker_load_ns() if real else None,
@@ -766,6 +838,8 @@ class InterleavedEvaluator(Evaluator):
         if self._sampler is not None:
             self._sampler.stop()
         self._loader.close()
+        if self._variant is not None:
+            self._variant.close()
         if not self._closed:
             self._closed = True
             for s in self._sides.values():
@@ -852,6 +926,12 @@ class InterleavedEvaluator(Evaluator):
         return None
 
     def worker_pids(self) -> set[int]:
+        """The workers of the loader the block being served draws from: the variant's
+        during its blocks, the real loader's otherwise (each arm's utilisation ticks, and
+        the real run's reading of what its workers do, are its own loader's)."""
+        now = self.block_now
+        if self._variant is not None and now is not None and now[0] == VARIANT:
+            return self._variant.worker_pids()
         return self._loader.worker_pids()
 
     def steps_since(
@@ -862,7 +942,7 @@ class InterleavedEvaluator(Evaluator):
         return self._read_steps(side, cursor)
 
     def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
-        return self._sides[side].epochs, side == "real"
+        return self._sides[side].epochs, side in ("real", VARIANT)
 
 
 class _Drain:

@@ -1,7 +1,7 @@
 """One grammar for the file names of run logs, written and read by the same rules.
 
 A pair's arm writes ``loadeval-STAMP[-LABEL]-ARM[-rankN][-K].json``: ``ARM`` one of
-:data:`ARMS` (the contended arm's only where the pass had it), ``-rankN`` under
+:data:`ARMS` (the contended and variant arms' only where the pass had them), ``-rankN`` under
 ``torch.distributed`` or a launcher's ``RANK``, ``-K`` (2, 3, ...) after a name already
 taken; what precedes the arm is the **job** (every arm and rank of one pass share it).
 A job's straggler proof is ``JOB-proof.json``. The runner writes these names
@@ -17,7 +17,7 @@ from typing import Optional
 
 __all__ = ["ARMS", "LogName", "is_proof_name", "log_name", "parse_log_name", "proof_name"]
 
-ARMS = ("real", "ideal", "contended")
+ARMS = ("real", "ideal", "contended", "variant")
 """The arms a pair's run logs are named after, in the order a view lists them."""
 
 _NAME = re.compile(
@@ -28,7 +28,8 @@ _NAME = re.compile(
 @dataclass(frozen=True)
 class LogName:
     """What a run log's file name says: its job (the names' common start, with a ``-2``
-    a second job of the same second took), side (the arm: real, ideal or contended), and
+    a second job of the same second took), side (the arm: real, ideal, contended or
+    variant), and
     rank (None: not a rank's)."""
 
     job: str

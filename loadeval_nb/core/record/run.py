@@ -289,6 +289,10 @@ SCHEMA_VERSION = 4
 EPOCH_PAIR = "epoch_pair"
 """The key of a run log's ``settings`` that says its blocks are the loop's own epochs,
 paired with the other side's in A B B A order (``{"epochs": 8, "order": "ABBA"}``)."""
+VARIANT = "variant"
+"""The variant arm (the loader rebuilt with other settings, served in the same pass): its
+name among a pass's arms, and the key of its run log's ``settings`` that holds what it
+changed (``{"num_workers": 4}``)."""
 DEFAULT_STEPS = 200
 """The steps a side a run takes by default (``RunSettings.steps``): a pair on the loop's
 epochs takes 8 epochs then, the pass no longer than a child per side took."""

@@ -17,8 +17,9 @@ from .._errors import a_kind
 from .._format import fmt_pct, fmt_seconds
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
 from ..errors import LoadEvalError
+from ..measure.loader import max_workers
 from ..measure.resource import reading_of
-from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, Run, describe_steady
+from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, VARIANT, Run, describe_steady
 from ..record.runlog import load_run
 from ..whatif.from_runs import predict_from_runs
 from .diagnosis import (
@@ -32,6 +33,7 @@ from .diagnosis import (
     PARTLY_INPUT_BOUND,
     WORTH,
     Diagnosis,
+    Tried,
 )
 
 log = logging.getLogger("loadeval_nb")
@@ -182,7 +184,12 @@ is too close to the line to place, and the verdict says so instead of a number."
 
 
 def diagnose(
-    real: RunLike, ideal: RunLike, *, contended: Optional[RunLike] = None, seed: int = 0
+    real: RunLike,
+    ideal: RunLike,
+    *,
+    contended: Optional[RunLike] = None,
+    variant: Optional[RunLike] = None,
+    seed: int = 0,
 ) -> Diagnosis:
     r, i = as_run(real, "real"), as_run(ideal, "ideal")
     c = as_run(contended, "contended") if contended is not None else None
@@ -205,7 +212,26 @@ def diagnose(
         why = (r.settings or {}).get("contention")
         if isinstance(why, str):
             d.notes.append(why)
+    if variant is not None:
+        d.tried = tried(r, as_run(variant, "variant"), seed)
     return d
+
+
+def tried(r: Run, v: Run, seed: int = 0) -> Tried:
+    """The variant arm ``v``'s gain over the real run ``r`` of the same pass: the real
+    mean step over the variant's, its interval as the ideal's is taken (the bootstrap of
+    the steps, the spread between blocks paired block by block, a busy machine's
+    widening)."""
+    g = _diagnose(r, v, seed)
+    settings = (v.settings or {}).get(VARIANT)
+    return Tried(
+        settings=dict(settings) if isinstance(settings, dict) else {},
+        speedup=g.speedup,
+        speedup_ci=g.speedup_ci,
+        speedup_ci_label=g.speedup_ci_label,
+        step_s=g.ideal_step_s,
+        steady_steps=g.ideal_steady_steps,
+    )
 
 
 SIZE_GAP = 0.05
@@ -607,11 +633,16 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
                 f"they take {_as_long(slower)} ideal ones; the rest is "
                 + (", ".join(causes[:-1]) + ", or " + causes[-1])
             )
-    prediction = None
+    prediction = advised = None
     if verdict != NOT_ENOUGH_DATA:
         try:
             p = predict_from_runs(r, i)
             prediction = p.line() if p is not None else None
+            w = p.advised() if p is not None else None
+            if w is not None:  # (never more workers than the tool itself would start)
+                w = min(w, max_workers())
+            if w is not None and w != r.loader_settings.get("num_workers"):
+                advised = {"num_workers": w}
         except LoadEvalError as e:  # inputs the simulator cannot use
             notes.append(f"no simulator prediction ({e})")
         except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
@@ -633,6 +664,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         fixed_share=fixed if ci[0] is not None else None,
         on_epochs=on_epochs,
         prediction=prediction,
+        advised=advised,
         verdict=verdict,
         reason=reason,
         real_step_s=rd["mean_s"],

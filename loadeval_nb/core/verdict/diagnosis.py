@@ -37,6 +37,54 @@ be run (:attr:`Diagnosis.epoch_endless`)."""
 
 
 @dataclass
+class Tried:
+    """A variant arm's gain over the real loader, measured in the same pass (its blocks
+    interleaved with the real ones): ``speedup`` is the real mean step over the variant's,
+    its interval taken as the ideal's is (block by block, widened where the machine was
+    busy)."""
+
+    settings: dict[str, Any]
+    """The settings the variant changed (``{"num_workers": 4}``)."""
+    speedup: Optional[float]
+    speedup_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    speedup_ci_label: str = "95% CI"
+    step_s: Optional[float] = None
+    """The variant's mean steady step."""
+    steady_steps: int = 0
+    advised: bool = False
+    """What the first pass's advice named (``--try advice``)."""
+
+    @property
+    def words(self) -> str:
+        """``num_workers=4, pin_memory=True``, as a user writes it."""
+        return ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
+
+    @property
+    def outcome(self) -> str:
+        """``"faster"`` (the whole interval above 1), ``"slower"`` (below 1), or
+        ``"unclear"`` (across 1, or no interval)."""
+        lo, hi = self.speedup_ci
+        if lo is not None and lo > 1.0:
+            return "faster"
+        if hi is not None and hi < 1.0:
+            return "slower"
+        return "unclear"
+
+    def text(self) -> str:
+        """``1.42× faster (95% CI 1.35–1.50×), measured in this pass``."""
+        if self.speedup is None:
+            return f"not measured: {self.steady_steps} steady steps"
+        lo, hi = self.speedup_ci
+        ci = f" ({self.speedup_ci_label} {lo:.2f}–{hi:.2f}×)" if lo is not None else ""
+        said = {
+            "faster": f"{fmt_times(self.speedup)} faster{ci}",
+            "slower": f"slower: {fmt_times(self.speedup)} the speed{ci}",
+            "unclear": f"{fmt_times(self.speedup)}{ci}: not told apart from the loader as it is",
+        }[self.outcome]
+        return f"{said}, measured in this pass"
+
+
+@dataclass
 class Diagnosis(Reported):
     """The comparison of a real run with an ideal (replayed-cache) run. Times in seconds."""
 
@@ -131,6 +179,12 @@ class Diagnosis(Reported):
     """Of the headroom, the CPU (and the batches' hand-over) loading takes from the step
     while it runs beside it: contended minus ideal (seconds a step)."""
     contention_ci: tuple[Optional[float], Optional[float]] = (None, None)
+    tried: Optional[Tried] = None
+    """The variant arm's gain (``--try``), measured in the same pass; None without one."""
+    advised: Optional[dict[str, Any]] = None
+    """The settings the advice names as worth a try (the simulator's ``num_workers``, at
+    most the 4 a CPU the tool starts), what ``--try advice`` measures; None where it names
+    none."""
     worker_resource: Optional[WorkerResource] = None
     """What the real run's workers spent their time on, read from the operating system
     (its run log's ``worker_resource``: on a CPU, blocked on I/O, idle, ...); None: no
@@ -142,6 +196,8 @@ class Diagnosis(Reported):
             d[k] = list(getattr(self, k))
         if self.worker_resource is not None:  # as the run log keeps it
             d["worker_resource"] = self.worker_resource.to_dict()
+        if self.tried is not None:
+            d["tried"]["speedup_ci"] = list(self.tried.speedup_ci)
         return d
 
     @property
@@ -283,6 +339,10 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
     facts.append(Fact("gpu", "GPU utilisation", gpu))
     if d.prediction:
         facts.append(Fact("prediction", "simulator", d.prediction))
+    if d.tried is not None:
+        ceiling = f"; an ideal loader: {fmt_times(d.speedup)}" if d.speedup is not None else ""
+        advised = " (what the first pass advised)" if d.tried.advised else ""
+        facts.append(Fact("tried", f"with {d.tried.words}{advised}", f"{d.tried.text()}{ceiling}"))
     facts.append(Fact.of("advice", "what to do", advice(d)))
     return Facts(
         kind="verdict",
@@ -373,7 +433,7 @@ def advice(d: Diagnosis) -> list[Piece]:
     """The next step, from what was measured: the cause named, then what to try (text and
     :class:`Action` pieces, which each front end spells its way). On a busy machine, the
     advice to rerun when it is quiet comes beside it, never instead of it."""
-    out = [*_advice(d), *_split_advice(d)]
+    out = [*_tried_advice(d), *_advice(d), *_split_advice(d)]
     if d.disturbed:
         runs = " and ".join(d.disturbed) + (" runs" if len(d.disturbed) > 1 else " run")
         out = [
@@ -382,6 +442,21 @@ def advice(d: Diagnosis) -> list[Piece]:
             f"during the {runs}, so these numbers may be off.",
         ]
     return out
+
+
+def _tried_advice(d: Diagnosis) -> list[Piece]:
+    """What the variant measured, first: the advice the pass proved or disproved."""
+    t = d.tried
+    if t is None or t.speedup is None:
+        return []
+    if t.outcome == "faster":
+        return [
+            f"Set {t.words}: it made the steps {fmt_times(t.speedup)} faster, measured in "
+            "this pass. "
+        ]
+    if t.outcome == "slower":
+        return [f"Leave out {t.words}: it made the steps slower, measured in this pass. "]
+    return [f"{t.words} made no difference that these steps can tell ({fmt_times(t.speedup)}). "]
 
 
 FLOOR_SHARE = 0.0201

@@ -69,21 +69,45 @@ class Prediction:
         ``num_workers``, ``num_workers=0`` first (another prefetch factor is simulated now)."""
         return [self.result(w, prefetch_factor) for w in self._inputs["workers"]]
 
-    def line(self) -> str:
-        """One sentence: what changing ``num_workers`` would buy."""
+    def advised(self) -> Optional[int]:
+        """The ``num_workers`` :meth:`line` advises (None where it advises no change):
+        what ``--try advice`` measures."""
+        return self._choice()[1]
+
+    def _choice(self) -> tuple[str, Optional[int], float]:
+        """What :meth:`line` says: ``("enough", None, 1)``, ``("smallest", w, speedup)``,
+        ``("best", w, gain)`` (short of loader-free) or ``("none", None, gain)``."""
         b = self.baseline
         ideal = self.ideal_steps_per_s
-        pct = round((1 - self.target) * 100)
-        usable = usable_cores(self.cores, self._inputs["reserve_cores"])
         if b.steps_per_s >= self.target * ideal:
-            return (
-                f"num_workers={b.num_workers} already runs within {pct} % of the speed of a loader "
-                f"that never makes the loop wait; more workers would not help."
-            )
+            return "enough", None, 1.0
+        usable = usable_cores(self.cores, self._inputs["reserve_cores"])
         w = self.smallest_workers
         # workers that compute need a core each: never advise more than the cores can run
         cap = max(1, int(usable)) if self.contention else None
         if w is not None and (cap is None or w <= cap or self.cores_ok):
+            return "smallest", w, self.speedup(w)
+        curve = [r for r in self.curve() if cap is None or r.num_workers <= cap]
+        top = max(r.steps_per_s for r in curve)
+        best = next(r for r in curve if r.steps_per_s >= 0.99 * top)  # fewest workers
+        gain = best.steps_per_s / b.steps_per_s
+        if gain < 1.05:
+            return "none", None, gain
+        return "best", best.num_workers, gain
+
+    def line(self) -> str:
+        """One sentence: what changing ``num_workers`` would buy."""
+        b = self.baseline
+        pct = round((1 - self.target) * 100)
+        usable = usable_cores(self.cores, self._inputs["reserve_cores"])
+        kind, w, gain = self._choice()
+        if kind == "enough":
+            return (
+                f"num_workers={b.num_workers} already runs within {pct} % of the speed of a loader "
+                f"that never makes the loop wait; more workers would not help."
+            )
+        if kind == "smallest":
+            assert w is not None
             if w > usable and not self.contention:
                 fit = "loading mostly waits, so workers need not have a core each"
             elif self.cores_ok:
@@ -96,19 +120,15 @@ class Prediction:
                     f"{w} workers are more than the {_cores(usable)} left beside the main "
                     f"process: expect less"
                 )
-            return f"with num_workers={w}: {_times(self.speedup(w))} ({fit})"
-        curve = [r for r in self.curve() if cap is None or r.num_workers <= cap]
-        top = max(r.steps_per_s for r in curve)
-        best = next(r for r in curve if r.steps_per_s >= 0.99 * top)  # fewest workers
-        gain = best.steps_per_s / b.steps_per_s
-        if gain < 1.05:
+            return f"with num_workers={w}: {_times(gain)} ({fit})"
+        if kind == "none":
             return (
                 f"no num_workers setting gets within {pct} % of the loader-free speed on "
                 f"{_cores(self.cores)}, nor beats num_workers={b.num_workers}: loading itself must "
                 f"get cheaper."
             )
         return (
-            f"with num_workers={best.num_workers}: {_times(gain)}, still short of the loader-free "
+            f"with num_workers={w}: {_times(gain)}, still short of the loader-free "
             f"speed on {_cores(self.cores)}: loading itself must get cheaper to go further."
         )
 

@@ -36,6 +36,7 @@ RUN_FLAGS = {
     "timeout": "--timeout",
     "log_to": "--log-to",
     "contention": "--contention",
+    "variants": "--try",
     "prove_straggler": "--prove-straggler",
 }
 """Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
@@ -87,6 +88,16 @@ PAIR_OPTIONS: dict[str, dict[str, Any]] = {
         "the headroom into waiting for data and the CPU loading takes from the step (needs "
         "workers; default: where it adds at most a quarter to the pass; --no-contention: "
         "never)",
+    },
+    "--try": {
+        "dest": "variants",
+        "default": None,
+        "metavar": "SETTINGS",
+        "help": "a variant arm in the same pass: the loader rebuilt with other settings "
+        "('num_workers=4, pin_memory=True'; num_workers, pin_memory, prefetch_factor, "
+        "persistent_workers), its blocks interleaved with the real ones; the verdict says "
+        "what it bought, with its interval. 'advice': what the advice names, measured in a "
+        "second pass",
     },
 }
 """The options the pair's two front ends share (``%%loadeval`` and the ``run`` command:
@@ -141,6 +152,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     )
     r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
     r.add_argument("--contention", **PAIR_OPTIONS["--contention"])
+    r.add_argument("--try", **PAIR_OPTIONS["--try"])
     r.add_argument(
         "--timeout",
         type=float,
@@ -188,6 +200,7 @@ RUN_VALUED = {
     "--nnodes",
     "--rdzv-endpoint",
     "--rdzv-id",
+    "--try",
 }
 """The options that take a value (the next word is theirs, not the script's)."""
 
@@ -256,6 +269,7 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
             interleave=not args.sequential,
             contention=getattr(args, "contention", None),
             log_to=tuple(args.log_to or ()),
+            variants=getattr(args, "variants", None) or (),
         )
     except OptionError as e:
         raise LoadEvalError(option_sentence(e)) from None

@@ -6,6 +6,7 @@ status files) and is never in their process group."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from ...core._shared import (
 )
 from ...core.errors import LoadEvalError, OptionError
 from ...core.explore import RunSettings
-from ...core.measure import gpu_status
+from ...core.measure import Variant, gpu_status
 from ...core.ranks import RanksResult, gather_logs, proof_path
 from ...core.record import Run, load_run
 from ...core.verdict import Diagnosis, Facts, diagnose
@@ -77,6 +78,9 @@ class ScriptResult(Reported):
     ideal: Optional[Run] = None
     contended: Optional[Run] = None
     """The contended arm's run, where the pass had it (its headroom split is in the
+    diagnosis)."""
+    variant: Optional[Run] = None
+    """The variant arm's run (``--try``), where the pass had it (its gain is in the
     diagnosis)."""
     diagnosis: Optional[Diagnosis] = None
     ranks: Optional[RanksResult] = None
@@ -202,6 +206,34 @@ def run_script(
     target = list(target)
     check_target(target)
     settings = settings or RunSettings()
+    if settings.variants and settings.variant is None:  # --try advice: two passes
+        if ranks is not None or launcher is not None or prove_straggler:
+            raise OptionError(
+                "variants",
+                "=advice runs the script twice (a pass to advise, one to measure the advice); "
+                "under ranks, give the setting itself (--try num_workers=N).",
+            )
+        again = functools.partial(
+            run_script,
+            target,
+            interleave=interleave,
+            timeout_s=timeout_s,
+            hooks=hooks,
+            env=env,
+            loader_index=loader_index,
+            loader_changes=loader_changes,
+            loader_from=loader_from,
+        )
+        first = again(replace(settings, variants=()))
+        d = first.diagnosis
+        if d is None or not d.advised:
+            if d is not None:
+                first.notes.append(NOTHING_ADVISED)
+            return first
+        second = again(replace(settings, variants=(Variant.of(d.advised),)))
+        if second.diagnosis is not None and second.diagnosis.tried is not None:
+            second.diagnosis.tried.advised = True
+        return second
     if loader_index is not None and (
         isinstance(loader_index, bool) or not isinstance(loader_index, int) or loader_index < 1
     ):
@@ -275,7 +307,19 @@ def run_script(
             refused = launcher is not None
         elif why is not None:  # the child found the pass too short for blocks: in turn, said
             result.notes.append(_in_turn(why))
-            _run_sides(result, replace(child, interleave=False), stamp, ranks, loader_index, *rest)
+            _run_sides(
+                result,
+                replace(child, interleave=False, variants=()),
+                stamp,
+                ranks,
+                loader_index,
+                *rest,
+            )
+        if settings.variant is not None and result.variant is None and result.ok:
+            result.notes.append(
+                f"the variant ({settings.variant.words}) was not measured: it is served only "
+                "in a pass of interleaved blocks, and this loader's epoch is too short for them"
+            )
         if launcher is not None and not refused:
             _end_rank(result, launcher, stamp, min(GATHER_S, timeout_s or GATHER_S))
         if prove_straggler and result.ranks is not None:
@@ -295,6 +339,12 @@ def run_script(
     if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
     return result
+
+
+NOTHING_ADVISED = (
+    "nothing to try from the advice: the simulator names no num_workers that would be "
+    "faster (the variant arm was not run)"
+)
 
 
 def _remove_if_no_logs(folder: str) -> None:
@@ -439,6 +489,17 @@ def _another_rank_failed(
     return failed
 
 
+def _read_pair(result: ScriptResult, logs: dict[str, str]) -> None:
+    """One process's pair read back from its logs (``{"real": path, ...}``): every arm the
+    pass ran, and the verdict."""
+    result.real, result.ideal = load_run(logs["real"]), load_run(logs["ideal"])
+    result.contended = load_run(logs["contended"]) if "contended" in logs else None
+    result.variant = load_run(logs["variant"]) if "variant" in logs else None
+    result.diagnosis = diagnose(
+        result.real, result.ideal, contended=result.contended, variant=result.variant
+    )
+
+
 def _end_rank(result: ScriptResult, launcher: LauncherRank, stamp: str, wait_s: float) -> None:
     """Under the user's launcher, once this rank's run has ended: say so beside its logs;
     rank 0 then waits at most ``wait_s`` for every other rank to have said so and gathers
@@ -447,8 +508,7 @@ def _end_rank(result: ScriptResult, launcher: LauncherRank, stamp: str, wait_s: 
     own = {k.split("-rank")[0]: p for k, p in result.log_paths.items()}
     if launcher.rank != 0 and result.error is None:  # its own pair, for its own line
         result.real, result.ideal = load_run(own["real"]), load_run(own["ideal"])
-        result.contended = load_run(own["contended"]) if "contended" in own else None
-        result.diagnosis = diagnose(result.real, result.ideal, contended=result.contended)
+        _read_pair(result, own)
     write_text_atomic(
         ended_path(log_dir, stamp, label, launcher.rank),
         json.dumps(
@@ -630,9 +690,7 @@ def _run_sides(
     if launcher is not None:
         return None  # rank 0 gathers the ranks' logs once every rank has written them
     if ranks is None:
-        result.real, result.ideal = load_run(found["real"]), load_run(found["ideal"])
-        result.contended = load_run(found["contended"]) if "contended" in found else None
-        result.diagnosis = diagnose(result.real, result.ideal, contended=result.contended)
+        _read_pair(result, found)
     else:
         result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
     return None

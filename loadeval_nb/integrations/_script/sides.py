@@ -17,6 +17,8 @@ from .proof import NO_GROUP, ProvedPair, in_process_group
 
 CONTENDED = "contended"
 """The pair's third arm's run (``--contention``): its log beside the real and ideal."""
+VARIANT = "variant"
+"""The variant arm's run (``--try``): its log beside the others."""
 
 
 def pair_evaluator(
@@ -38,6 +40,7 @@ def pair_evaluator(
         worker_timing=settings.worker_timing,
         metrics_files=files,
         contention=settings.contention,
+        variant=settings.variant,
     )
 
 
@@ -54,6 +57,8 @@ def side_for(
     names = SIDES if which == "pair" else (which,)
     if which == "pair" and settings.contention is not False:
         names = (*names, CONTENDED)
+    if which == "pair" and settings.variant is not None:
+        names = (*names, VARIANT)
 
     def paths() -> dict[str, str]:
         out = {}

@@ -32,6 +32,8 @@ def settings_to_dict(settings: RunSettings) -> dict[str, Any]:
     out = {f.name: getattr(settings, f.name) for f in fields(settings)}
     if out["auto_stop"] is not None:
         out["auto_stop"] = out["auto_stop"].to_dict()
+    # a variant as its settings ({"num_workers": 4}), "advice" as it is
+    out["variants"] = [getattr(v, "settings", v) for v in out["variants"]]
     return out
 
 

@@ -190,7 +190,12 @@ def test_ground_truth_compute_bound():
     # but well under 5% of 80 ms; with a 40 ms step it made the verdict PARTLY on a busy CI.)
     d = _pair(item_s=0.001, step_s=0.080, steps=30)
     with excused_if_busy(d):
-        assert d.verdict == NOT_INPUT_BOUND, d
+        # the truth is about 1.0-1.03x: NOT INPUT-BOUND, or, where 30 steps leave the
+        # interval across the 1.053x line, NOT ENOUGH DATA with a range that holds it
+        # (a label never says more than its interval)
+        lo, hi = d.speedup_ci
+        assert d.verdict in (NOT_INPUT_BOUND, NOT_ENOUGH_DATA), d
+        assert lo is not None and hi is not None and lo <= 1.03 and hi >= 1.0, d
         assert 0.079 <= d.real_step_s <= 0.088, d
         assert d.speedup < 1.05, d
         assert d.wait_share < 0.05, d

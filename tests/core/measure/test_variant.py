@@ -1,0 +1,191 @@
+"""The variant arm: the loader rebuilt with other settings, served in the same pass as the
+real one; its gain against a stopwatch of the two loaders interleaved (sleeping workloads,
+whose gain is known by construction), its place in the plan, its workers stopped, the
+loop's epoch kept, and one sentence for what it cannot take."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from loadeval_nb import RunSettings, run_pair
+from loadeval_nb.core.measure import InterleavedEvaluator, Variant
+from loadeval_nb.core.measure.blocks import plan_blocks
+from loadeval_nb.core.record.lognames import log_name, parse_log_name
+from loadeval_nb.errors import LoadEvalError, OptionError
+
+from ...timing import Disturbed, retry_once
+from ...workloads import SleepyItems, sleep_steps
+
+BATCH, ITEM_S, STEP_S = 8, 0.003, 0.002
+"""A batch takes 24 ms to make (asleep: no core), a step 2 ms: one worker makes the loop
+wait 22 ms a step, four make a batch every 6 ms, so the steps are about 3.5 to 4 times as
+fast with four, by construction."""
+
+
+def _loader(workers: int, n: int = 4000) -> DataLoader:
+    return DataLoader(SleepyItems(n, ITEM_S), batch_size=BATCH, num_workers=workers)
+
+
+# ---- what a variant is ---------------------------------------------------------------------
+
+
+def test_a_variant_is_read_as_a_user_writes_it():
+    v = Variant.of("num_workers=4, pin_memory=True")
+    assert v.settings == {"num_workers": 4, "pin_memory": True}
+    assert v.words == "num_workers=4, pin_memory=True"
+    assert Variant.of({"prefetch_factor": 4}).settings == {"prefetch_factor": 4}
+    assert RunSettings(variants="num_workers=2").variant == Variant.of({"num_workers": 2})
+    assert RunSettings(variants=["advice"]).variants == ("advice",)
+    assert RunSettings(variants="advice").variant is None  # decided by a first pass
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("batch_size=64", "'batch_size' cannot be tried; a variant changes num_workers"),
+        ("num_workers", "is not a setting; write NAME=VALUE"),
+        ("num_workers=four", "neither a whole number nor True/False"),
+        ("pin_memory=2", "pin_memory is True or False"),
+        ("num_workers=2, num_workers=4", "sets num_workers twice"),
+        (" , ", "names no setting to try"),
+        (3, "takes settings to try"),
+    ],
+)
+def test_a_bad_variant_is_one_sentence_naming_the_option(spec, match):
+    with pytest.raises(OptionError, match=match) as e:
+        RunSettings(variants=spec)
+    assert e.value.option == "variants" and "\n" not in str(e.value)
+    assert e.value.renamed("--try").startswith("--try")
+
+
+def test_one_variant_a_pass_and_only_in_an_interleaved_pass():
+    with pytest.raises(OptionError, match="holds 2 variants; one a pass"):
+        RunSettings(variants=["num_workers=2", "num_workers=4"])
+    with pytest.raises(OptionError, match="a variant is measured only in an interleaved pass"):
+        RunSettings(variants="num_workers=2", interleave=False)
+
+
+def test_a_loader_that_cannot_be_rebuilt_is_one_sentence():
+    with pytest.raises(LoadEvalError, match="Only a torch.utils.data.DataLoader can be rebuilt"):
+        InterleavedEvaluator([torch.zeros(2)] * 400, steps=100, variant="num_workers=2")
+
+
+def test_its_runs_are_named_by_the_one_grammar():
+    name = log_name("20260101-120000", "train", "variant", rank=1)
+    parsed = parse_log_name(name)
+    assert parsed is not None and parsed.side == "variant" and parsed.rank == 1
+
+
+# ---- its place in the plan -------------------------------------------------------------------
+
+
+def test_the_variant_comes_after_the_ideal_and_leaves_out_its_own_queue():
+    plan = plan_blocks(200, 10, 8, depth=2, loader_len=None, arms=("real", "ideal", "variant"),
+                       variant_depth=8)  # fmt: skip
+    assert plan is not None
+    assert plan.order()[:6] == ["real", "ideal", "variant", "variant", "ideal", "real"]
+    steps = plan.block_steps()
+    # into the variant: its own loader's queue (8 deep: 17 steps); back to real: the drain
+    assert steps[2][2] == 17 and steps[3][2] == 0 and steps[5][2] == plan.drain
+    # within the loader's epoch, every arm's steps and the left-out ones
+    tight = plan_blocks(200, 10, 8, depth=2, loader_len=500, arms=("real", "ideal", "variant"),
+                        variant_depth=8)  # fmt: skip
+    assert tight is not None and tight.total_steps <= 500
+
+
+# ---- in a pass: the epoch kept, its workers stopped, its gain against a stopwatch -----------
+
+
+def test_the_loop_gets_no_more_batches_than_its_epoch_and_the_variants_workers_stop():
+    loader = _loader(1, n=1200)  # 150 batches an epoch
+    me = psutil.Process()
+    before = set(me.children())  # (another test's processes are not this pass's)
+    ev = InterleavedEvaluator(loader, steps=120, warmup=4, num_cached_batches=4,
+                              variant="num_workers=2", contention=False)  # fmt: skip
+    seen = sum(1 for _ in ev)
+    ev.close()
+    assert seen == len(ev) <= len(loader)
+    runs = ev.to_runs()
+    assert set(runs) == {"real", "ideal", "variant"}
+    assert runs["variant"].loader_settings["num_workers"] == 2
+    assert runs["real"].loader_settings["num_workers"] == 1
+    assert runs["variant"].settings["variant"] == {"num_workers": 2}
+    assert len(runs["variant"].blocks) == len(runs["real"].blocks)
+    deadline = time.monotonic() + 5
+    while set(me.children()) - before and time.monotonic() < deadline:  # (they exit as told)
+        time.sleep(0.05)
+    assert set(me.children()) - before == set()
+    assert loader.num_workers == 1  # the user's loader as it was
+
+
+def _stopwatch(rounds: int = 3, steps: int = 40, skip: int = 8) -> float:
+    """The two loaders' steps, timed by hand and interleaved (one, four, four, one, ...):
+    the mean step with one worker over the mean step with four."""
+    loaders = {1: _loader(1), 4: _loader(4)}
+    its = {w: iter(dl) for w, dl in loaders.items()}
+    times: dict[int, list[float]] = {1: [], 4: []}
+    for r in range(rounds):
+        for w in (1, 4) if r % 2 == 0 else (4, 1):
+            it = its[w]
+            for _ in range(skip):  # the queue filled while the other loader ran
+                next(it)
+                time.sleep(STEP_S)
+            t = time.perf_counter()
+            for _ in range(steps):
+                next(it)
+                time.sleep(STEP_S)
+            times[w].append((time.perf_counter() - t) / steps)
+    for it in its.values():
+        it._shutdown_workers()  # type: ignore[attr-defined]
+    return sum(times[1]) / sum(times[4])
+
+
+@retry_once
+def test_the_gain_of_four_workers_is_measured_within_ten_percent_of_a_stopwatch():
+    before = _stopwatch()
+    result = run_pair(
+        _loader(1),
+        sleep_steps(STEP_S),
+        RunSettings(
+            steps=200, warmup=8, num_cached_batches=8, contention=False, variants="num_workers=4"
+        ),  # fmt: skip
+    )
+    after = _stopwatch()
+    d = result.diagnosis
+    assert d is not None and d.tried is not None, result.error
+    if d.disturbed:
+        raise Disturbed(f"the tool marked the {' and '.join(d.disturbed)} runs disturbed")
+    truth = (before + after) / 2
+    assert 3.0 < truth < 4.5, truth  # the workload as built
+    assert d.tried.settings == {"num_workers": 4}
+    assert abs(d.tried.speedup / truth - 1) < 0.10, (d.tried.speedup, before, after)
+    lo, hi = d.tried.speedup_ci
+    assert lo is not None and hi is not None and lo > 1.0 and d.tried.outcome == "faster"
+    facts = {f.key: f.text for f in d.facts().facts}
+    assert "measured in this pass" in facts["tried"]
+    # the advice begins with what the pass measured
+    assert facts["advice"].startswith("Set num_workers=4")
+
+
+@retry_once
+def test_try_advice_measures_what_the_first_pass_advised():
+    result = run_pair(
+        _loader(1),
+        sleep_steps(STEP_S),
+        RunSettings(
+            steps=200, warmup=8, num_cached_batches=8, contention=False, variants="advice"
+        ),  # fmt: skip
+    )
+    d = result.diagnosis
+    assert d is not None, result.error
+    if d.disturbed:
+        raise Disturbed(f"the tool marked the {' and '.join(d.disturbed)} runs disturbed")
+    # one worker waiting on sleeps: the simulator advises more, and the second pass
+    # measures that many
+    assert d.tried is not None and d.tried.advised, d.notes
+    assert d.tried.settings["num_workers"] > 1 and d.tried.outcome == "faster"
