@@ -51,7 +51,8 @@ def test_a_variant_is_measured_in_the_same_pass_and_the_script_keeps_its_epoch(t
     (variant,) = (tmp_path / "logs").glob("*-variant.json")
     log = json.loads(variant.read_text())
     assert log["settings"]["variant"] == {"num_workers": 4}
-    assert log["loader"]["num_workers"] == 4
+    assert log["loader_settings"]["num_workers"] == 4
+    assert log["loader_settings"]["batch_size"] == 8  # the real loader's, carried over
     assert "real" in log["settings"]["interleaved"]["arms"]
     assert "variant" in log["settings"]["interleaved"]["arms"]
     assert re.search(r"with num_workers=4: .*measured in this pass", p.stdout), p.stdout

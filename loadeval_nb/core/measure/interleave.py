@@ -96,7 +96,7 @@ from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
 from .copies import CopyTimer
-from .loader import rebuild_loader
+from .loader import TUNABLE, rebuild_loader
 from .modes import LoaderStart
 from .resource import resource_text
 from .sampler import ticks_within
@@ -756,6 +756,13 @@ class InterleavedEvaluator(Evaluator):
         # under a process group every rank stops at the same cycle: when all are precise
         return mine if agreed is None else all(agreed)
 
+    def _variant_settings(self) -> dict[str, Any]:
+        """The variant's loader's settings, as its run log keeps them: the real loader's,
+        with what the variant changed as the rebuilt loader took it (a loader rebuilt
+        around the real one's batch sampler reports no ``batch_size`` of its own)."""
+        built = loader_settings(self._variant_loader)
+        return {**self._loader_info, **{k: built.get(k) for k in TUNABLE}}
+
     def _journal(self, side: _Side) -> None:
         if side.log is not None:
             side.log.epoch_ended(lambda e, t: self._run(side.name, first_epoch=e, first_tick=t))
@@ -786,7 +793,7 @@ class InterleavedEvaluator(Evaluator):
             mode="log" if real or variant else "replay",
             measure_wait=real or variant,
             label=s.label,
-            loader=loader_settings(self._variant_loader) if variant else None,
+            loader=self._variant_settings() if variant else None,
             settings=run_settings(
                 num_cached_batches=self.num_cached_batches,
                 steps=self.steps,
