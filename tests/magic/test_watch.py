@@ -48,6 +48,29 @@ def test_a_pair_written_elsewhere_is_followed_to_its_verdict(shell, tmp_path):
     assert result.diagnosis.verdict == done[0].diagnosis.verdict
 
 
+def test_the_watch_reads_the_variant_arm_and_what_it_bought(shell, tmp_path):
+    loader = DataLoader(SleepyItems(1600, 0.002), batch_size=4)  # 8 ms a batch, no workers
+
+    def train(batches):
+        for _ in batches:
+            time.sleep(0.002)
+
+    settings = RunSettings(steps=80, warmup=4, num_cached_batches=4, log_dir=str(tmp_path),
+                           variants="num_workers=2")  # fmt: skip
+    done = []
+    job = threading.Thread(target=lambda: done.append(run_pair(loader, train, settings)))
+    job.start()
+    try:
+        shell.run_line_magic("loadeval_watch", f"{tmp_path} --timeout 120")
+    finally:
+        job.join()
+    result = shell.user_ns["_loadeval"]
+    assert result.variant is not None and result.variant.step_ns == done[0].variant.step_ns
+    assert result.diagnosis is not None and result.diagnosis.tried is not None
+    assert result.diagnosis.tried.settings == {"num_workers": 2}
+    assert result.diagnosis.tried.speedup == done[0].diagnosis.tried.speedup
+
+
 def test_nothing_written_ends_at_the_timeout_and_says_so(shell, tmp_path):
     old = tmp_path / "loadeval-20250101-100000-real-rank0.json"
     Run(mode="log", start_ns=[0], step_ns=[1], blocks=[{"status": "complete"}]).save(str(old))
