@@ -101,6 +101,7 @@ def test_the_variant_comes_after_the_ideal_and_leaves_out_its_own_queue():
 # ---- in a pass: the epoch kept, its workers stopped, its gain against a stopwatch -----------
 
 
+@pytest.mark.slow
 def test_the_loop_gets_no_more_batches_than_its_epoch_and_the_variants_workers_stop():
     loader = _loader(1, n=1200)  # 150 batches an epoch
     me = psutil.Process()
@@ -145,6 +146,7 @@ def _stopwatch(rounds: int = 3, steps: int = 40, skip: int = 8) -> float:
     return sum(times[1]) / sum(times[4])
 
 
+@pytest.mark.slow
 @retry_once
 def test_the_gain_of_four_workers_is_measured_within_ten_percent_of_a_stopwatch():
     before = _stopwatch()
@@ -172,6 +174,7 @@ def test_the_gain_of_four_workers_is_measured_within_ten_percent_of_a_stopwatch(
     assert facts["advice"].startswith("Set num_workers=4")
 
 
+@pytest.mark.slow
 @retry_once
 def test_try_advice_measures_what_the_first_pass_advised():
     result = run_pair(
