@@ -8,7 +8,7 @@ Variants, each timed over whole epochs of a list of ``--steps`` small tensors:
   ours log, samplers off    LoaderEvaluator(source, sample_interval_s=None)
   ours log, samplers on     LoaderEvaluator(source)  (the default: 10 Hz GPU/CPU sampler)
   ours replay               LoaderEvaluator(source, mode="replay", sample_interval_s=None)
-  ours interleaved, a pass  InterleavedEvaluator(source, steps=--steps/2, sample_interval_s=None):
+  ours interleaved, a pass  LoaderEvaluator(source, mode="pair", steps=--steps/2, sample_interval_s=None):
                             the default pair, both sides in one pass (a new evaluator each
                             repetition: the pass fills its cache from the real warm-up)
   ours interleaved, a step  the same, one more step: a pass 4x as long, less that pass
@@ -53,7 +53,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.measure import InterleavedEvaluator, step_path
+from loadeval_nb.measure import step_path
 
 clock = time.perf_counter_ns
 GOALS = {
@@ -106,8 +106,13 @@ def epoch(iterable: Any) -> int:
 def interleaved_pass(source: list[Any], cache: int) -> tuple[int, int]:
     """One interleaved pass of ``len(source) / 2`` steps a side: (its ns, steps it served:
     both sides and the drains). A new evaluator: the pass fills its cache from the warm-up."""
-    ev = InterleavedEvaluator(
-        source, steps=len(source) // 2, warmup=10, num_cached_batches=cache, sample_interval_s=None
+    ev = LoaderEvaluator(
+        source,
+        mode="pair",
+        steps=len(source) // 2,
+        warmup=10,
+        num_cached_batches=cache,
+        sample_interval_s=None,
     )
     n = 0
     t = clock()

@@ -47,6 +47,22 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
+_warned: set[str] = set()
+
+
+def deprecated(old: str, new: str, goes_in: str = "0.3.0") -> None:
+    """Warn once per process that ``old`` is deprecated (the project's policy: it still
+    works for one more minor release, and says what replaces it), as one line."""
+    if old in _warned:
+        return
+    _warned.add(old)
+    import warnings
+
+    warnings.warn(
+        f"{old} is deprecated and goes in {goes_in}; use {new}", FutureWarning, stacklevel=3
+    )
+
+
 def lazy_face(name: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for the face ``name`` (see the module's docstring).
 

@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader
 from loadeval_nb.core._shared import Reported
 from loadeval_nb.core.errors import LoadEvalError, OptionError
 from loadeval_nb.core.explore import RunSettings
-from loadeval_nb.core.measure import AutoStop, InterleavedEvaluator
+from loadeval_nb.core.measure import AutoStop
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.integrations import ScriptResult
 from loadeval_nb.integrations._shared import (
     ENV,

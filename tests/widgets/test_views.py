@@ -11,7 +11,7 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.measure import InterleavedEvaluator
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.widgets import RerunPanel
 from loadeval_nb.widgets._shared import (
     HTML_PUSH_INTERVAL_S,

@@ -9,14 +9,13 @@ stamps (``build_run``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .._face import lazy_face
+from .._face import deprecated, lazy_face
 
 if TYPE_CHECKING:  # where each name lives; imported on its first use
     from .adaptive import AutoStop
     from .evaluator import LoaderEvaluator
-    from .interleave import InterleavedEvaluator
     from .loader import rebuild_loader
     from .readers import gpu_status
     from .sampler import UtilSampler
@@ -26,7 +25,6 @@ if TYPE_CHECKING:  # where each name lives; imported on its first use
 
 __all__ = [
     "AutoStop",
-    "InterleavedEvaluator",
     "LoaderEvaluator",
     "UtilSampler",
     "Variant",
@@ -35,4 +33,16 @@ __all__ = [
     "rebuild_loader",
     "step_path",
 ]
-__getattr__, __dir__ = lazy_face(__name__)
+_face_getattr, __dir__ = lazy_face(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "InterleavedEvaluator":  # deprecated in 0.2.0: one wrapper in every mode
+        deprecated(
+            "loadeval_nb.measure.InterleavedEvaluator",
+            "loadeval_nb.LoaderEvaluator(loader, mode='pair', ...)",
+        )
+        from .interleave import InterleavedEvaluator
+
+        return InterleavedEvaluator
+    return _face_getattr(name)

@@ -11,6 +11,7 @@ stamps into a :class:`~loadeval_nb.core.record.run.Run` and its file in :mod:`.b
 from __future__ import annotations
 
 import weakref
+from abc import ABCMeta
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -25,7 +26,7 @@ from .._files import expand_path
 from .._format import fmt_bytes, fmt_seconds
 from ..errors import LoadEvalError
 from ..record.journal import MetricsWriter
-from ..record.run import Run, dali_metrics
+from ..record.run import Run, step_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .base import Evaluator
@@ -37,7 +38,7 @@ from .resource import resource_text
 from .timing import Clock, EpochGuard, EpochRecord, epoch_steps
 
 
-class LoaderEvaluator(Evaluator):
+class LoaderEvaluator(Evaluator, metaclass=ABCMeta):
     """Wrap a DataLoader (or any iterable of batches) to measure what loading costs.
 
     * ``mode="log"``: iterate the real loader and time every step: the wait inside
@@ -48,10 +49,12 @@ class LoaderEvaluator(Evaluator):
       if loading cost nothing.
     * ``mode="pair"``: both in one loop, real and replayed blocks interleaved (A B B A)
       within one epoch of the loader; ``steps`` is per side (default: half the epoch),
-      ``metrics_file`` names two run logs (``-real`` and ``-ideal`` before its
-      extension). Gives an :class:`InterleavedEvaluator`, whose ``get_metrics()``
-      and ``to_runs()`` hold both sides; its other arguments (``blocks``,
-      ``metrics_files``) may be passed here too.
+      ``metrics_file`` names a run log per arm (``-real``, ``-ideal``, ... before its
+      extension). The wrapper is a ``LoaderEvaluator`` as in the other modes (the pass
+      behind it is the interleaved engine, :mod:`.interleave`): ``get_metrics()`` has
+      DALI's keys at its top level, the real arm's, and each arm's beside them by name;
+      ``to_runs()`` holds every arm's run; the pass's other arguments (``blocks``,
+      ``metrics_files``, ``contention``, ``variant``, ...) may be passed here too.
 
     Args:
         dataloader: a ``torch.utils.data.DataLoader`` or any iterable of batches.
@@ -324,21 +327,10 @@ class LoaderEvaluator(Evaluator):
         run = self.to_run()
         if run.n_steps == 0:
             return {}
-        summ = run.summary()
-        st = summ["step"]
         return {
-            **dali_metrics(run),
+            **step_metrics(run, self.warmup),
             "cached_batches": len(self.cached_batches),
             "cache_ready": self.cache_ready,
-            "step_times": [s / 1e9 for s in run.step_ns],
-            "steady_steps": summ["steady_steps"],
-            "warmup_steps": self.warmup,
-            "avg_step_time": st["mean_s"],
-            "median_step_time": st["median_s"],
-            "p90_step_time": st["p90_s"],
-            "samples_per_s": st["samples_per_s"],
-            "wait_share": summ["wait_share"],
-            "status": run.status,
         }
 
     def save_metrics(self, filename: Optional[str] = None, *, quiet: bool = False) -> Optional[str]:
@@ -472,6 +464,11 @@ class LoaderEvaluator(Evaluator):
 
     def worker_pids(self) -> set[int]:
         return self._mode.worker_pids()
+
+
+# the interleaved pass is a LoaderEvaluator to whoever holds it (``isinstance`` says so), as
+# every mode's wrapper is; its engine is a class of its own, in :mod:`.interleave`
+LoaderEvaluator.register(InterleavedEvaluator)
 
 
 def _pair(

@@ -83,7 +83,7 @@ from .._env import (
 from .._errors import check_int
 from .._files import expand_path
 from ..errors import LoadEvalError
-from ..record.run import Run, dali_metrics
+from ..record.run import Run, step_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .base import Evaluator
@@ -874,15 +874,24 @@ class InterleavedEvaluator(Evaluator):
         return self._loader.worker_load_ns()
 
     def get_metrics(self) -> dict[str, Any]:
-        """``{"real": {...}, "ideal": {...}}``: each side's DALI-compatible metrics
-        (seconds), as :meth:`LoaderEvaluator.get_metrics` gives one run's; ``{}`` before
+        """DALI's metrics (seconds) at the top level, as :meth:`LoaderEvaluator.get_metrics`
+        gives them in every mode: the real arm's (the loader as it is), with the replay
+        cache's ``cached_batches`` and ``cache_ready``; and each arm's beside them, by name
+        (``m["real"]``, ``m["ideal"]``, ``m["contended"]``, ``m["variant"]``); ``{}`` before
         any batch."""
-        out = {}
+        arms = {}
         for side in self.sides:
             run = self.to_run(side)
             if run.n_steps:
-                out[side] = {**dali_metrics(run), "steady_steps": len(run.steady_step_s())}
-        return out
+                arms[side] = step_metrics(run, run.warmup)
+        if not arms:
+            return {}
+        return {
+            **arms.get("real", {}),
+            "cached_batches": len(self.cached_batches),
+            "cache_ready": self.cache_ready,
+            **arms,
+        }
 
     def save_metrics(self, filename: Optional[str] = None, *, quiet: bool = False) -> Optional[str]:
         """Write both sides' run logs: beside ``filename`` (``run.json``: ``run-real.json``
@@ -909,7 +918,11 @@ class InterleavedEvaluator(Evaluator):
             f"  Plan: {p.blocks} blocks a side of {p.block} steady steps, A B B A",
             f"  Cache size: {len(self.cached_batches)}/{self.num_cached_batches}",
         ]
-        for side, m in self.get_metrics().items():
+        m_all = self.get_metrics()
+        for side in self.sides:
+            m = m_all.get(side)
+            if m is None:
+                continue
             lines.append(
                 f"  {side}: {m['total_batches']} steps ({m['steady_steps']} steady), "
                 f"{m['total_time']:.2f}s"

@@ -1,7 +1,7 @@
 """What a live view reads of a run while it runs, written down once.
 
 Three things answer it: :class:`~loadeval_nb.LoaderEvaluator` (one side), the
-interleaved pair (:class:`~loadeval_nb.measure.InterleavedEvaluator`, both sides) and a
+interleaved pair (``LoaderEvaluator(loader, mode="pair")``, every arm) and a
 run log another process writes (:class:`~loadeval_nb.core.record.follow.RunFollower`). The dashboard
 and the followers' views read only this; none of the three stops or changes anything
 when read, and every read is safe from another thread while the loop runs.

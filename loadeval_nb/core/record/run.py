@@ -279,6 +279,27 @@ def dali_metrics(run: Run) -> dict[str, Any]:
     }
 
 
+def step_metrics(run: Run, warmup: int) -> dict[str, Any]:
+    """:func:`dali_metrics` and the step statistics every wrapper's ``get_metrics`` adds:
+    ``step_times`` (the whole step, ``next()`` to ``next()``), ``steady_steps``,
+    ``warmup_steps``, ``avg/median/p90_step_time``, ``samples_per_s``, ``wait_share`` and
+    ``status``."""
+    summ = run.summary()
+    st = summ["step"]
+    return {
+        **dali_metrics(run),
+        "step_times": [s / 1e9 for s in run.step_ns],
+        "steady_steps": summ["steady_steps"],
+        "warmup_steps": warmup,
+        "avg_step_time": st["mean_s"],
+        "median_step_time": st["median_s"],
+        "p90_step_time": st["p90_s"],
+        "samples_per_s": st["samples_per_s"],
+        "wait_share": summ["wait_share"],
+        "status": run.status,
+    }
+
+
 SIDES = ("real", "ideal")
 """The two sides of a pair, in the order every front end shows them."""
 

@@ -27,7 +27,6 @@ from typing import Any, Optional
 from ...core._shared import NotInterleavable
 from ...core.errors import LoadEvalError
 from ...core.explore import RunSettings
-from ...core.measure import InterleavedEvaluator
 from ...core.ranks import (
     ProvingPass,
     StragglerProof,
@@ -57,7 +56,8 @@ class ProvedPair:
 
     mode = "pair"
 
-    def __init__(self, pair: InterleavedEvaluator, settings: RunSettings, real_log: str) -> None:
+    def __init__(self, pair: Any, settings: RunSettings, real_log: str) -> None:
+        """``pair``: the pair's wrapper (``LoaderEvaluator(loader, mode="pair", ...)``)."""
         self.pair = pair
         self.dataloader = pair.dataloader
         self.settings = settings

@@ -1,6 +1,6 @@
 """The wrapper each kind of child puts around the script's training loader: a log-mode
 :class:`~loadeval_nb.LoaderEvaluator` (the real run), a replay one (the ideal run), or
-an :class:`~loadeval_nb.core.measure.InterleavedEvaluator` that measures both in blocks (the pair),
+a ``LoaderEvaluator(loader, mode="pair")`` that measures both in blocks (the pair),
 each built from the run's settings as the parent checked them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Optional
 from ...core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs
 from ...core.errors import LoadEvalError
 from ...core.explore import RunSettings
-from ...core.measure import InterleavedEvaluator
+from ...core.measure import LoaderEvaluator
 from .pick import Side
 from .proof import NO_GROUP, ProvedPair, in_process_group
 
@@ -21,16 +21,15 @@ VARIANT = "variant"
 """The variant arm's run (``--try``): its log beside the others."""
 
 
-def pair_evaluator(
-    loader: Any, settings: RunSettings, metrics_files: dict[str, str]
-) -> InterleavedEvaluator:
+def pair_evaluator(loader: Any, settings: RunSettings, metrics_files: dict[str, str]) -> Any:
     """The wrapper that measures ``loader``'s real and ideal runs interleaved in one pass,
     writing their logs to ``metrics_files`` (``{"real": path, "ideal": path}``). Whether
     the pass interleaves is the core's one rule (its plan, made as the wrapper is): a
     pass too short raises ``NotInterleavable``, which the child reports."""
     files: dict[str, Optional[str]] = dict(metrics_files)
-    return InterleavedEvaluator(
+    return LoaderEvaluator(
         loader,
+        mode="pair",
         steps=settings.steps,
         warmup=settings.warmup,
         num_cached_batches=settings.num_cached_batches,

@@ -17,9 +17,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from loadeval_nb import LoadEvalError, RunSettings, run_pair
-from loadeval_nb.core.measure.interleave import plan_blocks
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator, plan_blocks
 from loadeval_nb.explore import RunHooks
-from loadeval_nb.measure import InterleavedEvaluator
 from tests.timing import abba, retry_once
 from tests.workloads import FakeGPU, SleepyItems, take
 

@@ -8,8 +8,8 @@ import io
 
 from torch.utils.data import DataLoader
 
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.measure.resource import resource_text
-from loadeval_nb.measure import InterleavedEvaluator
 from tests.workloads import SleepyItems, take
 
 

@@ -13,8 +13,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from loadeval_nb import RunSettings, run_pair
-from loadeval_nb.core.measure import InterleavedEvaluator, Variant
+from loadeval_nb.core.measure import Variant
 from loadeval_nb.core.measure.blocks import plan_blocks
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.record.lognames import log_name, parse_log_name
 from loadeval_nb.errors import LoadEvalError, OptionError
 

@@ -14,8 +14,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.record import journal as journal_mod
-from loadeval_nb.measure import InterleavedEvaluator
 
 
 def epochs_of(ev, n_epochs):

@@ -19,8 +19,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb.core.explore import RunSettings, run_pair
-from loadeval_nb.core.measure import InterleavedEvaluator
 from loadeval_nb.core.measure.batches import cost_size
+from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 
 from ...timing import retry_once
 
