@@ -154,12 +154,12 @@ def run_pair(
     )
     if settings.variants and settings.variant is None:  # "advice": a first pass decides it
         return _advised(loader, run_once, settings, hooks, label, loader_name)
-    why_not = why_not_interleaved(loader, settings)
+    planned, why_not = plan_pair(loader, settings)
     if why_not is None:
         runner = Runner(result, run_once, settings, hooks, loader_name, 1)
         runner.measure(
             "pair",
-            functools.partial(_interleaved, loader, settings, budget_check, runner),
+            functools.partial(_interleaved, loader, settings, budget_check, runner, planned),
             which="pair",
         )
         runs = runner.take_pair("pair")
@@ -238,21 +238,23 @@ def _advised(
     return second
 
 
-def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
-    """None when a pair with these settings runs interleaved; else the note that says
-    why its sides ran one after the other (None is also what ``interleave=False``,
-    ``only`` and ``repeat`` give: they ask for whole runs)."""
+def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:
+    """The pair's plan, made once (and, under a process group, agreed once): ``(the pass's
+    plan, None)`` when a pair with these settings runs interleaved, the plan handed to the
+    pass as it is made (it does not plan again); else ``(None, the note that says why its
+    sides ran one after the other)`` ("whole runs" for ``interleave=False``, ``only`` and
+    ``repeat``, which ask for them)."""
     if not settings.interleave or settings.only is not None or settings.repeat != 1:
-        return "whole runs"
+        return None, "whole runs"
     n = safe_len(loader)
     if settings.auto:
         steps = (settings.auto_stop or AutoStop()).min_steps + settings.warmup
     else:
         steps = settings.steps if settings.steps is not None else (n // 2 if n else 0)
     if not steps:
-        return "whole runs"
+        return None, "whole runs"
     try:  # the one rule (and, under a process group, every rank's same answer)
-        plan_pass(
+        planned = plan_pass(
             loader,
             steps=steps,
             warmup=settings.warmup,
@@ -263,12 +265,12 @@ def why_not_interleaved(loader: Any, settings: RunSettings) -> Optional[str]:
             variant=rebuild_loader(loader, **v.settings) if (v := settings.variant) else None,
         )
     except NotInterleavable as e:
-        return (
+        return None, (
             f"the pair ran its real run, then its ideal run, because {e.reason}: a drift of "
             "the machine between the two runs is in the difference"
             + ("" if e.epoch_limited else "; pass more steps to interleave")
         )
-    return None
+    return planned, None
 
 
 def _interleaved(
@@ -276,6 +278,7 @@ def _interleaved(
     settings: RunSettings,
     budget_check: Optional[Callable[[Any], None]],
     runner: Runner,
+    planned: Any,
     path: Optional[str],
 ) -> InterleavedEvaluator:
     arms = ("real", "ideal") if settings.contention is False else ("real", "ideal", "contended")
@@ -297,6 +300,7 @@ def _interleaved(
         first_batch=budget_check,
         contention=settings.contention,
         variant=settings.variant,
+        planned=planned,
     )
 
 

@@ -88,7 +88,7 @@ from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .base import Evaluator
 from .batches import cost_size
-from .blocks import CONTENDED, MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, queue_depth
+from .blocks import CONTENDED, MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, BlockPlan, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
 from .blocks import plan_pass as plan_pass
@@ -154,6 +154,9 @@ class InterleavedEvaluator(Evaluator):
             its blocks interleaved with the real ones, each of its batches taking a real
             batch's place in the epoch; its workers are stopped after the pass. A loader
             that cannot be rebuilt is one sentence.
+        planned: the pass's plan as :func:`plan_pass` made it for these settings (a front
+            end that asked whether the pass interleaves hands its answer on: the plan is
+            made, and agreed over a process group, once); None: made here.
     """
 
     mode = "pair"
@@ -181,6 +184,7 @@ class InterleavedEvaluator(Evaluator):
         contention: Optional[bool] = False,
         representative: bool = True,
         variant: Any = None,
+        planned: Optional[tuple[BlockPlan, Optional[int], int]] = None,
     ) -> None:
         self.variant: Optional[Variant] = Variant.of(variant) if variant is not None else None
         """The settings the variant arm tries (None: no variant arm)."""
@@ -222,7 +226,7 @@ class InterleavedEvaluator(Evaluator):
         self._variant_loader: Any = None
         if self.variant is not None:  # (one sentence for a loader that cannot be rebuilt)
             self._variant_loader = rebuild_loader(dataloader, **self.variant.settings)
-        plan, self.loader_len, self.ranks = plan_pass(
+        plan, self.loader_len, self.ranks = planned or plan_pass(
             dataloader,
             steps=per_side,
             warmup=warmup,

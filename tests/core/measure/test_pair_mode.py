@@ -138,3 +138,27 @@ def test_a_plan_is_not_hard_wired_to_two_arms():
     assert [skip for _, _, skip in three.block_steps()] == [5, 1, 1, 0, 1, 3]
     assert three.total_steps == 6 * 10 + 5 + 1 + 1 + 1 + 3
     assert three.cycle() == ["real", "ideal", "busy", "busy", "ideal", "real"]
+
+
+def test_a_pair_is_planned_once(monkeypatch, clock):
+    """run_pair asks whether the pass interleaves and hands the plan it made to the pass:
+    one plan, one agreement over a process group (before: two)."""
+    from loadeval_nb import RunSettings, run_pair
+    from loadeval_nb.core.measure import blocks
+
+    asked: list[str] = []
+
+    def agree(what, mine):
+        asked.append(what)
+        return None  # no process group
+
+    monkeypatch.setattr(blocks, "agree", agree)
+
+    def loop(ev):
+        for _ in ev:
+            clock.advance(1_000_000)
+
+    result = run_pair(_loader(), loop, RunSettings(steps=40, warmup=2, num_cached_batches=3,
+                                                   sample_interval_s=None))  # fmt: skip
+    assert result.diagnosis is not None, result.error
+    assert asked == ["plan of the interleaved pass"]
