@@ -16,7 +16,11 @@ Workloads:
 * ``w2``      3 ms a sample, ``num_workers=2`` (about 2×);
 * ``same``    3 ms a sample, ``prefetch_factor=4`` (no gain: 1.0×);
 
-Usage: python bench/variant_truth.py [--runs 5] [--only w4]
+Loads: ``quiet``, ``busy1`` (one process spinning on a core), ``busy1.5`` (that, and one
+spinning half the time), as ``bench/coverage.py`` makes them; a busy run's interval is
+widened by the share of the cores other processes took, and says so.
+
+Usage: python bench/variant_truth.py [--runs 5] [--only w4] [--load busy1]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.coverage import Load  # noqa: E402
 from loadeval_nb import RunSettings, run_pair  # noqa: E402
 from loadeval_nb.measure import rebuild_loader  # noqa: E402
 
@@ -119,6 +124,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--load", default="quiet", choices=("quiet", "busy1", "busy1.5"))
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     names = [args.only] if args.only else list(WORKLOADS)
@@ -126,7 +132,11 @@ def main() -> None:
           "pass time with/without | disturbed |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     for name in names:
-        rows = [one(name) for _ in range(args.runs)]
+        load = Load(args.load)
+        try:
+            rows = [one(name) for _ in range(args.runs)]
+        finally:
+            load.stop()
         for r in rows:
             print(
                 f"| {name} (`--try {WORKLOADS[name][1]}`) | {r['truth']:.2f}× "

@@ -456,3 +456,22 @@ def test_a_face_whose_all_and_imports_differ_refuses_to_load(tmp_path, monkeypat
     assert "A" not in vars(face_pkg) and face_pkg.A == 1 and "A" in vars(face_pkg)
     assert dir(face_pkg)[:2] == ["A", "B"]
     sys.modules.pop("face_pkg", None)
+
+
+def test_the_script_child_imports_nothing_of_its_parent():
+    """The runner's two processes meet in the contract (``_script/spec.py``) and the
+    modules beside it, never in each other's code: a child that imported the parent's
+    would run the parent's imports (and its bugs) inside the user's script."""
+    graph = _graph()
+    child = "loadeval_nb.integrations._script.child"
+    parent = "loadeval_nb.integrations._script.parent"
+    assert any(m.startswith(child + ".") for m in graph)
+    reached = {
+        (m, d) for m, deps in graph.items() if m.startswith(child) for d in deps
+        if d.startswith(parent)
+    }  # fmt: skip
+    assert reached == set()
+    # and the parent starts the child by its package, not by a path into it
+    from loadeval_nb.integrations._shared import CHILD_MODULE
+
+    assert CHILD_MODULE == child

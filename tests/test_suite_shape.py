@@ -122,7 +122,7 @@ def test_tests_reach_the_upper_layers_only_through_their_doors():
 
 def test_the_door_check_catches_a_private_module_above_core():
     assert upper_private_reach("loadeval_nb.magic._view")
-    assert upper_private_reach("loadeval_nb.integrations._script.launch")
+    assert upper_private_reach("loadeval_nb.integrations._script.parent.launch")
     assert upper_private_reach("loadeval_nb.widgets._shared") is None
     assert upper_private_reach("loadeval_nb.integrations") is None
 

@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # imported on first use (a script's child needs none of them)
     from ._huggingface import train_for_measurement, wrapped_train_dataloader
     from ._launch import launch_ranks
     from ._lightning import fit_for_measurement
-    from ._script.launch import Torchrun
-    from ._script.run import ScriptHooks, ScriptResult, run_script
+    from ._script.parent.launch import Torchrun
+    from ._script.parent.run import ScriptHooks, ScriptResult, run_script
     from ._target import fit_pair, train_pair
 
 __all__ = [
@@ -51,10 +51,10 @@ _LAZY = {
     "wrapped_train_dataloader": "._huggingface",
     "launch_ranks": "._launch",
     "fit_for_measurement": "._lightning",
-    "Torchrun": "._script.launch",
-    "ScriptHooks": "._script.run",
-    "ScriptResult": "._script.run",
-    "run_script": "._script.run",
+    "Torchrun": "._script.parent.launch",
+    "ScriptHooks": "._script.parent.run",
+    "ScriptResult": "._script.parent.run",
+    "run_script": "._script.parent.run",
     "fit_pair": "._target",
     "train_pair": "._target",
 }

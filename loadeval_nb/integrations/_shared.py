@@ -12,8 +12,9 @@ from ._common import bound_method
 from ._huggingface import AUTO_REFUSED as HF_NO_AUTO
 from ._huggingface import is_hf_trainer, trainer_train_loader
 from ._lightning import datamodule_train_loader, is_lightning_datamodule, is_lightning_trainer
-from ._script.command import CLI, run_command, save_script_report
-from ._script.launch import (
+from ._script.loaders import KNOWN as KNOWN_LOADERS
+from ._script.parent.command import CLI, run_command, save_script_report
+from ._script.parent.launch import (
     CHILD_MODULE,
     Ended,
     RankExits,
@@ -25,8 +26,7 @@ from ._script.launch import (
     run_side,
     stop_on_signals,
 )
-from ._script.loaders import KNOWN as KNOWN_LOADERS
-from ._script.options import (
+from ._script.parent.options import (
     PAIR_OPTIONS,
     RUN_USAGE,
     RUN_VALUED,
@@ -37,7 +37,7 @@ from ._script.options import (
     script_settings,
     split_run,
 )
-from ._script.run import (
+from ._script.parent.run import (
     TUNABLE,
     check_target,
     label_of,
@@ -50,8 +50,8 @@ from ._target import Target, target_for
 from .trackers import check_log_to, log_result
 
 if TYPE_CHECKING:  # the script child's side (it imports torch's loader): on first use
-    from ._script.pick import Measured, Picker, Refused, Side, patched_dataloader
-    from ._script.sides import side_for
+    from ._script.child.pick import Measured, Picker, Refused, Side, patched_dataloader
+    from ._script.child.sides import side_for
 
 __all__ = [
     "CHILD_MODULE",

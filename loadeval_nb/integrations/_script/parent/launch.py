@@ -3,7 +3,7 @@ own launcher, ``torch.distributed.run``, with one child per rank), a time limit,
 period once the steps are measured, and every descendant stopped on a timeout, a Ctrl-C
 or a stop signal (torchrun starts its ranks in sessions of their own, so a process group
 is not enough: the descendants are followed while they run). The child guards itself
-too (``guard.py``): it ends when the parent is gone and at the time limit."""
+too (``child/guard.py``): it ends when the parent is gone and at the time limit."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from typing import Callable, Optional
 
 import psutil
 
-from ...core.errors import LoadEvalError
-from .spec import ENV as CHILD_ENV
+from ....core.errors import LoadEvalError
+from ..procs import STOP_S, listening_sockets, remove_sockets
+from ..spec import ENV as CHILD_ENV
 
 CHILD_MODULE = "loadeval_nb.integrations._script.child"
 GRACE_S = 60.0
@@ -32,8 +33,6 @@ GRACE_S = 60.0
 (the script's ``finally`` blocks and atexit handlers) before they are stopped."""
 DEFAULT_PORT = 29400
 """torchrun's rendezvous port when the endpoint names none."""
-STOP_S = 5.0
-"""How long a process has to exit after SIGTERM before SIGKILL."""
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
@@ -294,32 +293,6 @@ class Tree:
                 p.kill()
         psutil.wait_procs(self.alive(), timeout=STOP_S)
         remove_sockets(sockets)
-
-
-def listening_sockets(procs: Sequence[psutil.Process]) -> list[str]:
-    """The Unix sockets ``procs`` listen on in folders of multiprocessing's (``pymp-*``:
-    a DataLoader worker hands its batches' file descriptors over through one). Python
-    removes them when the process exits cleanly; a process that is stopped leaves them in
-    the temporary folder, so whoever stops it removes them (:func:`remove_sockets`)."""
-    out = []
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            for conn in p.net_connections(kind="unix"):
-                path = conn.laddr
-                if isinstance(path, str) and os.path.basename(os.path.dirname(path)).startswith(
-                    "pymp-"
-                ):
-                    out.append(path)
-    return out
-
-
-def remove_sockets(paths: Sequence[str]) -> None:
-    """Remove the sockets of stopped processes, and each one's folder once it is empty."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.dirname(path))  # only an empty one: nothing else is touched
 
 
 @dataclass

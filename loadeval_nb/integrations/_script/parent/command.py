@@ -12,11 +12,11 @@ import sys
 import time
 from typing import Any, Optional
 
-from ...core.errors import LoadEvalError, OptionError
+from ....core.errors import LoadEvalError, OptionError
+from ..spec import MEASURES
 from .launch import Signalled, launcher_rank, stop_on_signals
 from .options import option_sentence, script_settings
 from .run import ScriptHooks, ScriptResult, run_script
-from .spec import MEASURES
 
 CLI = "cli"
 """How the command spells a next step: as its own options (``--steps 400``), not as a
@@ -126,7 +126,7 @@ def _say_result(args: argparse.Namespace, target: list[str], result: ScriptResul
 def save_script_report(result: ScriptResult, path: str, title: str) -> Any:
     """Write ``result``'s standalone HTML report (the pair's, or the ranks') to ``path``;
     what ``save_report`` returns (the path). Both front ends save through here."""
-    from ...viz import save_report
+    from ....viz import save_report
 
     if result.ranks is not None:
         return save_report(path=path, title=title, ranks=result.ranks)

@@ -24,10 +24,10 @@ import sys
 from collections.abc import Generator, Iterator
 from typing import Any, Optional
 
-from ...core._shared import NotInterleavable
-from ...core.errors import LoadEvalError
-from ...core.explore import RunSettings
-from ...core.ranks import (
+from ....core._shared import NotInterleavable
+from ....core.errors import LoadEvalError
+from ....core.explore import RunSettings
+from ....core.ranks import (
     ProvingPass,
     StragglerProof,
     gather_runs,

@@ -19,12 +19,12 @@ import time
 import traceback
 from typing import Any, Optional
 
+from ..loaders import LoaderFromError, loader_from_unfound
+from ..spec import ChildSpec, ChildStatus
+from ..spec import rank_key as _rank
 from .guard import guard, park_if_ending
-from .loaders import LoaderFromError, loader_from_unfound
 from .pick import Measured, Picker, Refused, patched_dataloader
 from .sides import side_for
-from .spec import ChildSpec, ChildStatus
-from .spec import rank_key as _rank
 
 
 def run_target(target: list[str]) -> dict[str, Any]:

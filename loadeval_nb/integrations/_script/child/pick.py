@@ -40,12 +40,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ...core._shared import MIN_EPOCHS, NotInterleavable, shutdown_persistent_workers
-from ...core.errors import LoadEvalError
-from ...core.measure import rebuild_loader
-from .loaders import patched_loaders
-from .spec import ChildStatus
-from .spec import rank_key as _rank
+from ....core._shared import MIN_EPOCHS, NotInterleavable, shutdown_persistent_workers
+from ....core.errors import LoadEvalError
+from ....core.measure import rebuild_loader
+from ..loaders import patched_loaders
+from ..spec import ChildStatus
+from ..spec import rank_key as _rank
 
 MIN_EPOCH_STEADY = 8
 """Fewest steady steps an epoch must leave after the warm-up to be a block of the pair

@@ -12,11 +12,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ...core._shared import check_workers
-from ...core.errors import LoadEvalError, OptionError
-from ...core.explore import RunSettings
-from ..trackers import check_log_to
-from .loaders import parse_loader_from
+from ....core._shared import check_workers
+from ....core.errors import LoadEvalError, OptionError
+from ....core.explore import RunSettings
+from ...trackers import check_log_to
+from ..loaders import parse_loader_from
 
 if TYPE_CHECKING:  # imported when ranks are asked for (psutil, subprocess)
     from .launch import Torchrun

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from ...core._shared import (
+from ....core._shared import (
     NVML_SAID_ENV,
     TUNABLE,
     Reported,
@@ -27,18 +27,18 @@ from ...core._shared import (
     sweep_locks,
     write_text_atomic,
 )
-from ...core.errors import LoadEvalError, OptionError
-from ...core.explore import RunSettings
-from ...core.measure import Variant, gpu_status
-from ...core.ranks import RanksResult, gather_logs, proof_path
-from ...core.record import Run, load_run
-from ...core.verdict import Diagnosis, Facts, diagnose
-from ..trackers import check_log_to, log_result
+from ....core.errors import LoadEvalError, OptionError
+from ....core.explore import RunSettings
+from ....core.measure import Variant, gpu_status
+from ....core.ranks import RanksResult, gather_logs, proof_path
+from ....core.record import Run, load_run
+from ....core.verdict import Diagnosis, Facts, diagnose
+from ...trackers import check_log_to, log_result
+from ..loaders import parse_loader_from
+from ..spec import ENV, ChildSpec, ChildStatus, read_statuses
+from ..words import describe_target, side_words, timed_out_sentence
 from .launch import Ended, LauncherRank, Torchrun, command, run_side, wait_until
-from .loaders import parse_loader_from
 from .options import SCRIPT_TRAINER
-from .spec import ENV, ChildSpec, ChildStatus, read_statuses
-from .words import describe_target, side_words, timed_out_sentence
 
 """The training loader's settings a run may change (``run_script(loader_changes=...)``,
 the notebook's rerun panel): ``rebuild_loader``'s, which core keeps to itself."""

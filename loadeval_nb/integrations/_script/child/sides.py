@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
-from ...core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs
-from ...core.errors import LoadEvalError
-from ...core.explore import RunSettings
-from ...core.measure import LoaderEvaluator
+from ....core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs
+from ....core.errors import LoadEvalError
+from ....core.explore import RunSettings
+from ....core.measure import LoaderEvaluator
 from .pick import Side
 from .proof import NO_GROUP, ProvedPair, in_process_group
 

@@ -31,11 +31,11 @@ from typing import Optional
 
 import psutil
 
-from ...core._shared import drop_locks
-from .launch import STOP_S, listening_sockets, remove_sockets
-from .spec import ChildSpec, ChildStatus, status_path
-from .spec import rank_key as _rank
-from .words import describe_target, side_words, timed_out_sentence
+from ....core._shared import drop_locks
+from ..procs import STOP_S, listening_sockets, remove_sockets
+from ..spec import ChildSpec, ChildStatus, status_path
+from ..spec import rank_key as _rank
+from ..words import describe_target, side_words, timed_out_sentence
 
 __all__ = ["guard", "park_if_ending"]
 
@@ -280,7 +280,7 @@ def _logs(folder: str) -> list[str]:
 
 def _measured(path: str) -> bool:
     """Whether the run log at ``path`` holds a step past the warm-up (worth keeping)."""
-    from ...core.record import load_run
+    from ....core.record import load_run
 
     try:
         return bool(load_run(path).steady_indices())
