@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -450,189 +451,18 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         real_epoch = rd["mean_s"] * spe
         if idd["mean_s"] is not None:
             saved = (rd["mean_s"] - idd["mean_s"]) * spe
-    notes = []
-    if r.mode != "log":
-        notes.append(f"the 'real' run was recorded in {r.mode!r} mode")
-    if i.mode != "replay":
-        notes.append(f"the 'ideal' run was recorded in {i.mode!r} mode")
-    differ = setup_differences(r, i)
-    if differ:
-        notes.append(
-            f"the runs were recorded on different machines or setups ({', '.join(differ)} "
-            f"differ): {setup_changes(r, i)}; the comparison mixes them"
-        )
-    few = (
-        f"{len(repeats[0])} {unit}s a side are too few for a {CI_LEVEL:.0%} interval between "
-        f"them, so the interval is the {unit}s' range widened by the steps' noise"
-        if repeats is not None and len(repeats[0]) < MIN_T_BLOCKS
-        else "the interval holds the spread between them"
-    )
-    if isinstance(blocks, dict):
-        said, seen = blocks.get("epoch"), blocks.get("epoch_seen")
-        if isinstance(said, int) and isinstance(seen, int) and seen < said:
-            notes.append(
-                f"the loader's len() says {said} batches, but its epoch ended after {seen}: "
-                "the pass stopped there (the loop was handed no more than the loader held); "
-                "a per-epoch figure here uses the batches it held"
-            )
-    if isinstance(blocks, dict) and repeats is not None:
-        notes.append(
-            f"real and ideal steps interleaved in {len(repeats[0])} blocks each (A B B A, "
-            f"{blocks.get('block')} steady steps a block), so a drift of the machine lands on "
-            f"both sides; speedup per block {min(repeats[0]):.2f}–{max(repeats[0]):.2f}×; " + few
-        )
-    elif repeats is not None:
-        each = ", ".join(f"{x:.2f}×" for x in repeats[0])
-        notes.append(
-            f"each run holds {len(repeats[0])} epochs (a pair repeated in A B B A order, or a "
-            f"loop of several epochs): speedup per epoch {each}; " + few
-        )
-    if drift is not None:
-        notes.append(
-            "the sides ran one after the other and their steps drifted within each run "
-            f"({_signed_pct(drift[0] - 1)} between the runs' middles, beyond the noise of "
-            "each run's segments in time): the drift between the runs is in the difference, "
-            "so the interval also holds the speedup corrected for it (about "
-            f"{(speedup or 0.0) * drift[0]:.2f}×); interleaved, the default, a drift lands on "
-            "both sides"
-        )
-    if busy_widen is not None:
-        notes.append(
-            "other processes kept the machine busy while the blocks ran, and their load "
-            "changes faster than a few blocks can show: the interval holds the speedup give "
-            f"or take {busy_widen:.0%} (half the share of the cores they took)"
-        )
-    if apart is not None and apart[0] >= 0.005:
-        notes.append(
-            "the sides ran one after the other"
-            + (" in two processes" if two_processes(r, i) else "")
-            + ", so what changed on the machine between them is in the difference, beyond "
-            f"what either run shows: the interval holds the speedup give or take "
-            f"{apart[0]:.0%}"
-            + (
-                f" ({BETWEEN_RUNS:.0%} between two processes on a quiet machine, and the "
-                f"{apart[0] - BETWEEN_RUNS:.0%} of its cores other processes took)"
-                if two_processes(r, i) and apart[0] - BETWEEN_RUNS >= 0.005
-                else ""
-            )
-        )
-    disagree = blocks_disagree(r, i)
-    if disagree is not None:
-        notes.append(
-            f"the {'blocks' if isinstance(blocks, dict) else 'epochs'} disagree beyond their "
-            f"noise (speedup {disagree[0]:.2f}× to {disagree[1]:.2f}×): the machine's speed or "
-            "the workload changed while the pair ran; the interval holds that spread, and "
-            "a longer run (more blocks) narrows it"
-        )
-    disturbed = []
-    for name, run in (("real", r), ("ideal", i)):
-        busy = busy_note(run, name)
-        if busy:
-            disturbed.append(name)
-            notes.append(busy)
-    used = [
-        f"{name} {run.n_steps} steps ({_auto_reasons(run)})"
-        for name, run in (("real", r), ("ideal", i))
-        if (run.settings or {}).get("auto_stop")
-    ]
-    if used:
-        notes.append("adaptive stop: " + ", ".join(used))
-    for name, run in (("real", r), ("ideal", i)):
-        stops = (
-            [e.get("auto_stop") for e in run.blocks]
-            if (run.settings or {}).get("auto_stop")
-            else []
-        )
-        if stops and "converged" not in stops:
-            said = ", ".join(dict.fromkeys(map(str, stops)))
-            auto = (run.settings or {}).get("auto_stop")
-            rel = auto.get("rel") if isinstance(auto, dict) else None
-            known = f"±{rel * 100:g} %" if isinstance(rel, (int, float)) else "the precision asked"
-            if set(stops) == {"loader exhausted"}:  # every epoch ran out of batches first
-                notes.append(
-                    f"not converged: the {name} run stopped ({said}) before its step time was "
-                    f"known to {known}: the loader's epoch ended first, so the epoch is the "
-                    "limit, not the number of steps; for a tighter interval, measure more "
-                    "epochs or use a longer loader"
-                )
-                reason = f"{reason} (the {name} run did not converge: the epoch is the limit)"
-            else:
-                notes.append(
-                    f"not converged: the {name} run stopped ({said}) before its step time was "
-                    f"known to {known}, so the interval is wider than that; give it a longer "
-                    "loader or more steps"
-                )
-                reason = f"{reason} (the {name} run did not converge)"
     limited = loader_limited(r)
-    if limited is not None:
-        asked, got = limited
-        if isinstance(blocks, dict):
-            notes.append(
-                f"the loader has {got} batches an epoch, fewer than the {asked} steps asked "
-                f"a side need in one interleaved pass: the real side measured {len(rs)} "
-                f"steady steps in its blocks and the ideal side {len(is_)} (warm-up and "
-                "drained steps left out)"
-            )
-        else:
-            notes.append(
-                f"the loader has {got} batches an epoch, fewer than the {asked} steps asked: "
-                f"the real run measured {len(rs)} steady steps and the ideal run {len(is_)} "
-                "(warm-up left out)"
-            )
-    if endless and spe:
-        real_step = rd["mean_s"] or 0.0
-        notes.append(
-            f"the loader's length, {spe:,} batches, is no epoch that will be run (about "
-            f"{fmt_seconds(spe * real_step)} of steps: a sampler that hardly "
-            "ends): the time saved is said per 1000 steps"
-        )
-    cached, want = (
-        (i.settings or {}).get("batches_cached"),
-        (i.settings or {}).get("num_cached_batches"),
-    )
-    if isinstance(cached, int) and isinstance(want, int) and 0 < cached < want:
-        notes.append(
-            f"the ideal run replayed {cached} cached batches, fewer than the {want} asked: "
-            "the loader had no more"
-        )
-    if i.settings.get("cached_shapes_differ"):
-        notes.append(
-            "the cached batches differ in shape (padded or variable-length batches), so the "
-            "ideal step depends on which batches were cached: cache more batches, or make "
-            "batches of one shape, to tell the ideal apart from that choice"
-        )
-    for name, run in (("real", r), ("ideal", i)):
-        if run.status != "complete":
-            notes.append(f"the {name} run ended early ({run.status}); its last step is left out")
     cuda = r.environment.get("cuda_available")
     if copies:  # copies timed with CUDA events: the process used CUDA
         cuda = True
-    if (
-        verdict != NOT_ENOUGH_DATA
-        and real_other is not None
-        and real_wait is not None
-        and idd["mean_s"]
-        and rd["mean_s"]
-    ):
-        slower = real_other / idd["mean_s"] - 1.0
-        longer = rd["mean_s"] - idd["mean_s"]
-        # waiting explains less than half the difference: the rest needs saying too
-        unexplained = verdict in (INPUT_BOUND, PARTLY_INPUT_BOUND) and real_wait < longer / 2
-        if slower > CONTENTION or (unexplained and slower > 0):
-            workers = r.loader_settings.get("num_workers")
-            causes = [
-                "the loading, which runs inside the training process"
-                if workers == 0
-                else "the loader's workers taking CPU from the step",
-                *(["host-to-device copies the cache avoided"] if cuda is not False else []),
-                "cached batches that cost less than real ones",
-            ]
-            notes.append(
-                f"real steps are {fmt_seconds(longer)} longer than ideal ones, but only "
-                f"{fmt_seconds(real_wait)} of that is waiting for data: apart from waiting "
-                f"they take {_as_long(slower)} ideal ones; the rest is "
-                + (", ".join(causes[:-1]) + ", or " + causes[-1])
-            )
+    seen = _Seen(
+        r=r, i=i, rs=rs, is_=is_, rd=rd, idd=idd, blocks=blocks, unit=unit,
+        repeats=repeats, drift=drift, busy=busy_widen, apart=apart, speedup=speedup,
+        verdict=verdict, reason=reason, real_wait=real_wait, real_other=real_other,
+        spe=spe, endless=endless, limited=limited, cuda=cuda,
+    )  # fmt: skip
+    notes = [note for rule in NOTE_RULES for note in rule(seen)]
+    reason, disturbed = seen.reason, seen.disturbed
     prediction = advised = None
     if verdict != NOT_ENOUGH_DATA:
         try:
@@ -718,6 +548,294 @@ that will be run (a sampler that hardly ends): time saved is said per 1000 steps
 DRIFT_MIN = 0.01
 """A drift between two runs measured one after the other counts when it moves the
 speedup by this share at least (and is beyond the noise of the runs' segments)."""
+
+
+@dataclass
+class _Seen:
+    """What the verdict's notes are said from: the two runs and what :func:`_diagnose`
+    worked out of them. A rule may add to the reason (``reason``) and name a run the
+    machine disturbed (``disturbed``)."""
+
+    r: Run
+    i: Run
+    rs: list[float]
+    is_: list[float]
+    rd: dict[str, Any]
+    idd: dict[str, Any]
+    blocks: Any
+    unit: str
+    repeats: Optional[tuple[list[float], tuple[float, float]]]
+    drift: Optional[tuple[float, float, float]]
+    busy: Optional[float]
+    apart: Optional[tuple[float, Optional[float]]]
+    speedup: Optional[float]
+    verdict: str
+    reason: str
+    real_wait: Optional[float]
+    real_other: Optional[float]
+    spe: Optional[int]
+    endless: bool
+    limited: Optional[tuple[int, int]]
+    cuda: Any
+    disturbed: list[str] = field(default_factory=list)
+
+
+def _modes(c: _Seen) -> Iterator[str]:
+    """A run recorded in another mode than its side's."""
+    if c.r.mode != "log":
+        yield f"the 'real' run was recorded in {c.r.mode!r} mode"
+    if c.i.mode != "replay":
+        yield f"the 'ideal' run was recorded in {c.i.mode!r} mode"
+
+
+def _setups(c: _Seen) -> Iterator[str]:
+    """Runs recorded on different machines or setups."""
+    differ = setup_differences(c.r, c.i)
+    if differ:
+        yield (
+            f"the runs were recorded on different machines or setups ({', '.join(differ)} "
+            f"differ): {setup_changes(c.r, c.i)}; the comparison mixes them"
+        )
+
+
+def _epoch_seen(c: _Seen) -> Iterator[str]:
+    """A loader whose epoch ended before its ``len()`` said."""
+    if isinstance(c.blocks, dict):
+        said, seen = c.blocks.get("epoch"), c.blocks.get("epoch_seen")
+        if isinstance(said, int) and isinstance(seen, int) and seen < said:
+            yield (
+                f"the loader's len() says {said} batches, but its epoch ended after {seen}: "
+                "the pass stopped there (the loop was handed no more than the loader held); "
+                "a per-epoch figure here uses the batches it held"
+            )
+
+
+def _design(c: _Seen) -> Iterator[str]:
+    """How the sides were paired: interleaved blocks, or repeats, and their spread."""
+    if c.repeats is None:
+        return
+    ratios, unit = c.repeats[0], c.unit
+    few = (
+        f"{len(ratios)} {unit}s a side are too few for a {CI_LEVEL:.0%} interval between "
+        f"them, so the interval is the {unit}s' range widened by the steps' noise"
+        if len(ratios) < MIN_T_BLOCKS
+        else "the interval holds the spread between them"
+    )
+    if isinstance(c.blocks, dict):
+        yield (
+            f"real and ideal steps interleaved in {len(ratios)} blocks each (A B B A, "
+            f"{c.blocks.get('block')} steady steps a block), so a drift of the machine lands "
+            f"on both sides; speedup per block {min(ratios):.2f}–{max(ratios):.2f}×; " + few
+        )
+    else:
+        each = ", ".join(f"{x:.2f}×" for x in ratios)
+        yield (
+            f"each run holds {len(ratios)} epochs (a pair repeated in A B B A order, or a "
+            f"loop of several epochs): speedup per epoch {each}; " + few
+        )
+
+
+def _drifted(c: _Seen) -> Iterator[str]:
+    """Sides one after the other whose steps drifted within each run."""
+    if c.drift is not None:
+        yield (
+            "the sides ran one after the other and their steps drifted within each run "
+            f"({_signed_pct(c.drift[0] - 1)} between the runs' middles, beyond the noise of "
+            "each run's segments in time): the drift between the runs is in the difference, "
+            "so the interval also holds the speedup corrected for it (about "
+            f"{(c.speedup or 0.0) * c.drift[0]:.2f}×); interleaved, the default, a drift "
+            "lands on both sides"
+        )
+
+
+def _busy_blocks(c: _Seen) -> Iterator[str]:
+    """Other processes' load, faster than blocks can show: the interval widened."""
+    if c.busy is not None:
+        yield (
+            "other processes kept the machine busy while the blocks ran, and their load "
+            "changes faster than a few blocks can show: the interval holds the speedup give "
+            f"or take {c.busy:.0%} (half the share of the cores they took)"
+        )
+
+
+def _sides_apart(c: _Seen) -> Iterator[str]:
+    """Sides one after the other (in two processes): the interval widened by what changed."""
+    apart = c.apart
+    if apart is None or apart[0] < 0.005:
+        return
+    two = two_processes(c.r, c.i)
+    yield (
+        "the sides ran one after the other"
+        + (" in two processes" if two else "")
+        + ", so what changed on the machine between them is in the difference, beyond "
+        f"what either run shows: the interval holds the speedup give or take "
+        f"{apart[0]:.0%}"
+        + (
+            f" ({BETWEEN_RUNS:.0%} between two processes on a quiet machine, and the "
+            f"{apart[0] - BETWEEN_RUNS:.0%} of its cores other processes took)"
+            if two and apart[0] - BETWEEN_RUNS >= 0.005
+            else ""
+        )
+    )
+
+
+def _disagree(c: _Seen) -> Iterator[str]:
+    """Blocks (or epochs) that disagree beyond their noise."""
+    disagree = blocks_disagree(c.r, c.i)
+    if disagree is not None:
+        yield (
+            f"the {'blocks' if isinstance(c.blocks, dict) else 'epochs'} disagree beyond "
+            f"their noise (speedup {disagree[0]:.2f}× to {disagree[1]:.2f}×): the machine's "
+            "speed or the workload changed while the pair ran; the interval holds that "
+            "spread, and a longer run (more blocks) narrows it"
+        )
+
+
+def _busy_runs(c: _Seen) -> Iterator[str]:
+    """A run the machine disturbed (named in ``disturbed``)."""
+    for name, run in (("real", c.r), ("ideal", c.i)):
+        busy = busy_note(run, name)
+        if busy:
+            c.disturbed.append(name)
+            yield busy
+
+
+def _adaptive(c: _Seen) -> Iterator[str]:
+    """What the adaptive stop did, and a run it stopped before it converged (said in the
+    reason too)."""
+    used = [
+        f"{name} {run.n_steps} steps ({_auto_reasons(run)})"
+        for name, run in (("real", c.r), ("ideal", c.i))
+        if (run.settings or {}).get("auto_stop")
+    ]
+    if used:
+        yield "adaptive stop: " + ", ".join(used)
+    for name, run in (("real", c.r), ("ideal", c.i)):
+        auto = (run.settings or {}).get("auto_stop")
+        stops = [e.get("auto_stop") for e in run.blocks] if auto else []
+        if not stops or "converged" in stops:
+            continue
+        said = ", ".join(dict.fromkeys(map(str, stops)))
+        rel = auto.get("rel") if isinstance(auto, dict) else None
+        known = f"±{rel * 100:g} %" if isinstance(rel, (int, float)) else "the precision asked"
+        if set(stops) == {"loader exhausted"}:  # every epoch ran out of batches first
+            yield (
+                f"not converged: the {name} run stopped ({said}) before its step time was "
+                f"known to {known}: the loader's epoch ended first, so the epoch is the "
+                "limit, not the number of steps; for a tighter interval, measure more "
+                "epochs or use a longer loader"
+            )
+            c.reason = f"{c.reason} (the {name} run did not converge: the epoch is the limit)"
+        else:
+            yield (
+                f"not converged: the {name} run stopped ({said}) before its step time was "
+                f"known to {known}, so the interval is wider than that; give it a longer "
+                "loader or more steps"
+            )
+            c.reason = f"{c.reason} (the {name} run did not converge)"
+
+
+def _short_loader(c: _Seen) -> Iterator[str]:
+    """A loader with fewer batches an epoch than the steps asked."""
+    if c.limited is None:
+        return
+    asked, got = c.limited
+    if isinstance(c.blocks, dict):
+        yield (
+            f"the loader has {got} batches an epoch, fewer than the {asked} steps asked "
+            f"a side need in one interleaved pass: the real side measured {len(c.rs)} "
+            f"steady steps in its blocks and the ideal side {len(c.is_)} (warm-up and "
+            "drained steps left out)"
+        )
+    else:
+        yield (
+            f"the loader has {got} batches an epoch, fewer than the {asked} steps asked: "
+            f"the real run measured {len(c.rs)} steady steps and the ideal run {len(c.is_)} "
+            "(warm-up left out)"
+        )
+
+
+def _endless(c: _Seen) -> Iterator[str]:
+    """A loader's length that is no epoch that will be run."""
+    if c.endless and c.spe:
+        yield (
+            f"the loader's length, {c.spe:,} batches, is no epoch that will be run (about "
+            f"{fmt_seconds(c.spe * (c.rd['mean_s'] or 0.0))} of steps: a sampler that hardly "
+            "ends): the time saved is said per 1000 steps"
+        )
+
+
+def _cache(c: _Seen) -> Iterator[str]:
+    """A cache smaller than asked, or of batches of different shapes."""
+    settings = c.i.settings or {}
+    cached, want = settings.get("batches_cached"), settings.get("num_cached_batches")
+    if isinstance(cached, int) and isinstance(want, int) and 0 < cached < want:
+        yield (
+            f"the ideal run replayed {cached} cached batches, fewer than the {want} asked: "
+            "the loader had no more"
+        )
+    if settings.get("cached_shapes_differ"):
+        yield (
+            "the cached batches differ in shape (padded or variable-length batches), so the "
+            "ideal step depends on which batches were cached: cache more batches, or make "
+            "batches of one shape, to tell the ideal apart from that choice"
+        )
+
+
+def _ended_early(c: _Seen) -> Iterator[str]:
+    """A run that ended early."""
+    for name, run in (("real", c.r), ("ideal", c.i)):
+        if run.status != "complete":
+            yield f"the {name} run ended early ({run.status}); its last step is left out"
+
+
+def _apart_from_waiting(c: _Seen) -> Iterator[str]:
+    """Real steps longer than ideal ones by more than their wait for data: the causes."""
+    rm, im = c.rd["mean_s"], c.idd["mean_s"]
+    if c.verdict == NOT_ENOUGH_DATA or c.real_other is None or c.real_wait is None:
+        return
+    if not im or not rm:
+        return
+    slower = c.real_other / im - 1.0
+    longer = rm - im
+    # waiting explains less than half the difference: the rest needs saying too
+    unexplained = c.verdict in (INPUT_BOUND, PARTLY_INPUT_BOUND) and c.real_wait < longer / 2
+    if slower > CONTENTION or (unexplained and slower > 0):
+        workers = c.r.loader_settings.get("num_workers")
+        causes = [
+            "the loading, which runs inside the training process"
+            if workers == 0
+            else "the loader's workers taking CPU from the step",
+            *(["host-to-device copies the cache avoided"] if c.cuda is not False else []),
+            "cached batches that cost less than real ones",
+        ]
+        yield (
+            f"real steps are {fmt_seconds(longer)} longer than ideal ones, but only "
+            f"{fmt_seconds(c.real_wait)} of that is waiting for data: apart from waiting "
+            f"they take {_as_long(slower)} ideal ones; the rest is "
+            + (", ".join(causes[:-1]) + ", or " + causes[-1])
+        )
+
+
+NOTE_RULES: tuple[Callable[[_Seen], Iterator[str]], ...] = (
+    _modes,
+    _setups,
+    _epoch_seen,
+    _design,
+    _drifted,
+    _busy_blocks,
+    _sides_apart,
+    _disagree,
+    _busy_runs,
+    _adaptive,
+    _short_loader,
+    _endless,
+    _cache,
+    _ended_early,
+    _apart_from_waiting,
+)
+"""The verdict's notes, one rule each, in the order they are said (as TraceML's rules:
+each reads what was seen and says its note, or nothing)."""
 
 
 def epoch_means(run: Run) -> dict[int, float]:
