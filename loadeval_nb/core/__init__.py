@@ -12,7 +12,8 @@ under torchrun and in tests. Its sub-packages, one job each, from the floor up:
 * ``verdict/``: what two runs say (:func:`diagnose`, :func:`compare_runs`);
 * ``explore/``: running the user's loop to find what to change: settings, the one
   runner, the pair, the caching ladder, the sweep, the per-transform split;
-* ``ranks.py``: many processes under torchrun.
+* ``ranks/``: many processes under torchrun (the wait-skew test, gathering the ranks'
+  pairs over the group or from their logs, the straggler proof and running it).
 
 Beside them, the floor every sub-package stands on: ``_errors`` (exceptions, argument
 checks), ``_format`` (numbers in words), ``_stats``, ``_files`` (atomic writes),

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         shutdown_persistent_workers,
     )
     from .measure.readers import NVML_SAID_ENV
-    from .ranks import ranks_result
+    from .ranks.skew import ranks_result
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
     from .record.journal import drop_locks, sweep_locks

@@ -122,7 +122,7 @@ def test_tensorboard_under_ranks_has_the_slowest_ranks_steps(tmp_path):
 
     from loadeval_nb.integrations import ScriptResult
     from loadeval_nb.ranks import gather_logs
-    from tests.core.test_ranks import write_job
+    from tests.core.ranks.test_ranks import write_job
 
     logs = tmp_path / "logs"
     logs.mkdir()

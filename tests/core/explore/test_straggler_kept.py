@@ -12,14 +12,10 @@ import pytest
 
 from loadeval_nb import LoadEvalError
 from loadeval_nb.core.errors import RunLogError
-from loadeval_nb.core.ranks import (
-    load_proof,
-    plan_proof_after,
-    proof_path,
-    straggler_proof,
-)
+from loadeval_nb.core.ranks import load_proof, plan_proof_after, proof_path
+from loadeval_nb.core.ranks.proof import straggler_proof
 from loadeval_nb.ranks import gather_logs
-from tests.core.test_ranks import MS, _blocks, run_of, write_job
+from tests.core.ranks.test_ranks import MS, _blocks, run_of, write_job
 
 JOB = "loadeval-job1-train"
 
@@ -126,7 +122,7 @@ def test_a_pass_stopped_after_its_last_batch_keeps_its_last_block(clock):
     """The script runner stops the script at the optimizer step after the last batch
     (the loop never asks for one more): the last block ends there."""
     from loadeval_nb.core.explore.straggler import StragglerPass
-    from tests.core.test_ranks import _plan
+    from tests.core.ranks.test_ranks import _plan
 
     sp = StragglerPass(list(range(100)), _plan(), replay_in="free", num_cached_batches=2)
     sp.clock = clock
@@ -142,7 +138,7 @@ def test_a_pass_stopped_after_its_last_batch_keeps_its_last_block(clock):
 
 def test_a_pass_left_inside_a_block_keeps_only_the_whole_ones(clock):
     from loadeval_nb.core.explore.straggler import StragglerPass
-    from tests.core.test_ranks import _plan
+    from tests.core.ranks.test_ranks import _plan
 
     sp = StragglerPass(list(range(100)), _plan(), replay_in=None, num_cached_batches=2)
     it = iter(sp)

@@ -1,7 +1,7 @@
 """Which of a script's DataLoaders is the training loader, and measuring one pass of it.
 
 The loaders' ``__iter__`` is patched for the child's life (:func:`patched_dataloader`;
-which classes: :mod:`.loaders` — ``DataLoader``, its subclasses with an ``__iter__`` of
+which classes: :mod:`..loaders` — ``DataLoader``, its subclasses with an ``__iter__`` of
 their own such as torchdata's ``StatefulDataLoader``, ``torchdata.nodes.Loader``,
 webdataset's ``WebLoader``, the class ``--loader-from`` names): every pass of every
 loader the script starts (a plain loop's ``for batch in loader``, Lightning's fit loop,
@@ -665,7 +665,7 @@ _PASS_CODES = {
 def patched_dataloader(picker: Picker, loader_from: Optional[str] = None) -> Iterator[None]:
     """Every loader's ``iter()`` answered by ``picker`` within the block (``DataLoader``'s,
     its subclasses', the known loaders', the one ``loader_from`` names: see
-    :mod:`.loaders`); restored after."""
+    :mod:`..loaders`); restored after."""
     if loader_from is not None:
         picker.only = lambda loader: False  # nothing, until the named loader is found
         picker.named_found = False

@@ -9,7 +9,8 @@ import pytest
 
 from loadeval_nb import LoadEvalError, Run
 from loadeval_nb.core._shared import ranks_result
-from loadeval_nb.core.ranks import RankResult, _payload, gather_logs, gather_pair
+from loadeval_nb.core.ranks import RankResult, gather_logs, gather_pair
+from loadeval_nb.core.ranks.skew import _payload
 
 MS = 1_000_000
 
@@ -248,7 +249,7 @@ def _blocks(real_ms, free_ms, control_ms=None, pairs=8, noise_ms=0.3, seed=0):
 
 
 def test_a_rank_whose_loader_holds_the_fleet_is_proven():
-    from loadeval_nb.core.ranks import straggler_proof
+    from loadeval_nb.core.ranks.proof import straggler_proof
 
     blocks = {0: _blocks(45, 13, 45), 1: _blocks(45, 13, 45, seed=1)}
     proof = straggler_proof(blocks, 1, 0, named_by_skew=True)
@@ -270,7 +271,7 @@ def test_a_rank_whose_loader_holds_the_fleet_is_proven():
 
 @pytest.mark.parametrize("named", [True, False])
 def test_a_fleet_that_does_not_recover_clears_the_suspect(named):
-    from loadeval_nb.core.ranks import straggler_proof
+    from loadeval_nb.core.ranks.proof import straggler_proof
 
     proof = straggler_proof({0: _blocks(20, 20, 20), 1: _blocks(20, 20, 20, seed=1)}, 0, 1, named)
     assert not proof.proven
@@ -281,7 +282,7 @@ def test_a_fleet_that_does_not_recover_clears_the_suspect(named):
 
 
 def test_ranks_that_load_alike_gain_alike_and_none_is_a_straggler():
-    from loadeval_nb.core.ranks import straggler_proof
+    from loadeval_nb.core.ranks.proof import straggler_proof
 
     # freeing either rank's loader takes 2.5 ms off (the step waits for whichever rank's
     # batch is late): a real gain, 9 % of the step, but no more than the control's
@@ -295,7 +296,7 @@ def test_ranks_that_load_alike_gain_alike_and_none_is_a_straggler():
 
 
 def test_a_gain_too_small_to_matter_proves_nothing():
-    from loadeval_nb.core.ranks import straggler_proof
+    from loadeval_nb.core.ranks.proof import straggler_proof
 
     # 2 % of the step, pinned down tightly: real, but under the 5 % a straggler must cost
     proof = straggler_proof({0: _blocks(50, 49, noise_ms=0.01)}, 0)
@@ -303,7 +304,7 @@ def test_a_gain_too_small_to_matter_proves_nothing():
 
 
 def test_one_pair_of_blocks_has_no_interval_and_proves_nothing():
-    from loadeval_nb.core.ranks import straggler_proof
+    from loadeval_nb.core.ranks.proof import straggler_proof
 
     proof = straggler_proof({0: _blocks(45, 13, pairs=1)}, 0)
     assert proof.gain_s and proof.gain_ci == (None, None) and not proof.proven
