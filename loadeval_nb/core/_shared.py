@@ -41,10 +41,12 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
     from .record.history import HistoryRow, load_history, save_history
     from .record.journal import drop_locks, sweep_locks
+    from .record.lognames import ARMS
     from .record.run import SIDES
     from .verdict.diagnose import as_run
 
 __all__ = [
+    "ARMS",
     "Action",
     "EpochPair",
     "FolderFollower",

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from IPython.core.error import UsageError
 
-from ..core._shared import SIDES, interrupts_deferred
+from ..core._shared import ARMS, interrupts_deferred
 from ..core.errors import LoadEvalError
 from ..core.explore import PairResult, RunSettings
 from ..integrations import ScriptHooks, ScriptResult, Torchrun, run_script
@@ -320,7 +320,7 @@ class _Follow(ScriptHooks):
     def side_ended(self, which: str, statuses: Any) -> None:
         view = self.session.view
         view.tick()  # before the runner removes a temporary log folder
-        sides = SIDES if which == "pair" else (which,)
+        sides = ARMS if which == "pair" else (which,)  # every arm the pass may have run
         view.end([name for name in view.followers() if name.split(" ")[0] in sides])
 
     def close(self) -> None:

@@ -174,8 +174,6 @@ def run_pair(
     result.real, result.ideal = runs.get("real"), runs.get("ideal")
     result.contended = runs.get("contended")
     result.variant = runs.get(VARIANT)
-    if result.contended is None:
-        result.log_paths.pop("contended", None)  # (no arm: a loader without workers)
     if result.failed == "pair":
         result.failed = "real" if result.real is None or not result.ideal else "pair"
     if isinstance(result.error, CacheBudgetError) and result.failed in ("real", "pair"):
@@ -281,10 +279,7 @@ def _interleaved(
     planned: Any,
     path: Optional[str],
 ) -> InterleavedEvaluator:
-    arms = ("real", "ideal") if settings.contention is False else ("real", "ideal", "contended")
-    if settings.variant is not None:
-        arms = (*arms, VARIANT)
-    files = {w: runner.path_for(w) for w in arms}
+    files = {w: runner.path_for(w) for w in planned[0].arms}  # the plan's arms, never guessed
     n = safe_len(loader)
     return InterleavedEvaluator(
         loader,

@@ -29,6 +29,9 @@ class Evaluator:
     ``sides``, calls :meth:`_start` in its constructor and :meth:`_begin_pass` when a pass
     begins, and answers ``to_run(side)``, ``worker_pids()`` and ``_side_epochs(side)``."""
 
+    face = "LoaderEvaluator"
+    """How a sentence names the wrapper: the class a user holds, in every mode."""
+
     mode: str
     sides: tuple[str, ...]
     """The runs this wrapper measures: ``("real",)``, ``("ideal",)``, ``("real", "ideal")``."""
@@ -56,7 +59,7 @@ class Evaluator:
             raise LoadEvalError(f"label must be a string such as 'real', not {a_kind(label)}.")
         if not hasattr(dataloader, "__iter__"):
             raise LoadEvalError(
-                f"{type(self).__name__} needs an iterable of batches such as a DataLoader, "
+                f"{self.face} needs an iterable of batches such as a DataLoader, "
                 f"not {a_kind(dataloader)}."
             )
         if isinstance(dataloader, Evaluator):

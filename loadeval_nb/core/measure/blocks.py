@@ -221,22 +221,43 @@ def _not_cheap(pair: BlockPlan, extra: int, loader_len: Optional[int]) -> str:
     )
 
 
-def fewest_steps(warmup: int, num_cached_batches: int, depth: int) -> int:
-    """The fewest loop steps (both sides) a pass of interleaved blocks takes."""
+def fewest_steps(
+    warmup: int, num_cached_batches: int, depth: int, variant_depth: Optional[int] = None
+) -> int:
+    """The fewest loop steps (every arm's) a pass of interleaved blocks takes; with a
+    variant arm whose loader prefetches ``variant_depth`` batches, its blocks too."""
     first = max(warmup, num_cached_batches, 1)
-    return BlockPlan(first, MIN_BLOCK, MIN_BLOCKS, 2 * depth + 1, max(depth, 1)).total_steps
+    if variant_depth is None:
+        return BlockPlan(first, MIN_BLOCK, MIN_BLOCKS, 2 * depth + 1, max(depth, 1)).total_steps
+    return BlockPlan(
+        first,
+        MIN_BLOCK,
+        MIN_BLOCKS,
+        2 * depth + 1,
+        max(depth, 1),
+        (*SIDES, VARIANT),
+        variant_drain=2 * variant_depth + 1,
+    ).total_steps
 
 
 def too_short(
-    steps: Any, warmup: int, num_cached_batches: int, depth: int, loader_len: Optional[int]
+    steps: Any,
+    warmup: int,
+    num_cached_batches: int,
+    depth: int,
+    loader_len: Optional[int],
+    variant_depth: Optional[int] = None,
 ) -> str:
-    """Why a pass cannot be interleaved, in words a front end can put after "because"."""
-    need = fewest_steps(warmup, num_cached_batches, depth)
+    """Why a pass cannot be interleaved, in words a front end can put after "because"
+    (``variant_depth``: the pass has a variant arm, whose blocks need room too)."""
+    need = fewest_steps(warmup, num_cached_batches, depth, variant_depth)
     if loader_len is not None and loader_len < need:
+        arm = " with the variant arm" if variant_depth is not None else ""
         return (
-            f"an epoch of the loader has {loader_len} batches and interleaved blocks need "
-            f"{need} ({_first_words(warmup, num_cached_batches)}, 2 blocks of {MIN_BLOCK} "
-            f"steps a side, {2 * depth + 1} drained step{'s' if depth else ''})"
+            f"an epoch of the loader has {loader_len} batches and interleaved blocks{arm} "
+            f"need {need} ({_first_words(warmup, num_cached_batches)}, 2 blocks of "
+            f"{MIN_BLOCK} steps a side, {2 * depth + 1} drained "
+            f"step{'s' if depth else ''})"
         )
     return f"{steps} steps a side are too few for 2 blocks of {MIN_BLOCK} steps a side"
 
@@ -307,9 +328,10 @@ def plan_pass(
     else:
         plan = plan_blocks(steps, warmup, num_cached_batches, depth, n, blocks, arms, vdepth)
     if plan is None:
+        vd = vdepth if variant is not None else None
         raise NotInterleavable(
-            too_short(steps, warmup, num_cached_batches, depth, n),
-            epoch_limited=n is not None and n < fewest_steps(warmup, num_cached_batches, depth),
+            too_short(steps, warmup, num_cached_batches, depth, n, vd),
+            epoch_limited=n is not None and n < fewest_steps(warmup, num_cached_batches, depth, vd),
         )
     if contention is not False:
         if fewest == 0:

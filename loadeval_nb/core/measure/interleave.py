@@ -336,9 +336,10 @@ class InterleavedEvaluator(Evaluator):
 
     def __repr__(self) -> str:
         p = self.plan
-        return (
-            f"InterleavedEvaluator({type(self.dataloader).__name__}, {p.blocks} blocks of "
-            f"{p.block} steps per side, cached={len(self.cached_batches)})"
+        return (  # the wrapper a user holds in every mode
+            f"LoaderEvaluator({type(self.dataloader).__name__}, mode='pair', arms "
+            f"{', '.join(self.sides)}, {p.blocks} blocks of {p.block} steps an arm, "
+            f"cached={len(self.cached_batches)})"
         )
 
     def __iter__(self) -> Iterator[Any]:

@@ -193,3 +193,21 @@ def test_try_advice_measures_what_the_first_pass_advised():
     # measures that many
     assert d.tried is not None and d.tried.advised, d.notes
     assert d.tried.settings["num_workers"] > 1 and d.tried.outcome == "faster"
+
+
+def test_a_loader_too_short_for_the_variants_blocks_says_so_and_measures_the_pair():
+    """An epoch with room for the pair's blocks but not the variant's: the sentence counts
+    the variant arm's blocks, the pair runs its sides one after the other, and the verdict
+    says the variant was not measured."""
+    from loadeval_nb.core.measure.blocks import NotInterleavable, plan_pass
+
+    loader = DataLoader(torch.arange(120.0), batch_size=2, num_workers=0)  # 60 batches
+    variant = DataLoader(torch.arange(120.0), batch_size=2, num_workers=2)
+    with pytest.raises(NotInterleavable, match="interleaved blocks with the variant arm need"):
+        plan_pass(loader, steps=30, warmup=2, num_cached_batches=3, variant=variant)
+    result = run_pair(loader, lambda ev: [None for _ in ev],
+                      RunSettings(steps=30, warmup=2, num_cached_batches=3,
+                                  sample_interval_s=None, variants="num_workers=2"))  # fmt: skip
+    assert result.diagnosis is not None and result.diagnosis.tried is None, result.error
+    assert result.variant is None
+    assert any("the variant (num_workers=2) was not measured" in n for n in result.diagnosis.notes)
