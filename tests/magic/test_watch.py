@@ -25,50 +25,41 @@ def shell():
         yield ip
 
 
-def test_a_pair_written_elsewhere_is_followed_to_its_verdict(shell, tmp_path):
-    loader = DataLoader(SleepyItems(800, 0.002), batch_size=4)  # 8 ms a batch
+def _watched(shell, tmp_path, n: int, **settings):
+    """A pair of ``n`` items of 2 ms (8 ms a batch) run by another thread with its logs in
+    ``tmp_path``, watched to its end: (what the watch made of it, the job's own result)."""
+    loader = DataLoader(SleepyItems(n, 0.002), batch_size=4)
 
     def train(batches):
         for _ in batches:
             time.sleep(0.002)
 
-    settings = RunSettings(steps=80, warmup=4, num_cached_batches=4, log_dir=str(tmp_path))
+    both = RunSettings(steps=80, warmup=4, num_cached_batches=4, log_dir=str(tmp_path), **settings)
     done = []
-    job = threading.Thread(target=lambda: done.append(run_pair(loader, train, settings)))
+    job = threading.Thread(target=lambda: done.append(run_pair(loader, train, both)))
     job.start()
     try:
         shell.run_line_magic("loadeval_watch", f"{tmp_path} --timeout 120")
     finally:
         job.join()
-    result = shell.user_ns["_loadeval"]
+    return shell.user_ns["_loadeval"], done[0]
+
+
+def test_a_pair_written_elsewhere_is_followed_to_its_verdict(shell, tmp_path):
+    result, job = _watched(shell, tmp_path, 800)
     assert type(result).__name__ == "PairResult" and result.diagnosis is not None
     # the watch read what the job wrote: the same steps as the job's own result
-    assert result.real.step_ns == done[0].real.step_ns
-    assert result.ideal.step_ns == done[0].ideal.step_ns
-    assert result.diagnosis.verdict == done[0].diagnosis.verdict
+    assert result.real.step_ns == job.real.step_ns
+    assert result.ideal.step_ns == job.ideal.step_ns
+    assert result.diagnosis.verdict == job.diagnosis.verdict
 
 
 def test_the_watch_reads_the_variant_arm_and_what_it_bought(shell, tmp_path):
-    loader = DataLoader(SleepyItems(1600, 0.002), batch_size=4)  # 8 ms a batch, no workers
-
-    def train(batches):
-        for _ in batches:
-            time.sleep(0.002)
-
-    settings = RunSettings(steps=80, warmup=4, num_cached_batches=4, log_dir=str(tmp_path),
-                           variants="num_workers=2")  # fmt: skip
-    done = []
-    job = threading.Thread(target=lambda: done.append(run_pair(loader, train, settings)))
-    job.start()
-    try:
-        shell.run_line_magic("loadeval_watch", f"{tmp_path} --timeout 120")
-    finally:
-        job.join()
-    result = shell.user_ns["_loadeval"]
-    assert result.variant is not None and result.variant.step_ns == done[0].variant.step_ns
+    result, job = _watched(shell, tmp_path, 1600, variants="num_workers=2")
+    assert result.variant is not None and result.variant.step_ns == job.variant.step_ns
     assert result.diagnosis is not None and result.diagnosis.tried is not None
     assert result.diagnosis.tried.settings == {"num_workers": 2}
-    assert result.diagnosis.tried.speedup == done[0].diagnosis.tried.speedup
+    assert result.diagnosis.tried.speedup == job.diagnosis.tried.speedup
 
 
 def test_nothing_written_ends_at_the_timeout_and_says_so(shell, tmp_path):

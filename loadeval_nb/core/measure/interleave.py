@@ -67,6 +67,7 @@ import random
 import sys
 import threading
 from collections.abc import Generator, Iterator
+from dataclasses import replace
 from itertools import cycle, islice, repeat
 from operator import itemgetter
 from queue import SimpleQueue
@@ -272,17 +273,11 @@ class InterleavedEvaluator(Evaluator):
         self._variant: Optional[LoaderStart] = None
         if self._variant_loader is not None:
             self._variant = LoaderStart(
-                EvaluatorConfig(
+                replace(
+                    self._loader.ev,
                     dataloader=self._variant_loader,
-                    clock=self.clock,
-                    steps=self.steps,
-                    warmup=warmup,
-                    auto_stop=None,
                     worker_timing=False,
-                    num_cached_batches=num_cached_batches,
-                    cache_on=cache_on,
-                    cache_budget_bytes=cache_budget_bytes,
-                    device=device,
+                    first_batch=None,
                 )
             )
         self.variant_depth = queue_depth(self._variant_loader) if self._variant else 0
@@ -433,19 +428,14 @@ class InterleavedEvaluator(Evaluator):
                 if copies is None and not filling:
                     # the steady path: a block is one stamping iterator (C, or C-level
                     # iterators of the standard library), the pass resumes between blocks
-                    if real:
-                        if skip and k and self.representative:
+                    if live:  # real, or the variant (its rebuilt loader's batches)
+                        if real and skip and k and self.representative:
                             # the steps left out anyway: their batches sampled (their size,
                             # and the cache's reservoir) by a loop of our own
                             yield from self._sampled_steps(src, skip, rec, clock)
                         rest = n_steps - len(ready)
-                        yield from block_log_iter(islice(src, rest), rec, clock)
+                        yield from block_log_iter(islice(source, rest), rec, clock)
                         if len(ready) < n_steps:  # the loader ran out inside the block
-                            exhausted = True
-                            break
-                    elif live:  # the variant: its rebuilt loader's batches, timed as real
-                        yield from block_log_iter(islice(source, n_steps), rec, clock)
-                        if len(ready) < n_steps:
                             exhausted = True
                             break
                     else:
@@ -488,9 +478,7 @@ class InterleavedEvaluator(Evaluator):
                                 exhausted = True
                                 break
                             ready.append(clock())
-                            if not real:
-                                pass
-                            elif filling:  # the first pass's first batches: copied into the cache
+                            if real and filling:  # the first pass's first batches: cached
                                 if first:
                                     first = False
                                     self._loader.first(batch)
@@ -499,7 +487,7 @@ class InterleavedEvaluator(Evaluator):
                                 if self.cache.full:
                                     self.cache.seal()
                                     filling = False
-                            elif k and i < skip and self.representative:
+                            elif real and k and i < skip and self.representative:
                                 self._sample(batch)
                         else:
                             if filling:  # the loader had fewer batches than the cache holds
@@ -560,16 +548,13 @@ class InterleavedEvaluator(Evaluator):
 
     def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
         """A block is over: its closing stamp is the next step's start (taken now)."""
-        if side.name == "real":
+        if side.name in ("real", VARIANT):  # an arm that draws its own loader's batches
             if len(rec.starts) == len(rec.ready):
                 rec.starts.append(now)
-            if rec.warmup == self.plan.drain and len(self._sides["real"].epochs) > 1:
-                rec.warmup = self._drained(rec)
-        elif side.name == VARIANT:
-            if len(rec.starts) == len(rec.ready):
-                rec.starts.append(now)
-            if rec.warmup == self.plan.variant_drain:
+            if side.name == VARIANT and rec.warmup == self.plan.variant_drain:
                 rec.warmup = self._drained(rec, self.variant_depth, self.plan.variant_drain)
+            elif rec.warmup == self.plan.drain and len(self._sides["real"].epochs) > 1:
+                rec.warmup = self._drained(rec)
         else:
             if len(rec.starts) == rec.expected:  # (a block's iterator stamps its own end)
                 rec.starts.append(now)
@@ -616,7 +601,7 @@ class InterleavedEvaluator(Evaluator):
             if self._sampler is not None:
                 self._sampler.pause()
             self._loader.end_pass(src, left_early=True)
-            if self._variant is not None:  # its workers stopped now: it is not run again
+            if self._variant is not None:  # its workers stopped as the real loader's are
                 self._variant.end_pass(self._vsrc, left_early=True)
                 self._vsrc = None
             if not self.cache.ready:
