@@ -16,20 +16,19 @@ from ._face import lazy_face
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._env import env_rank, interrupts_deferred, is_dataloader, torch_threads
     from ._errors import a_kind, check_choice, check_int, close_match
-    from ._facts import Action, Reported, option_name, said
+    from ._facts import Action, Reported, said
     from ._files import write_text_atomic
     from ._format import fmt_rate, fmt_seconds, fmt_times
     from .explore.ladder import RUNGS
+    from .explore.pair import pass_plan
     from .explore.runner import (
-        PAIR_NEEDS_TWO_PASSES,
         check_writable_dir,
         evaluator_for,
         log_path,
-        refuse_one_shot,
     )
     from .explore.sweep_spec import config_label
     from .measure.epochs import MIN_EPOCHS, EpochPair, pair_epochs
-    from .measure.interleave import NotInterleavable, plan_blocks
+    from .measure.interleave import NotInterleavable
     from .measure.loader import (
         TUNABLE,
         check_workers,
@@ -37,8 +36,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         shutdown_persistent_workers,
     )
     from .measure.readers import NVML_SAID_ENV
-    from .ranks.skew import ranks_result
-    from .record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
+    from .record.follow import FolderFollower, RunFollower
     from .record.history import HistoryRow, load_history, save_history
     from .record.journal import drop_locks, sweep_locks
     from .record.lognames import ARMS
@@ -54,7 +52,6 @@ __all__ = [
     "MIN_EPOCHS",
     "NVML_SAID_ENV",
     "NotInterleavable",
-    "PAIR_NEEDS_TWO_PASSES",
     "RUNGS",
     "Reported",
     "RunFollower",
@@ -81,13 +78,8 @@ __all__ = [
     "load_history",
     "loader_knobs",
     "log_path",
-    "looks_final",
-    "option_name",
     "pair_epochs",
-    "parse_log_name",
-    "plan_blocks",
-    "ranks_result",
-    "refuse_one_shot",
+    "pass_plan",
     "said",
     "save_history",
     "shutdown_persistent_workers",

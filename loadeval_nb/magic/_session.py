@@ -198,14 +198,10 @@ class Session(NotebookSession):
         self._write_static()
 
     def _arms(self) -> tuple[str, ...]:
-        """The lines of a pair: real and ideal, and the contended arm when asked for, or
-        by default for a loader with workers (where the pass has no room for it, its
-        line stays empty and the verdict says why)."""
-        on = self.settings.contention
-        if on is None:
-            workers = loader_knobs(self.original).get("num_workers") or 0
-            on = self.settings.interleave and workers > 0
-        arms = (*SIDES, "contended") if on else SIDES
+        """The lines a pair's dashboard may draw: every arm a pass with these settings
+        could serve. Which of them a pass serves is its plan's word: the dashboard shows
+        the lines of the arms the pass it is told of runs (``run_started``), none other."""
+        arms = (*SIDES, "contended")
         return (*arms, "variant") if self.settings.variants else arms
 
     def _run_once(self, ev: Any) -> None:

@@ -116,6 +116,8 @@ class Dashboard(SweepHooks):
         self.rows: list[HistoryRow] = []
         self._pusher: Optional[Pusher] = None
         self._pair_label = ""
+        self._shown: set[str] = set()
+        """The runs (lines) this pair has run so far."""
         self._panel: Any = None  # the RerunPanel shown, if any
         self.advised_sweep: Optional[str] = None
         """The sweep the last verdict card recommends, trimmed to the cores (the panel's)."""
@@ -234,6 +236,7 @@ class Dashboard(SweepHooks):
         cleared and its verdict dimmed until the new one replaces it; ``label`` (the
         rerun's, e.g. ``#2 num_workers=1 c4``) is said in the status line."""
         self._pair_label = label
+        self._shown.clear()
         for src in (*self.step_src.values(), *self.startup_src.values(), *self.util_src.values()):
             src.data = {k: [] for k in src.data}
         if self.verdict.value:
@@ -248,6 +251,9 @@ class Dashboard(SweepHooks):
         if self._pair_label:
             label = f"{self._pair_label}: {label[0].lower()}{label[1:]}"
         self.set_status(f"{label}: starting")
+        # the lines of the runs this pair ran so far (a pass's: the arms its plan serves)
+        self._shown.update(series_of(which, ev).values())
+        self._show_lines()
         # a new pair starts: clear this run's series from the previous pair
         for name in series_of(which, ev).values():
             self.step_src[name].data = {k: [] for k in self.step_src[name].data}
@@ -255,6 +261,24 @@ class Dashboard(SweepHooks):
         if self.live:
             self._pusher = self._new_pusher(which, ev, label)
             self._pusher.start()
+
+    def _show_lines(self) -> None:
+        """Each run's lines (and legend entries) shown where it ran in this pair, hidden
+        otherwise: an arm the pass's plan left out draws nothing."""
+        for fig, sources in (
+            (self.step_fig, (self.step_src, self.startup_src)),
+            (self.util_fig, (self.util_src,)),
+        ):
+            mine = {id(src): name for by_name in sources for name, src in by_name.items()}
+            for r in fig.renderers:
+                name = mine.get(id(getattr(r, "data_source", None)))
+                if name is not None:
+                    r.visible = name in self._shown
+            for legend in fig.legend:
+                for item in legend.items:
+                    names = {mine.get(id(getattr(r, "data_source", None))) for r in item.renderers}
+                    if names & set(self.step_src):
+                        item.visible = bool(names & self._shown)
 
     def _new_pusher(self, which: str, ev: LoaderEvaluator, label: str) -> Pusher:
         return Pusher(self, which, ev, label)

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from loadeval_nb import LoadEvalError
 from loadeval_nb.core import _env
-from loadeval_nb.core._shared import plan_blocks
+from loadeval_nb.core.measure.blocks import plan_blocks
 from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 
 

@@ -23,13 +23,13 @@ def side(tmp_path, mode="log", **kw):
     """A side writing ``run.json`` in ``tmp_path``; ``made`` lists the loaders wrapped."""
     made = []
 
-    def make(loader, paths):
+    def make(loader, claim):
         made.append(loader)
         return LoaderEvaluator(
-            loader, mode=mode, metrics_file=paths["real"], sample_interval_s=None, **kw
+            loader, mode=mode, metrics_file=claim(("real",))["real"], sample_interval_s=None, **kw
         )
 
-    s = Side(("real",), make, lambda: {"real": str(tmp_path / "run.json")})
+    s = Side(make, lambda name: str(tmp_path / "run.json"))
     s.made = made
     return s
 
@@ -112,10 +112,10 @@ def test_the_kth_loader_is_measured_with_gradients_off(tmp_path):
 
 
 def test_a_setting_that_does_not_fit_stops_the_script_with_one_sentence(tmp_path):
-    def make(loader, paths):
+    def make(loader, claim):
         raise __import__("loadeval_nb").LoadEvalError("The cache would not fit.")
 
-    picker = Picker(Side(("real",), make, lambda: {"real": str(tmp_path / "r.json")}), 2)
+    picker = Picker(Side(make, lambda name: str(tmp_path / "r.json")), 2)
     with patched_dataloader(picker), pytest.raises(Refused) as e:
         list(loader(5))
     assert e.value.message == "The cache would not fit." and e.value.code == 3

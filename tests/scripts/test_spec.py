@@ -80,22 +80,36 @@ def test_the_child_builds_its_evaluators_from_those_settings(tmp_path):
     )
     loader = DataLoader(torch.arange(400, dtype=torch.float32), batch_size=1)
     real = side_for("real", settings, "s", "train")
-    ev = real.make(loader, real.paths())
-    assert real.names == ("real",) and ev.mode == "log" and not ev.worker_timing
+    ev = real.make(loader, real.claim)
+    assert list(real.paths()) == ["real"] and ev.mode == "log" and not ev.worker_timing
     assert ev.auto_stop == settings.auto_stop
     pair = side_for("pair", settings, "s2", "train")
-    ev = pair.make(loader, pair.paths())
-    # the contended arm's log is named where the pair may have it (on by default where
-    # cheap), written only if it has: this loader has no workers, so the plan has none
-    assert pair.names == ("real", "ideal", "contended") and isinstance(ev, InterleavedEvaluator)
+    ev = pair.make(loader, pair.claim)
+    # the logs are named for the arms the pass's plan serves, made before the pass: this
+    # loader has no workers, so the plan has no contended arm, and no log is named for it
+    assert isinstance(ev, InterleavedEvaluator)
     assert ev.plan.arms == ("real", "ideal") and "no workers" in (ev.contention or "")
     assert ev.auto_stop == settings.auto_stop and not ev.worker_timing
     assert ev.num_cached_batches == 4 and ev.warmup == 2 and ev.plan.warmup == 4  # cache fills
     assert [Path(p).name for p in pair.paths().values()] == [
         "loadeval-s2-train-real.json",
         "loadeval-s2-train-ideal.json",
-        "loadeval-s2-train-contended.json",
     ]
+    ev.close()
+
+
+def test_the_child_names_the_logs_of_the_arms_its_plan_serves(tmp_path):
+    """A loader with workers and the contended arm asked for: the plan has it, and the
+    child names its log; with contention off it names none."""
+    loader = DataLoader(torch.arange(400, dtype=torch.float32), batch_size=1, num_workers=1)
+    for contention, arms in ((True, ["real", "contended", "ideal"]), (False, ["real", "ideal"])):
+        settings = RunSettings(
+            steps=100, log_dir=str(tmp_path), sample_interval_s=None, contention=contention
+        )
+        pair = side_for("pair", settings, f"c{contention}", "t")
+        ev = pair.make(loader, pair.claim)
+        assert list(ev.plan.arms) == arms and list(pair.paths()) == arms
+        ev.close()
 
 
 def _imports(path: Path) -> set[str]:
@@ -122,10 +136,6 @@ def test_one_word_for_each_child_and_one_list_of_loader_settings():
     assert list(MEASURES) == ["real", "ideal", "pair"]
     assert MEASURES["pair"] == "the real and the ideal run, interleaved"
     assert TUNABLE == ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-    pair = side_for("pair", RunSettings(log_dir="/tmp"), "s", "t")
-    assert pair.names == ("real", "ideal", "contended")  # on by default where cheap
-    off = side_for("pair", RunSettings(log_dir="/tmp", contention=False), "s", "t")
-    assert off.names == ("real", "ideal")
 
 
 def test_both_front_ends_read_one_set_of_options():

@@ -160,8 +160,8 @@ def test_util_data_nulls_become_nan():
 def test_one_line_per_rank_from_a_gathered_report():
     from bokeh.models import ColumnDataSource
 
-    from loadeval_nb.core._shared import ranks_result
     from loadeval_nb.core.ranks import RankResult
+    from loadeval_nb.core.ranks.skew import ranks_result
     from loadeval_nb.viz import plot_comparison
 
     def run(ms, mode):

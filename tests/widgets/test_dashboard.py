@@ -289,8 +289,8 @@ def test_pusher_paces_itself_by_the_measured_cost_of_a_push():
 def test_ranks_view_shows_each_rank():
     from bokeh.models import ColumnDataSource
 
-    from loadeval_nb.core._shared import ranks_result
     from loadeval_nb.core.ranks import RankResult
+    from loadeval_nb.core.ranks.skew import ranks_result
     from loadeval_nb.widgets import ranks_view
 
     real, ideal = _runs()
@@ -436,3 +436,31 @@ def test_close_tree_closes_layouts_and_styles_too():
     held = [box, inner, inner.layout, inner.style, box.layout, box.children[0].style]
     close_tree(box)
     assert all(w.comm is None for w in held)
+
+
+def test_the_lines_shown_are_the_arms_the_pass_serves():
+    """The session gives the dashboard a line for every arm a pass could serve; which of
+    them it serves is the plan's word, read from the pass: a loader without workers has no
+    contended arm, and its line (and legend entry) is hidden, not drawn empty."""
+    dash = Dashboard(
+        loader_name="x", steps_per_run=40, live=False, runs=("real", "ideal", "contended")
+    )
+    ev = LoaderEvaluator(list(range(200)), mode="pair", steps=40, warmup=4, num_cached_batches=4)
+    assert ev.sides == ("real", "ideal")  # no workers: no contended arm in the plan
+    dash.pair_starting()
+    dash.run_started("pair", ev, 0, 1)
+    by_source = {id(src): name for name, src in dash.step_src.items()}
+    shown = {
+        by_source[id(r.data_source)]: r.visible
+        for r in dash.step_fig.renderers
+        if id(getattr(r, "data_source", None)) in by_source
+    }
+    assert shown == {"real": True, "ideal": True, "contended": False}
+    legend = {item.label["value"]: item.visible for item in dash.step_fig.legend[0].items}
+    assert legend == {"real": True, "ideal": True, "contended": False}
+    util = [
+        r.visible for r in dash.util_fig.renderers if r.data_source is dash.util_src["contended"]
+    ]
+    assert util and not any(util)
+    dash.run_ended("pair", ev, None)
+    ev.close()

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from loadeval_nb import LoaderEvaluator, Run, diagnose
-from loadeval_nb.core._shared import Action, ranks_result
+from loadeval_nb.core._shared import Action
 from loadeval_nb.core.explore import PairResult
 from loadeval_nb.core.ranks import RankResult, RanksResult
+from loadeval_nb.core.ranks.skew import ranks_result
 from loadeval_nb.core.verdict import Fact, Facts
 from loadeval_nb.widgets import Dashboard, RerunPanel, ranks_view
 from loadeval_nb.widgets._shared import Pusher, advised_sweep, startup_positions, sweep_default

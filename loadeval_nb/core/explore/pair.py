@@ -244,24 +244,10 @@ def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:
     ``repeat``, which ask for them)."""
     if not settings.interleave or settings.only is not None or settings.repeat != 1:
         return None, "whole runs"
-    n = safe_len(loader)
-    if settings.auto:
-        steps = (settings.auto_stop or AutoStop()).min_steps + settings.warmup
-    else:
-        steps = settings.steps if settings.steps is not None else (n // 2 if n else 0)
-    if not steps:
+    if not _pass_steps(loader, settings):
         return None, "whole runs"
-    try:  # the one rule (and, under a process group, every rank's same answer)
-        planned = plan_pass(
-            loader,
-            steps=steps,
-            warmup=settings.warmup,
-            num_cached_batches=settings.num_cached_batches,
-            auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
-            contention=settings.contention,
-            # (a loader that cannot be rebuilt is one sentence here, before anything runs)
-            variant=rebuild_loader(loader, **v.settings) if (v := settings.variant) else None,
-        )
+    try:
+        planned = pass_plan(loader, settings)
     except NotInterleavable as e:
         return None, (
             f"the pair ran its real run, then its ideal run, because {e.reason}: a drift of "
@@ -269,6 +255,40 @@ def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:
             + ("" if e.epoch_limited else "; pass more steps to interleave")
         )
     return planned, None
+
+
+def pass_plan(loader: Any, settings: RunSettings) -> Any:
+    """The interleaved pass's plan for ``loader`` with these settings, as
+    :func:`~..measure.blocks.plan_pass` makes it (the one rule; under a process group,
+    every rank's same answer): what a pass given it as ``planned=`` serves, its arms
+    named before anything runs (the script's child claims their logs' names from it).
+    Raises :class:`~..measure.blocks.NotInterleavable` where the pass cannot interleave
+    (a loader too short, no steps)."""
+    steps = _pass_steps(loader, settings)
+    if not steps:
+        raise NotInterleavable(
+            "no steps were given and the loader has no length to take half of",
+            epoch_limited=False,
+        )
+    return plan_pass(  # the one rule (and, under a process group, every rank's same answer)
+        loader,
+        steps=steps,
+        warmup=settings.warmup,
+        num_cached_batches=settings.num_cached_batches,
+        auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
+        contention=settings.contention,
+        # (a loader that cannot be rebuilt is one sentence here, before anything runs)
+        variant=rebuild_loader(loader, **v.settings) if (v := settings.variant) else None,
+    )
+
+
+def _pass_steps(loader: Any, settings: RunSettings) -> int:
+    """The steps a side the pass's plan is made for: ``steps`` (half the loader's epoch
+    where none is given), or the adaptive stop's fewest."""
+    if settings.auto:
+        return int((settings.auto_stop or AutoStop()).min_steps + settings.warmup)
+    n = safe_len(loader)
+    return int(settings.steps if settings.steps is not None else (n // 2 if n else 0))
 
 
 def _interleaved(

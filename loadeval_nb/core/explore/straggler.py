@@ -17,21 +17,24 @@ rank's cache filled from them, copied as the replay cache copies); the steps a b
 leaves out at its start (``drain`` at a real block after another arm's: the queue a
 replaying rank's workers filled meanwhile; ``settle`` at the start of another arm's
 block) are served but not measured.
-Each block is timed as one span, from its first measured step to the loop's next
-``next()``, with CUDA's queue drained at both edges (no step is synchronised).
+The blocks are served by the interleaved pair's engine
+(:class:`~..measure.interleave.InterleavedEvaluator`), given the proof's arms
+(:func:`proof_arms`: a :class:`~..measure.arms.Replay` of the replaying rank's arm, a
+:class:`~..measure.arms.Served` loader in every other): each block is timed as one span,
+from its first measured step to the loop's next ``next()``, with CUDA's work that lands
+after a block's end charged to it by the engine's events (no step is synchronised).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from .._env import cuda_synchronize
 from ..errors import LoadEvalError
+from ..measure.arms import Arm, Replay, Served
 from ..measure.blocks import MAX_BLOCKS, MIN_BLOCK, MIN_BLOCKS, BlockPlan, plan_blocks
-from ..measure.cache import ReplayCache, nothing_to_measure
-from ..measure.loader import end_prepared_epoch, shutdown_source
+from ..measure.interleave import InterleavedEvaluator
 from ..measure.timing import DEFAULT_CLOCK, Clock
 
 FREE = "free"
@@ -96,8 +99,10 @@ class StragglerPass:
     """The loader the loop gets for the proof's pass (``mode = "straggler"``): it serves
     ``plan``'s blocks, cached batches in the blocks of arm ``replay_in`` (``free`` on the
     suspect, ``control`` on the runner-up, None elsewhere), its loader's batches
-    otherwise, and ends after ``plan.total_steps`` steps. Other attributes (``dataset``,
-    ``sampler``, ``batch_size``, ...) are the loader's."""
+    otherwise, and ends after ``plan.total_steps`` steps. The blocks are served by the
+    interleaved pass's engine (:class:`~..measure.interleave.InterleavedEvaluator`),
+    given the proof's arms (:func:`proof_arms`) and no run log. Other attributes
+    (``dataset``, ``sampler``, ``batch_size``, ...) are the loader's."""
 
     mode = "straggler"
 
@@ -114,11 +119,10 @@ class StragglerPass:
         self.dataloader = loader
         self.plan = plan
         self.replay_in = replay_in
-        self.cache = ReplayCache(num_cached_batches, cache_on=cache_on)
+        self.num_cached_batches = num_cached_batches
+        self.cache_on = cache_on
         self.clock: Clock = clock or DEFAULT_CLOCK
-        self.blocks: list[BlockSpan] = []
-        """The blocks measured so far, in the pass's order."""
-        self._iterated = False
+        self._engine: Optional[InterleavedEvaluator] = None
 
     def __len__(self) -> int:
         return self.plan.total_steps
@@ -129,73 +133,43 @@ class StragglerPass:
         return getattr(self.__dict__["dataloader"], name)
 
     def __iter__(self) -> Iterator[Any]:
-        if self._iterated:
+        if self._engine is not None:
             raise LoadEvalError(
                 "The straggler proof's loader was iterated twice: its pass is one loop over "
                 "it; run one epoch of the training loop in run_once."
             )
-        self._iterated = True
-        return self._pass()
+        plan = self.plan
+        self._engine = InterleavedEvaluator(
+            self.dataloader,
+            steps=plan.block * plan.blocks,
+            warmup=plan.warmup,
+            num_cached_batches=self.num_cached_batches,
+            cache_on=self.cache_on,
+            sample_interval_s=None,
+            clock=self.clock,
+            representative=False,
+            planned=(plan, None, 1),
+            arms=proof_arms(plan.arms, self.replay_in),
+        )
+        return iter(self._engine)
 
-    def _pass(self) -> Generator[Any, None, None]:
-        clock, cache, replay_in = self.clock, self.cache, self.replay_in
-        replay = replay_in is not None
-        src = iter(self.dataloader)
-        exhausted = False
-        try:
-            if replay:
-                cache.start(self.dataloader)
-            cached: list[Any] = []
-            j = 0
-            blocks = self.plan.block_steps()
-            for k, (arm, n, skip) in enumerate(blocks):
-                cached_arm = arm == replay_in
-                t0 = 0
-                for i in range(n):
-                    if i == skip:
-                        if replay and not cache.ready:
-                            cache.seal()
-                            cached = cache.batches
-                        cuda_synchronize()
-                        t0 = clock()
-                    if cached_arm:
-                        batch = cached[j % len(cached)]
-                        j += 1
-                    else:
-                        try:
-                            batch = next(src)
-                        except StopIteration:
-                            exhausted = True
-                            if not self.blocks and i == 0:
-                                raise LoadEvalError(nothing_to_measure(self.dataloader)) from None
-                            return
-                        if replay and not cache.full:
-                            cache.add(batch)
-                    if i < n - 1 or k < len(blocks) - 1:
-                        yield batch
-                        continue
-                    try:
-                        yield batch
-                    except GeneratorExit:
-                        # a loop that stops once it has had len() batches (the script
-                        # runner's, at the last step's optimizer step): the pass is whole,
-                        # its last block ends where the loop let go
-                        cuda_synchronize()
-                        self.blocks.append(BlockSpan(arm, n - skip, clock() - t0))
-                        raise
-                cuda_synchronize()
-                self.blocks.append(BlockSpan(arm, n - skip, clock() - t0))
-        finally:
-            if replay and cache.ready:
-                cache.check_mutation()
-            if not exhausted and not getattr(self.dataloader, "persistent_workers", False):
-                shutdown_source(src)  # the pass ends before the epoch: its workers go now
-            end_prepared_epoch(self.dataloader)
-            del src
+    @property
+    def blocks(self) -> list[BlockSpan]:
+        """The blocks measured so far, in the pass's order."""
+        if self._engine is None:
+            return []
+        return [BlockSpan(*span) for span in self._engine.spans()]
 
     def release(self) -> None:
-        """Let go of the cached batches."""
-        self.cache.release()
+        """Stop the workers the pass started and let go of the cached batches."""
+        if self._engine is not None:
+            self._engine.release()
+
+
+def proof_arms(names: tuple[str, ...], replay_in: Optional[str]) -> dict[str, Arm]:
+    """The proof's arms on one rank: its cached batches in the arm ``replay_in``, its
+    loader's in the others, their first steps the plan's (``drain`` and ``settle``)."""
+    return {n: Replay(n) if n == replay_in else Served(n) for n in names}
 
 
 def run_pass(

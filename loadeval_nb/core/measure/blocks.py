@@ -16,13 +16,10 @@ from typing import Any, Optional
 
 from .._env import agree, loader_settings, safe_len
 from ..errors import LoadEvalError
-from ..record.run import SIDES
+from ..record.run import CONTENDED, SIDES
 from .adaptive import AutoStop
 from .variant import VARIANT
 
-CONTENDED = "contended"
-"""The third arm: cached batches served while the real loader keeps producing (its
-batches dropped), the ideal with the loader's CPU use still on the machine."""
 ARMS_WITH_CONTENTION = ("real", CONTENDED, "ideal")
 """The arms of a pass with the contended arm, in the order of a round (R C I I C R): a
 real block only ever follows a contended one, whose loader never stopped, so it needs no
@@ -112,6 +109,11 @@ class BlockPlan:
         if side == VARIANT:  # its own loader, whose queue filled while it sat idle
             return self.variant_drain or self.drain
         return self.drain if side == "real" else settle
+
+    def most_left_out(self, steps: int, per_block: int) -> int:
+        """The most steps an arm of ``steps`` (an adaptive pass's most) leaves out at
+        ``per_block`` a block: its blocks are at least :data:`MIN_BLOCK` steps."""
+        return per_block * steps // MIN_BLOCK
 
     @property
     def total_steps(self) -> int:

@@ -54,6 +54,10 @@ it on both sides alike:
   ``warmup`` in the epoch's summary), so the verdict pairs block *k* of one side
   with block *k* of the other: the spread between blocks is in its interval.
 
+Each arm is data (:mod:`.arms`): the pass walks its plan's blocks and hands each to its
+arm (:data:`~.arms.KINDS` for a pair's arms, or the ``arms`` it is given: the straggler
+proof's), which serves it, says what it leaves out and what its run log keeps.
+
 What it costs, against a real run then an ideal run of the same ``steps``: the
 ideal's second start of the loader and its ``num_cached_batches`` batches of cache
 fill and its warm-up are gone; ``drain`` steps at each of ``2 × blocks`` changes of side
@@ -65,12 +69,8 @@ from __future__ import annotations
 import inspect
 import random
 import sys
-import threading
 from collections.abc import Generator, Iterator
 from dataclasses import replace
-from itertools import cycle, islice, repeat
-from operator import itemgetter
-from queue import SimpleQueue
 from typing import Any, Callable, Optional
 
 from .._env import (
@@ -87,9 +87,11 @@ from ..errors import LoadEvalError
 from ..record.run import Run, step_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
+from .arms import DRAW_SWITCH_S as DRAW_SWITCH_S
+from .arms import Arm, Block, Drain, PassState, arms_for
 from .base import Evaluator
 from .batches import cost_size
-from .blocks import CONTENDED, MIN_BLOCK, MIN_BLOCKS, SIDES, WAITED_NS, BlockPlan, queue_depth
+from .blocks import CONTENDED, MIN_BLOCKS, SIDES, WAITED_NS, BlockPlan, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
 from .blocks import plan_pass as plan_pass
@@ -104,8 +106,6 @@ from .sampler import ticks_within
 from .timing import (
     Clock,
     EpochRecord,
-    block_log_iter,
-    block_replay_iter,
 )
 from .variant import VARIANT, Variant
 
@@ -158,6 +158,9 @@ class InterleavedEvaluator(Evaluator):
         planned: the pass's plan as :func:`plan_pass` made it for these settings (a front
             end that asked whether the pass interleaves hands its answer on: the plan is
             made, and agreed over a process group, once); None: made here.
+        arms: the pass's arms by name (:mod:`.arms`), for a plan whose arms are not an
+            interleaved pair's (the straggler proof's); None: each of the plan's arms of
+            its kind (:func:`~.arms.arms_for`).
     """
 
     mode = "pair"
@@ -186,6 +189,7 @@ class InterleavedEvaluator(Evaluator):
         representative: bool = True,
         variant: Any = None,
         planned: Optional[tuple[BlockPlan, Optional[int], int]] = None,
+        arms: Optional[dict[str, Arm]] = None,
     ) -> None:
         self.variant: Optional[Variant] = Variant.of(variant) if variant is not None else None
         """The settings the variant arm tries (None: no variant arm)."""
@@ -204,8 +208,8 @@ class InterleavedEvaluator(Evaluator):
                     "metrics_file and metrics_files both name the run logs; pass one of them."
                 )
             check_metrics_file(metrics_file)
-            arms = (*SIDES, CONTENDED, *((VARIANT,) if self.variant is not None else ()))
-            metrics_files = side_paths(expand_path(metrics_file), arms)
+            names = (*SIDES, CONTENDED, *((VARIANT,) if self.variant is not None else ()))
+            metrics_files = side_paths(expand_path(metrics_file), names)
         if steps == "auto":
             auto_stop = auto_stop or AutoStop()
         check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
@@ -243,6 +247,12 @@ class InterleavedEvaluator(Evaluator):
         why (else None)."""
         self.sides = plan.arms
         """The arms this pass serves: ``real`` and ``ideal``, and ``contended`` if asked."""
+        self._arms = arms if arms is not None else arms_for(plan.arms)
+        if set(self._arms) != set(plan.arms):
+            raise LoadEvalError(
+                f"The pass's arms ({', '.join(self._arms)}) are not its plan's "
+                f"({', '.join(plan.arms)})."
+            )
         self.steps = per_side
         """Steps per side (warm-up included), as for one run."""
         self.cache = ReplayCache(
@@ -308,6 +318,8 @@ class InterleavedEvaluator(Evaluator):
         self._open: Optional[Generator[Any, None, None]] = None
         self._vsrc: Any = None
         """The variant's loader's iterator in the pass running now."""
+        self._blocks: list[tuple[str, EpochRecord]] = []
+        """Every block served, in the pass's order: its arm and its record."""
         self._pass_token: Optional[object] = None
         self.block_now: Optional[tuple[str, int]] = None
         """The side and number (from 1) of the block being served, or last served."""
@@ -315,11 +327,7 @@ class InterleavedEvaluator(Evaluator):
     # -- DataLoader look-alike -------------------------------------------------
     def __len__(self) -> int:
         if self.auto_stop is not None:  # at most: both sides' max_steps and the drains
-            most = 2 * self.steps + self.plan.warmup + self.plan.drain * self.steps // MIN_BLOCK
-            if CONTENDED in self.sides:  # its blocks half the pair's, its changes settled
-                most += self.steps
-            if VARIANT in self.sides:  # a side's steps, and its own queue left out
-                most += self.steps + self.plan.variant_drain * self.steps // MIN_BLOCK
+            most = sum(a.most_steps(self) for a in self._arms.values())
             return most if self.loader_len is None else min(most, self.loader_len)
         return self.plan.total_steps
 
@@ -357,19 +365,19 @@ class InterleavedEvaluator(Evaluator):
                 "the first was used): one interleaved pass serves one loop; iterate it once "
                 "per pass, or wrap each loader in an evaluator of its own."
             )
-        clock = self.clock
+        clock, arms = self.clock, self._arms
         self._begin_pass()
         self._credit = 0  # (a new start of the loader: nothing paid for yet)
         first_pass = not self.cache.ready
-        filling = first = first_pass  # (locals: the per-step path reads no attribute)
-        if first_pass:
+        filling = first_pass and any(a.replays for a in arms.values())
+        if filling:
             self.cache.start(self.dataloader)
         t = clock()
         src = self._loader.open()
         setup = clock() - t
         # the variant's loader starts now too: its workers start while the warm-up runs
-        vsrc: Any = self._variant.open() if self._variant is not None else None
-        self._vsrc = vsrc
+        st = PassState(src, filling=filling, first=first_pass)
+        st.vsrc = self._vsrc = self._variant.open() if self._variant is not None else None
         everything: list[int] = []  # every step's start, for the copy timer
         copies: Optional[CopyTimer] = None
         if cuda_in_use():
@@ -377,7 +385,6 @@ class InterleavedEvaluator(Evaluator):
             copies.install()
         plan = self.plan
         blocks = plan.block_steps()
-        k_cache = 0
         rec: Optional[EpochRecord] = None
         side: Optional[_Side] = None
         first_index: dict[int, int] = {}
@@ -387,7 +394,7 @@ class InterleavedEvaluator(Evaluator):
         reason = "stopped"
         k = n_steps = 0
         switch = sys.getswitchinterval()
-        if CONTENDED in self.sides:  # (every arm alike: see DRAW_SWITCH_S)
+        if any(a.threaded for a in arms.values()):  # (every arm alike: see DRAW_SWITCH_S)
             sys.setswitchinterval(min(switch, DRAW_SWITCH_S))
         try:
             while True:
@@ -408,7 +415,8 @@ class InterleavedEvaluator(Evaluator):
                         break
                     blocks += cycle_  # one more A B B A cycle
                 name, n_steps, skip = blocks[k]
-                if name != "real" and self.bound is None and not self._pay_ahead(src, n_steps):
+                arm = arms[name]
+                if not arm.serves_real and self.bound is None and not self._pay_ahead(src, n_steps):
                     exhausted = True  # the loader's epoch ends before this block's steps
                     break
                 side = self._sides[name]
@@ -420,49 +428,24 @@ class InterleavedEvaluator(Evaluator):
                 first_index[id(rec)] = len(everything)
                 side.epochs.append(rec)
                 side.spans.append((clock(), None))
-                real = name == "real"
-                live = real or name == VARIANT  # (an arm that draws its own loader's batches)
-                source = vsrc if name == VARIANT else src
-                starts, ready = rec.starts, rec.ready
+                self._blocks.append((name, rec))
+                b = Block(k, n_steps, skip, rec)
                 todo = n_steps
-                if copies is None and not filling:
+                if copies is None and not st.filling:
                     # the steady path: a block is one stamping iterator (C, or C-level
                     # iterators of the standard library), the pass resumes between blocks
-                    if live:  # real, or the variant (its rebuilt loader's batches)
-                        if real and skip and k and self.representative:
-                            # the steps left out anyway: their batches sampled (their size,
-                            # and the cache's reservoir) by a loop of our own
-                            yield from self._sampled_steps(src, skip, rec, clock)
-                        rest = n_steps - len(ready)
-                        yield from block_log_iter(islice(source, rest), rec, clock)
-                        if len(ready) < n_steps:  # the loader ran out inside the block
-                            exhausted = True
-                            break
-                    else:
-                        batches = self.cache.batches
-                        j = k_cache % len(batches)
-                        order = list(islice(cycle(batches), j, j + n_steps))
-                        sizes = self._cache_sizes
-                        self._served[name] += [sizes[(j + x) % len(sizes)] for x in range(n_steps)]
-                        k_cache += n_steps
-                        drain = self._drain(src, n_steps) if name == CONTENDED else None
-                        # the contended arm: a batch asked of the loader at each step
-                        served = order if drain is None else drain.paced(order)
-                        try:
-                            yield from block_replay_iter(served, rec, clock)  # type: ignore[arg-type]
-                        finally:
-                            if drain is not None:  # (its end is stamped: the join is not in it)
-                                drain.stop()
-                                self._fold_dropped(drain)
-                                exhausted = drain.exhausted
+                    exhausted = yield from arm.steady(self, st, b)
+                    if exhausted:
+                        if k == 0 and not len(rec.ready):
+                            raise LoadEvalError(nothing_to_measure(self.dataloader))
+                        break
                     todo = 0  # (served: the loop below is the filling and CUDA path)
                 # CUDA: an event at each step where the block's steady steps may begin (a
                 # real block after an ideal one decides at its end how many came early)
                 marks: dict[int, Any] = {}
-                first_steady = skip
-                if live and skip and side.epochs[1:]:
-                    first_steady = min(self.depth if real else self.variant_depth, skip)
-                drain = self._drain(src, todo) if todo and name == CONTENDED else None
+                first_steady = arm.first_steady(self, b, len(side.epochs) > 1)
+                starts = rec.starts
+                arm.open_steps(self, st, b, todo)
                 try:
                     for i in range(todo):
                         if copies is not None and first_steady <= i <= skip:
@@ -471,44 +454,16 @@ class InterleavedEvaluator(Evaluator):
                         now = clock()
                         starts.append(now)
                         everything.append(now)
-                        if live:
-                            try:
-                                batch = next(source)
-                            except StopIteration:
-                                exhausted = True
-                                break
-                            ready.append(clock())
-                            if real and filling:  # the first pass's first batches: cached
-                                if first:
-                                    first = False
-                                    self._loader.first(batch)
-                                self.cache.add(batch)
-                                self._sample(batch, cached=True)
-                                if self.cache.full:
-                                    self.cache.seal()
-                                    filling = False
-                            elif real and k and i < skip and self.representative:
-                                self._sample(batch)
-                        else:
-                            if filling:  # the loader had fewer batches than the cache holds
-                                filling = False
-                                self.cache.seal()
-                                if not self.cache.batches:
-                                    raise LoadEvalError(nothing_to_measure(self.dataloader))
-                            batches = self.cache.batches
-                            batch = batches[k_cache % len(batches)]
-                            self._served[name].append(self._cache_sizes[k_cache % len(batches)])
-                            k_cache += 1
-                            if drain is not None:
-                                drain.tokens.put(1)
+                        try:
+                            batch = arm.step(self, st, b, i)
+                        except StopIteration:
+                            if k == 0 and i == 0:
+                                raise LoadEvalError(nothing_to_measure(self.dataloader)) from None
+                            exhausted = True
+                            break
                         yield batch
                 finally:
-                    if drain is not None:
-                        if len(starts) == rec.expected:  # the block's end, before the join
-                            starts.append(clock())
-                        drain.stop()
-                        self._fold_dropped(drain)
-                        exhausted = exhausted or drain.exhausted
+                    exhausted = arm.close_steps(self, st, b) or exhausted
                 if exhausted:
                     break
                 # the run logs are written where the next block leaves out its first steps
@@ -548,17 +503,7 @@ class InterleavedEvaluator(Evaluator):
 
     def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
         """A block is over: its closing stamp is the next step's start (taken now)."""
-        if side.name in ("real", VARIANT):  # an arm that draws its own loader's batches
-            if len(rec.starts) == len(rec.ready):
-                rec.starts.append(now)
-            if side.name == VARIANT and rec.warmup == self.plan.variant_drain:
-                rec.warmup = self._drained(rec, self.variant_depth, self.plan.variant_drain)
-            elif rec.warmup == self.plan.drain and len(self._sides["real"].epochs) > 1:
-                rec.warmup = self._drained(rec)
-        else:
-            if len(rec.starts) == rec.expected:  # (a block's iterator stamps its own end)
-                rec.starts.append(now)
-            rec.last_end_known = True
+        self._arms[side.name].end_block(self, rec, now)
         self._seal(side, rec, now, "complete", write)
 
     def _seal(self, side: _Side, rec: EpochRecord, now: int, status: str, write: bool) -> None:
@@ -616,8 +561,16 @@ class InterleavedEvaluator(Evaluator):
     def _drawn(self) -> int:
         """Every real batch drawn so far: the real steps', the contended arm's dropped ones
         and those paid ahead."""
-        real = sum(len(r.ready) for r in self._sides["real"].epochs)
-        return real + self._dropped + self._paid
+        return self._served_real() + self._dropped + self._paid
+
+    def _served_real(self) -> int:
+        """The real loader's batches the loop was served."""
+        return sum(
+            len(r.ready)
+            for n, a in self._arms.items()
+            if a.serves_real
+            for r in self._sides[n].epochs
+        )
 
     def _pay_ahead(self, src: Iterator[Any], n: int) -> bool:
         """Before a block of ``n`` replayed steps on a loader whose ``len()`` does not bound
@@ -653,16 +606,16 @@ class InterleavedEvaluator(Evaluator):
             self._sample(batch)
             yield batch
 
-    def _drain(self, src: Iterator[Any], most: int) -> _Drain:
+    def _drain(self, src: Iterator[Any], most: int) -> Drain:
         """The contended arm's block's drawing thread: it sizes the batches it drops
         where the cache is representative."""
-        return _Drain(src, most, sized=self.representative)
+        return Drain(src, most, sized=self.representative)
 
-    def _fold_dropped(self, drain: _Drain) -> None:
+    def _fold_dropped(self, drain: Drain) -> None:
         """The batches ``drain`` drew and dropped: the stretch of the stream the contended
         block moved past, each batch's size a sample of it (weight one: every batch was
         seen)."""
-        real = sum(len(r.ready) for r in self._sides["real"].epochs) + self._paid
+        real = self._served_real() + self._paid
         self._credit += drain.taken
         for size in drain.sizes:
             self._dropped += 1
@@ -758,6 +711,20 @@ class InterleavedEvaluator(Evaluator):
             side.log.epoch_ended(lambda e, t: self._run(side.name, first_epoch=e, first_tick=t))
 
     # -- results ----------------------------------------------------------------
+    def spans(self) -> list[tuple[str, int, int]]:
+        """Each whole block served so far, in the pass's order, as (arm, steady steps,
+        their span in ns): the blocks up to the first one the loop left inside, or is
+        inside now."""
+        out = []
+        for name, rec in self._blocks:
+            n = rec.expected or 0
+            if not rec.finished or rec.status != "complete" or len(rec.starts) < n:
+                break
+            w = rec.warmup or 0
+            end = rec.starts[n] if len(rec.starts) > n else rec.end_ns
+            out.append((name, n - w, end - rec.starts[w] + rec.sync_ns))
+        return out
+
     @property
     def total_steps(self) -> int:
         return sum(self._side_steps(s) for s in self.sides)
@@ -771,8 +738,8 @@ class InterleavedEvaluator(Evaluator):
     def _run(self, name: str, first_epoch: int = 0, first_tick: int = 0) -> Run:
         s = self._sides[name]
         t0 = self._t0 or 0
-        real = name == "real"
-        variant = name == VARIANT
+        arm = self._arms[name]
+        live = arm.live
         util = None
         if self._sampler is not None:
             util = ticks_within(self._sampler.series(t0), s.spans, t0, first_tick)
@@ -780,16 +747,16 @@ class InterleavedEvaluator(Evaluator):
         return self._build(
             s.epochs,
             first_epoch,
-            mode="log" if real or variant else "replay",
-            measure_wait=real or variant,
+            mode="log" if live else "replay",
+            measure_wait=live,
             label=s.label,
-            loader=self._variant_settings() if variant else None,
+            loader=arm.loader_settings(self),
             settings=run_settings(
                 num_cached_batches=self.num_cached_batches,
                 steps=self.steps,
                 auto_stop=self.auto_stop,
                 cache_budget_bytes=self.cache_budget_bytes,
-                cache=None if real or variant else self.cache,
+                cache=None if live else self.cache,
                 cache_on=self.cache_on,
                 batches_cached=len(self.cache.batches) if self.cache.ready else 0,
                 interleaved={
@@ -804,26 +771,12 @@ class InterleavedEvaluator(Evaluator):
                     "arms": list(self.sides),
                 },
                 **({"contention": self.contention} if self.contention else {}),
-                **(
-                    {
-                        "stream_sizes": list(self._stream_sizes),
-                        "stream_positions": list(self._stream_positions),
-                        "stream_drawn": self._drawn(),
-                    }
-                    if real
-                    else {VARIANT: self.variant.settings}
-                    if variant and self.variant is not None
-                    else {"served_sizes": list(self._served.get(name, []))}
-                ),
-                **({"dropped": self._dropped} if name == CONTENDED else {}),
-                **({"paid_ahead": self._paid} if real and self.bound is None else {}),
+                **arm.log_settings(self),
             ),
-            samples_per_batch=self._loader.samples
-            if real or variant
-            else self.cache.samples_per_batch,
+            samples_per_batch=self._loader.samples if live else self.cache.samples_per_batch,
             short_last_batch=False,
             util=util,
-            worker_load_ns=self._loader.worker_load_ns() if real else None,
+            worker_load_ns=self._loader.worker_load_ns() if name == "real" else None,
         )
 
     # -- life cycle ------------------------------------------------------------------
@@ -940,9 +893,7 @@ class InterleavedEvaluator(Evaluator):
         during its blocks, the real loader's otherwise (each arm's utilisation ticks, and
         the real run's reading of what its workers do, are its own loader's)."""
         now = self.block_now
-        if self._variant is not None and now is not None and now[0] == VARIANT:
-            return self._variant.worker_pids()
-        return self._loader.worker_pids()
+        return self._arms[now[0] if now else "real"].loader(self).worker_pids()
 
     def steps_since(
         self, side: str, cursor: tuple[int, int] = (0, 0)
@@ -952,69 +903,7 @@ class InterleavedEvaluator(Evaluator):
         return self._read_steps(side, cursor)
 
     def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
-        return self._sides[side].epochs, side in ("real", VARIANT)
-
-
-class _Drain:
-    """The contended arm's loader: a thread that draws batches from ``src`` and drops
-    them, so that the workers go on producing (and the loop's process goes on receiving)
-    while the loop is served cached batches. It draws one batch for each step served (a
-    token each, :meth:`paced`), as the real loop asks for one, up to ``most``: a loader
-    that keeps ahead works at the pace it would in a real block, spread over the block,
-    not all at its start (where the steps left out would hide it); one that falls behind
-    is drawn from as fast as it delivers. :meth:`stop` ends it after the batch it is
-    waiting for, and raises what the loader raised. (The pass runs with a short switch
-    interval, :data:`DRAW_SWITCH_S`, so that a step that holds the GIL does not starve it.)"""
-
-    def __init__(self, src: Iterator[Any], most: int, sized: bool = False) -> None:
-        self.src, self.most, self.sized = src, most, sized
-        self.taken = 0
-        self.sizes: list[Optional[int]] = []
-        """Each dropped batch's size (:func:`~.batches.cost_size`) where ``sized``."""
-        self.exhausted = False
-        self.error: Optional[BaseException] = None
-        self.tokens: SimpleQueue[Optional[int]] = SimpleQueue()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="loadeval-drain", daemon=True)
-        self._thread.start()
-
-    def paced(self, order: list[Any]) -> Iterator[Any]:
-        """``order``, a token given at each batch served (C-level iterators: no Python
-        frame on the step's path)."""
-        return map(itemgetter(0), zip(order, map(self.tokens.put, repeat(1))))
-
-    def _run(self) -> None:
-        try:
-            while self.taken < self.most and self.tokens.get() is not None:
-                if self._stop.is_set():
-                    break
-                batch = next(self.src)
-                self.taken += 1
-                if self.sized:
-                    self.sizes.append(cost_size(batch))
-                del batch
-        except StopIteration:
-            self.exhausted = True
-        except BaseException as e:  # the loader's own error: the pass raises it
-            self.error = e
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.tokens.put(None)
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-
-DRAW_SWITCH_S = 1e-4
-"""The interpreter's switch interval while a pass with the contended arm runs (every arm
-alike, put back at the pass's end): the arm's drawing thread then takes the GIL within
-0.1 ms of asking, as a real loop's own ``next()`` has it. With Python's default, 5 ms, a
-step that holds the GIL (Python between the calls that release it) kept the thread
-waiting at each of the several times it takes the GIL for a batch: on a busy machine it
-drew 3 to 11 batches for 12 steps served, the loader took less CPU than in a real block,
-and the contention was hidden. Every arm runs with it, so that other threads of the
-process (a sampler, a pin-memory thread) get the GIL as fast in each."""
+        return self._sides[side].epochs, self._arms[side].live
 
 
 def _gpu_tail(rec: EpochRecord, marks: dict[int, Any], end: Any) -> None:

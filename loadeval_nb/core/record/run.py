@@ -310,6 +310,10 @@ SCHEMA_VERSION = 4
 EPOCH_PAIR = "epoch_pair"
 """The key of a run log's ``settings`` that says its blocks are the loop's own epochs,
 paired with the other side's in A B B A order (``{"epochs": 8, "order": "ABBA"}``)."""
+CONTENDED = "contended"
+"""The contended arm (cached batches served while the real loader keeps producing, its
+batches dropped: the ideal with the loader's CPU use still on the machine): its name
+among a pass's arms."""
 VARIANT = "variant"
 """The variant arm (the loader rebuilt with other settings, served in the same pass): its
 name among a pass's arms, and the key of its run log's ``settings`` that holds what it

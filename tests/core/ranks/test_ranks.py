@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from loadeval_nb import LoadEvalError, Run
-from loadeval_nb.core._shared import ranks_result
 from loadeval_nb.core.ranks import RankResult, gather_logs, gather_pair
-from loadeval_nb.core.ranks.skew import _payload
+from loadeval_nb.core.ranks.skew import _payload, ranks_result
 
 MS = 1_000_000
 
@@ -209,7 +208,7 @@ def _rank(rank: int, wait_ms: list[float], load_ms: float, workers: int):
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_a_late_phase_among_equal_loaders_is_not_a_straggler(workers):
-    from loadeval_nb.core._shared import ranks_result
+    from loadeval_nb.core.ranks.skew import ranks_result
 
     rng = np.random.default_rng(workers)
     # rank 0 waits in next() for a whole run (its batch arrives later: a phase), rank 1 in
@@ -224,7 +223,7 @@ def test_a_late_phase_among_equal_loaders_is_not_a_straggler(workers):
 
 
 def test_a_rank_whose_loader_is_slower_is_a_straggler():
-    from loadeval_nb.core._shared import ranks_result
+    from loadeval_nb.core.ranks.skew import ranks_result
 
     rng = np.random.default_rng(3)
     slow = list(20 + rng.normal(0, 0.5, 300))
@@ -311,7 +310,7 @@ def test_one_pair_of_blocks_has_no_interval_and_proves_nothing():
 
 
 def test_the_suspect_is_the_straggler_else_the_rank_that_waits_most():
-    from loadeval_nb.core._shared import ranks_result
+    from loadeval_nb.core.ranks.skew import ranks_result
 
     slow = ranks_result([rank(0, 0.2), rank(1, 32.0), rank(2, 5.0)])
     assert (slow.suspect, slow.runner_up) == (1, 2)
@@ -400,7 +399,7 @@ def test_an_empty_loader_is_one_sentence():
 
 
 def test_prove_straggler_needs_a_process_group():
-    from loadeval_nb.core._shared import ranks_result
+    from loadeval_nb.core.ranks.skew import ranks_result
     from loadeval_nb.ranks import prove_straggler
 
     with pytest.raises(LoadEvalError, match="needs torch.distributed"):

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator, load_run
-from loadeval_nb.core._shared import FolderFollower, RunFollower, looks_final, parse_log_name
 from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.record import journal
+from loadeval_nb.core.record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
 from loadeval_nb.core.record.lognames import ARMS, log_name
 
 

@@ -114,31 +114,38 @@ def grad_enabled() -> bool:
 
 
 class Side:
-    """What a child measures (``names``: the runs it writes) and how: ``make(loader,
-    paths)`` builds the wrapper over the training loader, writing the runs' logs to
-    ``paths`` (``{name: path}``); ``make_epochs(loader, paths)`` the pair's over the
-    loop's epochs, for an epoch too short for blocks."""
+    """What a child measures and how: ``make(loader, claim)`` builds the wrapper over the
+    training loader, claiming its runs' log paths by name (``claim(names)``: ``{name:
+    path}``; a pair names the arms its plan serves); ``make_epochs(loader, claim)`` the
+    pair's over the loop's epochs, for an epoch too short for blocks. ``path(name)`` names
+    one run's log (a new name: a log never replaces another)."""
 
     def __init__(
         self,
-        names: tuple[str, ...],
-        make: Callable[[Any, dict[str, str]], Any],
-        paths: Callable[[], dict[str, str]],
-        make_epochs: Optional[Callable[[Any, dict[str, str]], Any]] = None,
+        make: Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any],
+        path: Callable[[str], str],
+        make_epochs: Optional[
+            Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any]
+        ] = None,
     ) -> None:
-        self.names = names
         self.make = make
         self.make_epochs = make_epochs
         """For a pair: the wrapper that measures it on the loop's own epochs, where one
         epoch is too short for blocks (None: not a pair, or no such wrapper)."""
-        self._paths = paths
-        self._claimed: Optional[dict[str, str]] = None
+        self._path = path
+        self._claimed: dict[str, str] = {}
+
+    def claim(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The log paths of the runs ``names``, each claimed once (a pass let go of gives
+        its names to the next)."""
+        for name in names:
+            if name not in self._claimed:
+                self._claimed[name] = self._path(name)
+        return {name: self._claimed[name] for name in names}
 
     def paths(self) -> dict[str, str]:
-        """The runs' log paths, claimed once (a pass let go of gives its name to the next)."""
-        if self._claimed is None:
-            self._claimed = self._paths()
-        return self._claimed
+        """Every log path claimed so far, by run."""
+        return dict(self._claimed)
 
 
 class Picker:
@@ -307,7 +314,7 @@ class Picker:
                 measured = self._rebuilt[id(loader)] = rebuild_loader(loader, **self.changes)
                 self._inside.add(id(measured))
             self._drop_parked()  # (its logs' paths are this pass's)
-            wrapper = self.side.make(measured, self.side.paths())
+            wrapper = self.side.make(measured, self.side.claim)
             it = iter(wrapper)
         except NotInterleavable as e:
             # a glance at a short loader is not the training pass: this pass goes on
@@ -346,7 +353,7 @@ class Picker:
         try:
             self._drop_parked()
             with self._within(loader):  # the replay fills its cache from the loader now
-                return self.side.make_epochs(loader, self.side.paths())
+                return self.side.make_epochs(loader, self.side.claim)
         except LoadEvalError:
             return None
 

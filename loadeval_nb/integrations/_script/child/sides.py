@@ -6,27 +6,25 @@ each built from the run's settings as the parent checked them."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from ....core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs
+from ....core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs, pass_plan
 from ....core.errors import LoadEvalError
 from ....core.explore import RunSettings
 from ....core.measure import LoaderEvaluator
 from .pick import Side
 from .proof import NO_GROUP, ProvedPair, in_process_group
 
-CONTENDED = "contended"
-"""The pair's third arm's run (``--contention``): its log beside the real and ideal."""
-VARIANT = "variant"
-"""The variant arm's run (``--try``): its log beside the others."""
 
-
-def pair_evaluator(loader: Any, settings: RunSettings, metrics_files: dict[str, str]) -> Any:
-    """The wrapper that measures ``loader``'s real and ideal runs interleaved in one pass,
-    writing their logs to ``metrics_files`` (``{"real": path, "ideal": path}``). Whether
-    the pass interleaves is the core's one rule (its plan, made as the wrapper is): a
-    pass too short raises ``NotInterleavable``, which the child reports."""
-    files: dict[str, Optional[str]] = dict(metrics_files)
+def pair_evaluator(
+    loader: Any, settings: RunSettings, claim: Callable[[tuple[str, ...]], dict[str, str]]
+) -> Any:
+    """The wrapper that measures ``loader``'s arms interleaved in one pass. Its plan is
+    made first, once (the core's one rule: a pass too short raises ``NotInterleavable``,
+    which the child reports); the logs' names are claimed for the arms the plan serves
+    (``claim``), and the plan is handed to the pass, which does not plan again."""
+    planned = pass_plan(loader, settings)
+    files: dict[str, Optional[str]] = dict(claim(tuple(planned[0].arms)))
     return LoaderEvaluator(
         loader,
         mode="pair",
@@ -40,6 +38,7 @@ def pair_evaluator(loader: Any, settings: RunSettings, metrics_files: dict[str, 
         metrics_files=files,
         contention=settings.contention,
         variant=settings.variant,
+        planned=planned,
     )
 
 
@@ -48,39 +47,33 @@ def side_for(
 ) -> Side:
     """The :class:`Side` a child of kind ``which`` ("real", "ideal", "pair") measures
     (a pair whose loader's epoch is too short for blocks: on the loop's own epochs, an
-    :class:`~loadeval_nb.core.measure.epochs.EpochPair`),
-    its logs named as the pair names them (``...-real.json``, ``...-real-rank0.json``
-    under ranks; ``...-contended...`` too where the pair may have the contended arm,
-    written only if it has). ``prove_straggler``: the pair's pass goes on with the
-    straggler proof (:class:`~.proof.ProvedPair`)."""
-    names = SIDES if which == "pair" else (which,)
-    if which == "pair" and settings.contention is not False:
-        names = (*names, CONTENDED)
-    if which == "pair" and settings.variant is not None:
-        names = (*names, VARIANT)
+    :class:`~loadeval_nb.core.measure.epochs.EpochPair`), its logs named as the pair
+    names them (``...-real.json``, ``...-real-rank0.json`` under ranks), for the runs it
+    writes: a pair's, the arms its plan serves. ``prove_straggler``: the pair's pass goes
+    on with the straggler proof (:class:`~.proof.ProvedPair`)."""
 
-    def paths() -> dict[str, str]:
-        out = {}
-        for name in names:
-            path = log_path(settings, stamp, label, name)
-            assert path is not None  # a child always has a log folder
-            out[name] = path
+    def path(name: str) -> str:
+        out = log_path(settings, stamp, label, name)
+        assert out is not None  # a child always has a log folder
         return out
 
-    def make(loader: Any, files: dict[str, str]) -> Any:
+    def make(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> Any:
         if which != "pair":
-            return evaluator_for(loader, which, settings, metrics_file=files[which])
+            return evaluator_for(loader, which, settings, metrics_file=claim((which,))[which])
         if not prove_straggler:
-            return pair_evaluator(loader, settings, files)
+            return pair_evaluator(loader, settings, claim)
         if not in_process_group():  # before the pair starts anything
             raise LoadEvalError(NO_GROUP)
-        return ProvedPair(pair_evaluator(loader, settings, files), settings, files["real"])
+        return ProvedPair(
+            pair_evaluator(loader, settings, claim), settings, claim(("real",))["real"]
+        )
 
-    def make_epochs(loader: Any, files: dict[str, str]) -> EpochPair:
+    def make_epochs(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> EpochPair:
         # whole epochs a side: the loop's epoch is the block, never cut; --steps says how
         # many of them (enough to hold that many steps a side)
         n = len(loader)
         whole = replace(settings, steps=n)
+        files = claim(SIDES)
         return EpochPair(
             evaluator_for(loader, "real", whole, metrics_file=files["real"]),
             evaluator_for(loader, "ideal", whole, metrics_file=files["ideal"]),
@@ -88,4 +81,4 @@ def side_for(
         )
 
     epochs = make_epochs if which == "pair" and not prove_straggler else None
-    return Side(names, make, paths, epochs)
+    return Side(make, path, epochs)
