@@ -463,10 +463,10 @@ FLOOR_SHARE = 0.0201
 """A fixed share above the method's floor (±2 %): a busy machine's, or two runs'."""
 
 
-def _advice(d: Diagnosis) -> list[Piece]:
-    if d.verdict == NOT_ENOUGH_DATA and (
-        "the epoch is the limit" in (d.reason or "") or d.loader_limited
-    ):
+def _not_enough_advice(d: Diagnosis) -> list[Piece]:
+    """NOT ENOUGH DATA's advice: what would tell the difference from noise (more steps,
+    more epochs, another loader), or why nothing would."""
+    if "the epoch is the limit" in (d.reason or "") or d.loader_limited:
         out: list[Piece] = [
             "The loader's epoch is the limit, not the number of steps: more steps cannot "
             "come from one pass over it. Use a longer loader, or loop over several epochs "
@@ -480,58 +480,62 @@ def _advice(d: Diagnosis) -> list[Piece]:
                 ").",
             ]
         return [*out, "."]
-    if d.verdict == NOT_ENOUGH_DATA:
-        lo, hi = d.speedup_ci
-        if d.steps_to_tell is not None and d.epochs_to_tell is not None:
-            return [
-                "Measure more of the loop's epochs (",
-                Action("steps", d.steps_to_tell),
-                f": {d.epochs_to_tell} epochs a side) to tell it: about that many would "
-                "narrow the interval to one side of the line.",
-            ]
-        if d.steps_to_tell is not None:
-            return [
-                "Run more steps (",
-                Action("steps", d.steps_to_tell),
-                ", or ",
-                Action("steps", "auto"),
-                ") to tell it: about that many a side would narrow the interval to one "
-                "side of the line.",
-            ]
-        if lo is not None and hi is not None and hi < LARGE:
-            return [
-                f"The gain is at most {fmt_pct(hi - 1.0)}, too close to the "
-                f"{fmt_pct(WORTH - 1.0)} line to place with a number of steps worth running: "
-                "little either way; make the step itself faster first (model, batch size, "
-                "mixed precision)."
-            ]
-        if d.fixed_share is not None and d.fixed_share > FLOOR_SHARE:
-            # the part of the interval that steps do not narrow reaches the line
-            return [
-                "No number of steps narrows this interval: other processes' load on the "
-                f"machine (or what changes between two runs) keeps it the speedup give or "
-                f"take {fmt_pct(d.fixed_share)} whatever the steps. Measure on a quiet "
-                "machine, the sides interleaved in one process (the default)."
-            ]
-        if d.on_epochs and d.steps_per_epoch:
-            return [
-                "Measure more of the loop's epochs (",
-                Action("steps", 16 * d.steps_per_epoch),
-                ": 16 epochs a side) so that the difference can be told from noise.",
-            ]
+    lo, hi = d.speedup_ci
+    if d.steps_to_tell is not None and d.epochs_to_tell is not None:
+        return [
+            "Measure more of the loop's epochs (",
+            Action("steps", d.steps_to_tell),
+            f": {d.epochs_to_tell} epochs a side) to tell it: about that many would "
+            "narrow the interval to one side of the line.",
+        ]
+    if d.steps_to_tell is not None:
         return [
             "Run more steps (",
-            Action("steps", 400),
+            Action("steps", d.steps_to_tell),
             ", or ",
             Action("steps", "auto"),
-            ") so that the difference can be told from noise.",
+            ") to tell it: about that many a side would narrow the interval to one "
+            "side of the line.",
         ]
+    if lo is not None and hi is not None and hi < LARGE:
+        return [
+            f"The gain is at most {fmt_pct(hi - 1.0)}, too close to the "
+            f"{fmt_pct(WORTH - 1.0)} line to place with a number of steps worth running: "
+            "little either way; make the step itself faster first (model, batch size, "
+            "mixed precision)."
+        ]
+    if d.fixed_share is not None and d.fixed_share > FLOOR_SHARE:
+        # the part of the interval that steps do not narrow reaches the line
+        return [
+            "No number of steps narrows this interval: other processes' load on the "
+            f"machine (or what changes between two runs) keeps it the speedup give or "
+            f"take {fmt_pct(d.fixed_share)} whatever the steps. Measure on a quiet "
+            "machine, the sides interleaved in one process (the default)."
+        ]
+    if d.on_epochs and d.steps_per_epoch:
+        return [
+            "Measure more of the loop's epochs (",
+            Action("steps", 16 * d.steps_per_epoch),
+            ": 16 epochs a side) so that the difference can be told from noise.",
+        ]
+    return [
+        "Run more steps (",
+        Action("steps", 400),
+        ", or ",
+        Action("steps", "auto"),
+        ") so that the difference can be told from noise.",
+    ]
+
+
+def _advice(d: Diagnosis) -> list[Piece]:
+    if d.verdict == NOT_ENOUGH_DATA:
+        return _not_enough_advice(d)
     if d.verdict == NOT_INPUT_BOUND:
         return [
             "The loader is not what holds training back: make the step itself faster (model, "
             "batch size, mixed precision); other loader settings will not buy much."
         ]
-    out = []
+    out: list[Piece] = []
     step = d.real_step_s or 0.0
     if d.real_h2d_s and step and d.real_h2d_s / step >= CONTENTION:
         share = f"Host-to-device copies take {fmt_pct(d.real_h2d_s / step)} of a step (GPU time): "

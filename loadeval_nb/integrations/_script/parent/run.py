@@ -213,64 +213,27 @@ def run_script(
                 "=advice runs the script twice (a pass to advise, one to measure the advice); "
                 "under ranks, give the setting itself (--try num_workers=N).",
             )
-        again = functools.partial(
-            run_script,
-            target,
-            interleave=interleave,
-            timeout_s=timeout_s,
-            hooks=hooks,
-            env=env,
-            loader_index=loader_index,
-            loader_changes=loader_changes,
-            loader_from=loader_from,
+        return _advised(
+            settings,
+            functools.partial(
+                run_script,
+                target,
+                interleave=interleave,
+                timeout_s=timeout_s,
+                hooks=hooks,
+                env=env,
+                loader_index=loader_index,
+                loader_changes=loader_changes,
+                loader_from=loader_from,
+            ),
         )
-        first = again(replace(settings, variants=()))
-        d = first.diagnosis
-        if d is None or not d.advised:
-            if d is not None:
-                first.notes.append(NOTHING_ADVISED)
-            return first
-        second = again(replace(settings, variants=(Variant.of(d.advised),)))
-        if second.diagnosis is not None and second.diagnosis.tried is not None:
-            second.diagnosis.tried.advised = True
-        return second
-    if loader_index is not None and (
-        isinstance(loader_index, bool) or not isinstance(loader_index, int) or loader_index < 1
-    ):
-        raise OptionError(
-            "loader_index", f" must be a loader's number from 1, not {loader_index!r}."
-        )
-    if settings.repeat != 1 or settings.only is not None:
-        raise LoadEvalError("repeat and only do not apply to a script's run; leave them out.")
-    if launcher is not None:
-        _check_launcher(launcher, ranks, settings)
-    if prove_straggler:
-        _check_proof(
-            launcher,
-            ranks,
-            settings if interleave is None else replace(settings, interleave=interleave),
-        )
-    if (ranks is not None or launcher is not None) and settings.auto:
-        raise OptionError(
-            "steps",
-            "='auto' stops each rank on its own, which desynchronises the ranks' collectives; "
-            "pass a number of steps.",
-        )
-    if loader_from is not None:
-        parse_loader_from(loader_from)
+    _check_options(
+        settings, ranks, loader_index, interleave, timeout_s, loader_changes, loader_from,
+        launcher, prove_straggler,
+    )  # fmt: skip
     changes = dict(loader_changes or {})
-    unknown = sorted(set(changes) - set(TUNABLE))
-    if unknown:
-        raise LoadEvalError(
-            f"Cannot change {', '.join(unknown)} on a script's loader; only "
-            f"{', '.join(TUNABLE)} can be changed."
-        )
     if interleave is not None:
         settings = replace(settings, interleave=interleave)
-    check_cache_on(settings)
-    check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
-    if timeout_s is not None and not timeout_s > 0:
-        raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
     keep = bool(settings.log_dir) or launcher is not None  # (the job's folder is shared)
     log_dir = settings.log_dir or (
         launcher.default_log_dir() if launcher else tempfile.mkdtemp(prefix="loadeval-run-")
@@ -339,6 +302,69 @@ def run_script(
     if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
     return result
+
+
+def _advised(settings: RunSettings, again: Callable[[RunSettings], ScriptResult]) -> ScriptResult:
+    """``--try advice``: the script run once without a variant (``again``), then, where its
+    advice names a setting, once more with that setting as the variant arm; the second
+    run's result (its verdict saying the first advised it), or the first's."""
+    first = again(replace(settings, variants=()))
+    d = first.diagnosis
+    if d is None or not d.advised:
+        if d is not None:
+            first.notes.append(NOTHING_ADVISED)
+        return first
+    second = again(replace(settings, variants=(Variant.of(d.advised),)))
+    if second.diagnosis is not None and second.diagnosis.tried is not None:
+        second.diagnosis.tried.advised = True
+    return second
+
+
+def _check_options(
+    settings: RunSettings,
+    ranks: Optional[Torchrun],
+    loader_index: Optional[int],
+    interleave: Optional[bool],
+    timeout_s: Optional[float],
+    loader_changes: Optional[dict[str, Any]],
+    loader_from: Optional[str],
+    launcher: Optional[LauncherRank],
+    prove_straggler: bool,
+) -> None:
+    """:func:`run_script`'s options checked before anything runs: one sentence for the
+    first that is wrong."""
+    if loader_index is not None and (
+        isinstance(loader_index, bool) or not isinstance(loader_index, int) or loader_index < 1
+    ):
+        raise OptionError(
+            "loader_index", f" must be a loader's number from 1, not {loader_index!r}."
+        )
+    if settings.repeat != 1 or settings.only is not None:
+        raise LoadEvalError("repeat and only do not apply to a script's run; leave them out.")
+    if launcher is not None:
+        _check_launcher(launcher, ranks, settings)
+    if interleave is not None:
+        settings = replace(settings, interleave=interleave)
+    if prove_straggler:
+        _check_proof(launcher, ranks, settings)
+    if (ranks is not None or launcher is not None) and settings.auto:
+        raise OptionError(
+            "steps",
+            "='auto' stops each rank on its own, which desynchronises the ranks' collectives; "
+            "pass a number of steps.",
+        )
+    if loader_from is not None:
+        parse_loader_from(loader_from)
+    unknown = sorted(set(loader_changes or {}) - set(TUNABLE))
+    if unknown:
+        raise LoadEvalError(
+            f"Cannot change {', '.join(unknown)} on a script's loader; only "
+            f"{', '.join(TUNABLE)} can be changed."
+        )
+    check_cache_on(settings)
+    check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
+    if timeout_s is not None and not timeout_s > 0:
+        raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
 
 
 NOTHING_ADVISED = (
