@@ -67,6 +67,10 @@ class BlockPlan:
     variant_drain: int = 0
     """Steps left out at the start of a block of the variant arm (its rebuilt loader's
     queue, filled while other arms ran, and the steps its workers got ahead by)."""
+    epoch_limited: bool = field(default=False, compare=False)
+    """The loader's epoch, not the steps asked, set the blocks' length: the pass measured
+    fewer steps a side than were asked, and more steps would not change that (the run
+    logs keep it, the verdict's advice reads it)."""
 
     def order(self) -> list[str]:
         """The arm of each block: real, ideal, ideal, real, real, ideal, ..."""
@@ -164,12 +168,15 @@ def plan_blocks(
         # a side's steps hold its drained ones too (every other real block follows an
         # ideal one): the pass takes no longer than a real run and an ideal run would
         drains = (n // 2) * drain
-        block = (steady - drains) // n
+        block = by_steps = (steady - drains) // n
         if loader_len is not None:  # the pass, every step of it, within the epoch
             fixed = BlockPlan(first, 0, n, drain, settle, arms, variant_drain=vdrain).total_steps
             block = min(block, (loader_len - fixed) // (len(arms) * n))
         if block >= MIN_BLOCK:
-            return BlockPlan(first, block, n, drain, settle, arms, variant_drain=vdrain)
+            return BlockPlan(
+                first, block, n, drain, settle, arms, variant_drain=vdrain,
+                epoch_limited=block < by_steps,
+            )  # fmt: skip
     return None
 
 
@@ -183,7 +190,13 @@ def add_contention(pair: BlockPlan, loader_len: Optional[int], cheap_only: bool)
     extra = 0
     for block in range(pair.block, MIN_BLOCK - 1, -1):
         arms = (*ARMS_WITH_CONTENTION, *(a for a in pair.arms if a not in SIDES))
-        plan = replace(pair, block=block, arms=arms, contended_block=max(block // 2, MIN_BLOCK))
+        plan = replace(
+            pair,
+            block=block,
+            arms=arms,
+            contended_block=max(block // 2, MIN_BLOCK),
+            epoch_limited=pair.epoch_limited or block < pair.block,  # (made room in the epoch)
+        )
         extra = plan.total_steps - pair.total_steps
         fits = loader_len is None or plan.total_steps <= loader_len
         if cheap_only:

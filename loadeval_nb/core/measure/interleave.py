@@ -769,6 +769,7 @@ class InterleavedEvaluator(Evaluator):
                     "epoch_seen": self.epoch_seen,
                     "ranks": self.ranks,
                     "arms": list(self.sides),
+                    "epoch_limited": plan.epoch_limited,
                 },
                 **({"contention": self.contention} if self.contention else {}),
                 **arm.log_settings(self),

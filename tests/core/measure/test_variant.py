@@ -211,3 +211,26 @@ def test_a_loader_too_short_for_the_variants_blocks_says_so_and_measures_the_pai
     assert result.diagnosis is not None and result.diagnosis.tried is None, result.error
     assert result.variant is None
     assert any("the variant (num_workers=2) was not measured" in n for n in result.diagnosis.notes)
+
+
+def test_the_plan_says_when_the_epoch_set_its_blocks():
+    """A variant arm takes a side's steps from the epoch: where the loader's epoch, not
+    the steps asked, set the blocks' length, the plan says so, its run logs keep it, and
+    the verdict reads it (not a sum of its own that knows only real and ideal)."""
+    arms = ("real", "ideal", "variant")
+    assert plan_blocks(200, 10, 10, 0, 10_000, arms=arms).epoch_limited is False
+    assert plan_blocks(200, 10, 10, 0, None, arms=arms).epoch_limited is False
+    short = plan_blocks(200, 10, 10, 0, 420, arms=arms)
+    assert short is not None and short.epoch_limited
+    # 420 batches would hold the pair's 200 a side (10 + 2 x 190 + drains), not the variant's
+    assert plan_blocks(200, 10, 10, 0, 420).epoch_limited is False
+    loader = DataLoader(torch.arange(420, dtype=torch.float32), batch_size=1)
+    ev = InterleavedEvaluator(
+        loader, steps=200, warmup=10, num_cached_batches=10, variant="pin_memory=True",
+        sample_interval_s=None,
+    )  # fmt: skip
+    assert ev.plan.epoch_limited
+    for _ in ev:
+        pass
+    ev.close()
+    assert ev.to_run("real").settings["interleaved"]["epoch_limited"] is True
