@@ -59,7 +59,11 @@ def _torchrun(args: Callable[[str], list[str]], limit_s: float, env: dict[str, s
         p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=limit_s)
     except subprocess.TimeoutExpired:
         return {"error": f"no report within {limit_s:g} s"}
-    if p.returncode != 0:
+    # a rank that aborts at its exit in torch's own teardown ("terminate called without an
+    # active exception": gloo's threads, after destroy_process_group) once the reports are
+    # written ended after the measurement: what it wrote is judged (as the tests do)
+    torn_down = "terminate called without an active exception" in p.stderr
+    if p.returncode != 0 and not (torn_down and os.listdir(out)):
         return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"}
     return {"out": out, "launch_s": time.perf_counter() - t}
 
