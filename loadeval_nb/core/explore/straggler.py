@@ -19,7 +19,7 @@ replaying rank's workers filled meanwhile; ``settle`` at the start of another ar
 block) are served but not measured.
 The blocks are served by the interleaved pair's engine
 (:class:`~..measure.interleave.InterleavedEvaluator`), given the proof's arms
-(:func:`proof_arms`: a :class:`~..measure.arms.Replay` of the replaying rank's arm, a
+(:func:`proof_arms`: a :class:`~..measure.arms.Freed` of the replaying rank's arm, a
 :class:`~..measure.arms.Served` loader in every other): each block is timed as one span,
 from its first measured step to the loop's next ``next()``, with CUDA's work that lands
 after a block's end charged to it by the engine's events (no step is synchronised).
@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from ..errors import LoadEvalError
-from ..measure.arms import Arm, Replay, Served
+from ..measure.arms import Arm, Freed, Served
 from ..measure.blocks import MAX_BLOCKS, MIN_BLOCK, MIN_BLOCKS, BlockPlan, plan_blocks
 from ..measure.interleave import InterleavedEvaluator
 from ..measure.timing import DEFAULT_CLOCK, Clock
@@ -160,6 +160,12 @@ class StragglerPass:
             return []
         return [BlockSpan(*span) for span in self._engine.spans()]
 
+    def end(self) -> None:
+        """End the pass where the loop let go of it (a loop that stops once it has
+        ``len()`` batches leaves it open): its last block ends now."""
+        if self._engine is not None:
+            self._engine.close()
+
     def release(self) -> None:
         """Stop the workers the pass started and let go of the cached batches."""
         if self._engine is not None:
@@ -169,7 +175,7 @@ class StragglerPass:
 def proof_arms(names: tuple[str, ...], replay_in: Optional[str]) -> dict[str, Arm]:
     """The proof's arms on one rank: its cached batches in the arm ``replay_in``, its
     loader's in the others, their first steps the plan's (``drain`` and ``settle``)."""
-    return {n: Replay(n) if n == replay_in else Served(n) for n in names}
+    return {n: Freed(n) if n == replay_in else Served(n) for n in names}
 
 
 def run_pass(
@@ -194,6 +200,9 @@ def run_pass(
     )
     try:
         run_once(wrapper)
+        # a loop that stopped once it had len() batches left its pass open: ended now,
+        # the last block ends where the loop let go (before the blocks are read)
+        wrapper.end()
         return list(wrapper.blocks)
     finally:
         wrapper.release()

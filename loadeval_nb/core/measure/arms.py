@@ -11,7 +11,8 @@ leaves out, it never decides from an arm's name.
 * :class:`Rebuilt` (the ``variant`` arm) serves a rebuilt copy of the loader;
 * :class:`Served` is a real arm under another name whose first steps are the plan's
   (the straggler proof's ``free`` and ``control`` arms on a rank that does not replay in
-  them; a rank that does replays them with a :class:`Replay` of that name).
+  them; a rank that does replays them with a :class:`Freed` of that name: its cached
+  batches, nothing drawn from its loader).
 
 A new arm is a subclass that says what it serves (:meth:`Arm.steady` for a block on
 the stamping iterators, :meth:`Arm.step` for one step at a time), what it leaves out
@@ -142,7 +143,12 @@ class Arm:
     replays: ClassVar[bool] = False
     """It serves the replay cache's batches."""
     serves_real: ClassVar[bool] = False
-    """It serves the real loader's batches (none of its steps is paid for ahead)."""
+    """It serves the real loader's batches."""
+    pays_ahead: ClassVar[bool] = True
+    """On a loader whose ``len()`` does not bound its epoch, the real batches its steps
+    stand for are drawn and dropped before its block (the loop is never handed more
+    batches than the loader holds); False for an arm that serves the real loader, or one
+    whose loader is taken out of the job (the straggler proof's :class:`Freed`)."""
     threaded: ClassVar[bool] = False
     """A thread of its own draws from the loader (the pass shortens the switch interval)."""
 
@@ -205,6 +211,7 @@ class Real(Arm):
 
     live = True
     serves_real = True
+    pays_ahead = False
     by_queue: ClassVar[bool] = True
     """Its first steps after another arm's are left out as far as the queue reached
     (else: the plan's count)."""
@@ -296,6 +303,14 @@ class Replay(Arm):
 
     def log_settings(self, p: Pass) -> dict[str, Any]:
         return {"served_sizes": list(p._served.get(self.name, []))}
+
+
+class Freed(Replay):
+    """The straggler proof's replaying arm (``free`` on the suspect, ``control`` on the
+    runner-up): its cached batches, its loader taken out of the job, so nothing is drawn
+    from it in its blocks, not even paid ahead."""
+
+    pays_ahead = False
 
 
 class Contended(Replay):

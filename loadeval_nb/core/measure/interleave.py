@@ -368,6 +368,7 @@ class InterleavedEvaluator(Evaluator):
         clock, arms = self.clock, self._arms
         self._begin_pass()
         self._credit = 0  # (a new start of the loader: nothing paid for yet)
+        self._blocks = []
         first_pass = not self.cache.ready
         filling = first_pass and any(a.replays for a in arms.values())
         if filling:
@@ -416,7 +417,7 @@ class InterleavedEvaluator(Evaluator):
                     blocks += cycle_  # one more A B B A cycle
                 name, n_steps, skip = blocks[k]
                 arm = arms[name]
-                if not arm.serves_real and self.bound is None and not self._pay_ahead(src, n_steps):
+                if arm.pays_ahead and self.bound is None and not self._pay_ahead(src, n_steps):
                     exhausted = True  # the loader's epoch ends before this block's steps
                     break
                 side = self._sides[name]
@@ -480,6 +481,9 @@ class InterleavedEvaluator(Evaluator):
         except GeneratorExit:
             # a framework that stops asking once it has len() batches (Lightning) leaves
             # after the pass's last batch: the pass is complete, its last step's end unknown
+            # (CUDA: the block's queued work is its, as an epoch's closing synchronise is)
+            if copies is not None:
+                cuda_synchronize()
             last = k == len(blocks) - 1 and self.auto_stop is None
             status = (
                 "complete" if last and rec is not None and len(rec.starts) >= n_steps else "stopped"
@@ -712,13 +716,15 @@ class InterleavedEvaluator(Evaluator):
 
     # -- results ----------------------------------------------------------------
     def spans(self) -> list[tuple[str, int, int]]:
-        """Each whole block served so far, in the pass's order, as (arm, steady steps,
-        their span in ns): the blocks up to the first one the loop left inside, or is
-        inside now."""
+        """Each whole block of the pass (the last one begun) served so far, in its order,
+        as (arm, steady steps, their span in ns): the blocks up to the first one the loop
+        left inside, or is inside now, or in which the loader ran out."""
         out = []
         for name, rec in self._blocks:
             n = rec.expected or 0
             if not rec.finished or rec.status != "complete" or len(rec.starts) < n:
+                break
+            if self._arms[name].live and len(rec.ready) < n:  # the loader ran out inside it
                 break
             w = rec.warmup or 0
             end = rec.starts[n] if len(rec.starts) > n else rec.end_ns

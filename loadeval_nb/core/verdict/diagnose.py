@@ -1025,8 +1025,8 @@ def loader_limited(r: Run) -> Optional[tuple[int, int]]:
         got = plan.get("epoch_seen") or plan.get("epoch") or (r.loader_settings or {}).get("len")
         if not isinstance(got, int) or isinstance(got, bool) or got <= 0:
             return None
-        if isinstance(plan.get("epoch_limited"), bool):  # the plan's own word (0.2.0 on)
-            return (asked, got) if plan["epoch_limited"] else None
+        if plan.get("epoch_limited") is True:  # the plan's own word (a loader that ran
+            return (asked, got)  # out, with no len() to plan by, is told below)
         # one pass serves both sides: the cache fill, then each side's steady steps
         cached = settings.get("num_cached_batches")
         first = max(r.warmup, cached if isinstance(cached, int) else 0, 1)

@@ -8,7 +8,16 @@ from collections.abc import Generator
 import pytest
 
 from loadeval_nb import LoadEvalError
-from loadeval_nb.core.measure.arms import KINDS, Arm, Block, PassState, Replay, Served, arms_for
+from loadeval_nb.core.measure.arms import (
+    KINDS,
+    Arm,
+    Block,
+    Freed,
+    PassState,
+    Replay,
+    Served,
+    arms_for,
+)
 from loadeval_nb.core.measure.blocks import BlockPlan
 from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.measure.timing import block_replay_iter
@@ -88,7 +97,7 @@ def test_the_straggler_proof_is_served_by_the_same_engine(clock):
     from loadeval_nb.core.explore.straggler import ARMS, StragglerPass, proof_arms
 
     arms = proof_arms(ARMS, "free")
-    assert [type(a) for a in arms.values()] == [Served, Replay, Served]
+    assert [type(a) for a in arms.values()] == [Served, Freed, Served]
     plan = BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=ARMS)
     sp = StragglerPass(list(range(100)), plan, replay_in="free", num_cached_batches=2, clock=clock)
     it = iter(sp)
@@ -96,4 +105,63 @@ def test_the_straggler_proof_is_served_by_the_same_engine(clock):
     for _ in it:
         clock.advance(2 * MS)
     assert [b.arm for b in sp.blocks] == plan.order()
+    sp.release()
+
+
+@pytest.mark.parametrize("replay_in", ["free", None])
+def test_a_loop_that_stops_at_len_keeps_the_proof_s_last_block(clock, replay_in):
+    """A loop that stops once it has len() batches (Lightning, a break at the last step)
+    leaves the pass open: run_pass ends it before reading the blocks, so the last one
+    counts (a block lost is a pair lost to the proof's interval)."""
+    from loadeval_nb.core.explore.straggler import ARMS, run_pass
+
+    plan = BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=ARMS)
+
+    def run_once(batches):
+        for i, _ in enumerate(batches):
+            clock.advance(2 * MS)
+            if i == len(batches) - 1:
+                break
+
+    blocks = run_pass(
+        list(range(100)), run_once, plan, replay_in=replay_in, num_cached_batches=2, clock=clock
+    )
+    assert [b.arm for b in blocks] == plan.order()
+    assert blocks[-1].steps == 4 and blocks[-1].step_s == pytest.approx(0.002)
+
+
+class _Stream:
+    """A loader with no len() (an IterableDataset's): counts the batches drawn."""
+
+    def __init__(self, n):
+        self.n, self.drawn = n, 0
+
+    def __iter__(self):
+        for i in range(self.n):
+            self.drawn += 1
+            yield i
+
+
+def test_the_proof_s_freed_rank_draws_nothing_in_its_arm(clock):
+    """On a loader whose len() does not bound its epoch a pair's replayed steps are paid
+    for ahead; the proof's replaying rank's loader is taken out of the job in its arm:
+    it draws only the batches its real blocks serve."""
+    from loadeval_nb.core.explore.straggler import ARMS, StragglerPass
+
+    plan = BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=ARMS)
+    stream = _Stream(1000)
+    sp = StragglerPass(stream, plan, replay_in="free", num_cached_batches=2, clock=clock)
+    n = sum(1 for _ in sp)
+    served_free = sum(steps for arm, steps, _ in plan.block_steps() if arm == "free")
+    assert n == plan.total_steps and stream.drawn <= n - served_free + 1
+    sp.release()
+
+
+def test_a_block_in_which_the_loader_ran_out_is_not_whole(clock):
+    from loadeval_nb.core.explore.straggler import ARMS, StragglerPass
+
+    plan = BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=ARMS)
+    sp = StragglerPass(list(range(11)), plan, replay_in=None, num_cached_batches=2, clock=clock)
+    assert sum(1 for _ in sp) == 11  # real (7), free (1 + 4): the 12th batch never came
+    assert [b.arm for b in sp.blocks] == ["real"]
     sp.release()

@@ -76,3 +76,24 @@ def test_an_interleaved_pass_over_a_loader_without_len_is_never_epoch_limited():
     d = diagnose(real, ideal)
     assert d.loader_limited is None
     assert not any("batches an epoch" in n for n in d.notes)
+
+
+def test_the_plan_s_word_and_a_stream_that_ran_out_are_both_the_epoch_s_limit():
+    """The plan says when the epoch set its blocks (``epoch_limited``); a loader with no
+    len() to plan by that ran out (``epoch_seen``) is the epoch's limit all the same."""
+    from loadeval_nb.core.record import Run
+    from loadeval_nb.core.verdict.diagnose import loader_limited
+
+    def run(plan):
+        return Run(mode="log", start_ns=list(range(28)), step_ns=[1_000_000] * 28,
+                   block=[0] * 14 + [1] * 14, warmup=5, status="complete",
+                   loader_settings={"len": plan["epoch"]},
+                   settings={"steps": 60, "num_cached_batches": 4, "interleaved": plan})  # fmt: skip
+
+    base = {"block": 13, "blocks": 2, "drain": 1, "settle": 1, "ranks": 1}
+    ran_out = {**base, "epoch": None, "epoch_seen": 75, "epoch_limited": False}
+    assert loader_limited(run(ran_out)) == (60, 75)
+    by_plan = {**base, "epoch": 300, "epoch_seen": None, "epoch_limited": True}
+    assert loader_limited(run(by_plan)) == (60, 300)  # (a sum of real and ideal: 120 < 300)
+    roomy = {**base, "epoch": 300, "epoch_seen": None, "epoch_limited": False}
+    assert loader_limited(run(roomy)) is None
