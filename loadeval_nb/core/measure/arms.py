@@ -3,7 +3,8 @@ loader, what its run log keeps. The pass (:class:`~.interleave.InterleavedEvalua
 walks its plan's blocks and hands each to its arm: what a block serves, and what it
 leaves out, it never decides from an arm's name.
 
-* :class:`Real` serves the user's loader's batches, stamped as they come (its steps wait
+* :class:`Live` arms serve a loader's batches as they come: :class:`Real` serves the
+  user's loader's batches, stamped as they come (its steps wait
   for data), and fills the replay cache in the pass's first steps;
 * :class:`Replay` (the ``ideal`` arm) serves the replay cache's batches;
 * :class:`Contended` serves them too while a thread draws the real loader's batches and
@@ -205,11 +206,43 @@ class Arm:
         return None
 
 
-class Real(Arm):
+class Live(Arm):
+    """An arm that serves a loader's own batches as they come (its steps wait for data):
+    from :meth:`source`, with a queue :meth:`depth` batches deep; a block's closing stamp is
+    the next step's start."""
+
+    live = True
+
+    def source(self, st: PassState) -> Any:
+        """The iterator its blocks draw from in this pass."""
+        return st.src
+
+    def depth(self, p: Pass) -> int:
+        """Its loader's queue (the batches served early after another arm's block)."""
+        return p.depth
+
+    def steady(self, p: Pass, st: PassState, b: Block) -> Generator[Any, None, bool]:
+        rec = b.rec
+        yield from block_log_iter(islice(self.source(st), b.n - len(rec.ready)), rec, p.clock)
+        return len(rec.ready) < b.n  # the loader ran out inside the block
+
+    def step(self, p: Pass, st: PassState, b: Block, i: int) -> Any:
+        batch = next(self.source(st))
+        b.rec.ready.append(p.clock())
+        return batch
+
+    def first_steady(self, p: Pass, b: Block, later: bool) -> int:
+        return min(self.depth(p), b.skip) if later and b.skip else b.skip
+
+    def end_block(self, p: Pass, rec: EpochRecord, now: int) -> None:
+        if len(rec.starts) == len(rec.ready):
+            rec.starts.append(now)
+
+
+class Real(Live):
     """The user's loader as it is. Its blocks after another arm's leave out the steps the
     workers' queue served early (:meth:`~.interleave.InterleavedEvaluator._drained`)."""
 
-    live = True
     serves_real = True
     pays_ahead = False
     by_queue: ClassVar[bool] = True
@@ -217,17 +250,14 @@ class Real(Arm):
     (else: the plan's count)."""
 
     def steady(self, p: Pass, st: PassState, b: Block) -> Generator[Any, None, bool]:
-        rec = b.rec
         if b.skip and b.k and p.representative:
             # the steps left out anyway: their batches sampled (their size, and the
             # cache's reservoir) by a loop of our own
-            yield from p._sampled_steps(st.src, b.skip, rec, p.clock)
-        yield from block_log_iter(islice(st.src, b.n - len(rec.ready)), rec, p.clock)
-        return len(rec.ready) < b.n  # the loader ran out inside the block
+            yield from p._sampled_steps(st.src, b.skip, b.rec, p.clock)
+        return (yield from super().steady(p, st, b))
 
     def step(self, p: Pass, st: PassState, b: Block, i: int) -> Any:
-        batch = next(st.src)
-        b.rec.ready.append(p.clock())
+        batch = super().step(p, st, b, i)
         if st.filling:  # the first pass's first batches: cached
             if st.first:
                 st.first = False
@@ -241,12 +271,8 @@ class Real(Arm):
             p._sample(batch)
         return batch
 
-    def first_steady(self, p: Pass, b: Block, later: bool) -> int:
-        return min(p.depth, b.skip) if later and b.skip else b.skip
-
     def end_block(self, p: Pass, rec: EpochRecord, now: int) -> None:
-        if len(rec.starts) == len(rec.ready):
-            rec.starts.append(now)
+        super().end_block(p, rec, now)
         if self.by_queue and rec.warmup == p.plan.drain and len(p._sides[self.name].epochs) > 1:
             rec.warmup = p._drained(rec)
 
@@ -353,28 +379,18 @@ class Contended(Replay):
         return {**super().log_settings(p), "dropped": p._dropped}
 
 
-class Rebuilt(Arm):
+class Rebuilt(Live):
     """The variant: a rebuilt copy of the loader with other settings, its batches taking
     real batches' places (:mod:`.variant`)."""
 
-    live = True
+    def source(self, st: PassState) -> Any:
+        return st.vsrc
 
-    def steady(self, p: Pass, st: PassState, b: Block) -> Generator[Any, None, bool]:
-        rec = b.rec
-        yield from block_log_iter(islice(st.vsrc, b.n - len(rec.ready)), rec, p.clock)
-        return len(rec.ready) < b.n
-
-    def step(self, p: Pass, st: PassState, b: Block, i: int) -> Any:
-        batch = next(st.vsrc)
-        b.rec.ready.append(p.clock())
-        return batch
-
-    def first_steady(self, p: Pass, b: Block, later: bool) -> int:
-        return min(p.variant_depth, b.skip) if later and b.skip else b.skip
+    def depth(self, p: Pass) -> int:
+        return p.variant_depth
 
     def end_block(self, p: Pass, rec: EpochRecord, now: int) -> None:
-        if len(rec.starts) == len(rec.ready):
-            rec.starts.append(now)
+        super().end_block(p, rec, now)
         if rec.warmup == p.plan.variant_drain:
             rec.warmup = p._drained(rec, p.variant_depth, p.plan.variant_drain)
 

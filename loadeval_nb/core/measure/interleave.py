@@ -316,8 +316,6 @@ class InterleavedEvaluator(Evaluator):
         self._seen = 0
         self._rng = random.Random(0)
         self._open: Optional[Generator[Any, None, None]] = None
-        self._vsrc: Any = None
-        """The variant's loader's iterator in the pass running now."""
         self._blocks: list[tuple[str, EpochRecord]] = []
         """Every block served, in the pass's order: its arm and its record."""
         self._pass_token: Optional[object] = None
@@ -378,7 +376,7 @@ class InterleavedEvaluator(Evaluator):
         setup = clock() - t
         # the variant's loader starts now too: its workers start while the warm-up runs
         st = PassState(src, filling=filling, first=first_pass)
-        st.vsrc = self._vsrc = self._variant.open() if self._variant is not None else None
+        st.vsrc = self._variant.open() if self._variant is not None else None
         everything: list[int] = []  # every step's start, for the copy timer
         copies: Optional[CopyTimer] = None
         if cuda_in_use():
@@ -502,7 +500,7 @@ class InterleavedEvaluator(Evaluator):
                         for r in s.epochs:
                             r.auto_reason = r.auto_reason or why
                 self._end_pass(
-                    side, rec, status, exhausted, src, copies, everything, first_index, edges
+                    side, rec, status, exhausted, st, copies, everything, first_index, edges
                 )
 
     def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
@@ -525,7 +523,7 @@ class InterleavedEvaluator(Evaluator):
         rec: Optional[EpochRecord],
         status: str,
         exhausted: bool,
-        src: Any,
+        st: PassState,
         copies: Optional[CopyTimer],
         everything: list[int],
         first_index: dict[int, int],
@@ -549,10 +547,10 @@ class InterleavedEvaluator(Evaluator):
                             r.copies = per[i : i + len(r.starts)]
             if self._sampler is not None:
                 self._sampler.pause()
-            self._loader.end_pass(src, left_early=True)
+            self._loader.end_pass(st.src, left_early=True)
             if self._variant is not None:  # its workers stopped as the real loader's are
-                self._variant.end_pass(self._vsrc, left_early=True)
-                self._vsrc = None
+                self._variant.end_pass(st.vsrc, left_early=True)
+                st.vsrc = None
             if not self.cache.ready:
                 self.cache.seal()
             else:
