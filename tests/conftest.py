@@ -123,12 +123,14 @@ def fake_time(monkeypatch, clock) -> FakeClock:
     """``clock``, read by every LoaderEvaluator the test makes without a clock of its own:
     those of run_pair, run_ladder and run_sweep too. A loop (or a dataset read in the main
     process) that advances it instead of sleeping is timed exactly, on a busy machine too."""
-    from loadeval_nb.core.measure import base, evaluator, interleave
+    from loadeval_nb.core.measure import base, evaluator
 
     # one default clock for every wrapper: their base's (the pair is one of its modes)
     monkeypatch.setattr(base, "DEFAULT_CLOCK", clock)
     probe = evaluator.LoaderEvaluator([0], sample_interval_s=None)
-    pair = interleave.InterleavedEvaluator(list(range(100)), steps=40, sample_interval_s=None)
+    pair = evaluator.LoaderEvaluator(
+        list(range(100)), mode="pair", steps=40, sample_interval_s=None
+    )
     if probe.clock is not clock or pair.clock is not clock:
         pytest.fail("an evaluator no longer reads measure.base.DEFAULT_CLOCK: fix fake_time")
     return clock

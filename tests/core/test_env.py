@@ -12,10 +12,9 @@ import pytest
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
-from loadeval_nb import LoadEvalError
+from loadeval_nb import LoaderEvaluator, LoadEvalError
 from loadeval_nb.core import _env
 from loadeval_nb.core.measure.blocks import plan_blocks
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 
 
 @pytest.fixture
@@ -66,7 +65,9 @@ def test_ranks_whose_queues_and_epochs_differ_get_one_plan(two_ranks):
         {"depth": 4, "len": 90, "steps": 200, "warmup": 5, "cache": 5, "blocks": None,
          "auto": False, "contention": False},
     )  # fmt: skip
-    agreed = InterleavedEvaluator(_loader(1, 100), steps=200, warmup=5, num_cached_batches=5)
+    agreed = LoaderEvaluator(
+        _loader(1, 100), mode="pair", steps=200, warmup=5, num_cached_batches=5
+    )
     assert agreed.plan == alone1 and agreed.ranks == 2 and agreed.loader_len == 90
     assert agreed.depth == 2  # its own queue still decides what its drain leaves out
     assert len(agreed) <= 90
@@ -80,4 +81,4 @@ def test_a_rank_with_other_settings_is_one_sentence(two_ranks):
          "auto": False, "contention": False},
     )  # fmt: skip
     with pytest.raises(LoadEvalError, match="Rank 1 measures with steps=300 where rank 0 has 200"):
-        InterleavedEvaluator(_loader(0, 100), steps=200, warmup=5, num_cached_batches=5)
+        LoaderEvaluator(_loader(0, 100), mode="pair", steps=200, warmup=5, num_cached_batches=5)

@@ -34,6 +34,7 @@ WIND_UP = [
     "loadeval_nb.core.explore.result",
     "loadeval_nb.core.measure.base",
     "loadeval_nb.core.measure.evaluator",
+    "loadeval_nb.core.measure.oneside",
     "loadeval_nb.core.measure.interleave",
     "loadeval_nb.core.measure.cache",
     "loadeval_nb.core.record.journal",

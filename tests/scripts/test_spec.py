@@ -18,8 +18,7 @@ from torch.utils.data import DataLoader
 from loadeval_nb.core._shared import Reported
 from loadeval_nb.core.errors import LoadEvalError, OptionError
 from loadeval_nb.core.explore import RunSettings
-from loadeval_nb.core.measure import AutoStop
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
+from loadeval_nb.core.measure import AutoStop, LoaderEvaluator
 from loadeval_nb.integrations import ScriptResult
 from loadeval_nb.integrations._shared import (
     ENV,
@@ -87,7 +86,7 @@ def test_the_child_builds_its_evaluators_from_those_settings(tmp_path):
     ev = pair.make(loader, pair.claim)
     # the logs are named for the arms the pass's plan serves, made before the pass: this
     # loader has no workers, so the plan has no contended arm, and no log is named for it
-    assert isinstance(ev, InterleavedEvaluator)
+    assert type(ev) is LoaderEvaluator and ev.mode == "pair"
     assert ev.plan.arms == ("real", "ideal") and "no workers" in (ev.contention or "")
     assert ev.auto_stop == settings.auto_stop and not ev.worker_timing
     assert ev.num_cached_batches == 4 and ev.warmup == 2 and ev.plan.warmup == 4  # cache fills

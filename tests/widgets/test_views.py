@@ -11,7 +11,6 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.widgets import RerunPanel
 from loadeval_nb.widgets._shared import (
     HTML_PUSH_INTERVAL_S,
@@ -191,8 +190,13 @@ def test_the_text_view_s_last_line_counts_the_pass_s_loop_steps_not_its_steady_o
     ones apart (the steady ones alone read as if the pass had stopped early)."""
     out = io.StringIO()
     dash = TextDashboard(loader_name="x", steps_per_run=60, push_interval_s=0.1, stream=out)
-    ev = InterleavedEvaluator(
-        Slow(200, 0.0), steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None
+    ev = LoaderEvaluator(
+        Slow(200, 0.0),
+        mode="pair",
+        steps=60,
+        warmup=4,
+        num_cached_batches=4,
+        sample_interval_s=None,
     )
     dash.run_started("pair", ev, 0, 1)
     ran = sum(1 for _ in ev)

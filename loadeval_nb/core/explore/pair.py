@@ -16,7 +16,7 @@ from ..errors import CacheBudgetError, LoadEvalError, OptionError
 from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
-from ..measure.interleave import InterleavedEvaluator, NotInterleavable, plan_pass
+from ..measure.interleave import NotInterleavable, plan_pass
 from ..measure.loader import TUNABLE, rebuild_loader
 from ..measure.variant import VARIANT, Variant
 from ..record.history import HistoryRow
@@ -298,11 +298,12 @@ def _interleaved(
     runner: Runner,
     planned: Any,
     path: Optional[str],
-) -> InterleavedEvaluator:
+) -> LoaderEvaluator:
     files = {w: runner.path_for(w) for w in planned[0].arms}  # the plan's arms, never guessed
     n = safe_len(loader)
-    return InterleavedEvaluator(
+    return LoaderEvaluator(
         loader,
+        mode="pair",
         steps=settings.steps if settings.steps is not None else (n or 0) // 2,
         warmup=settings.warmup,
         num_cached_batches=settings.num_cached_batches,

@@ -17,8 +17,8 @@ rank's cache filled from them, copied as the replay cache copies); the steps a b
 leaves out at its start (``drain`` at a real block after another arm's: the queue a
 replaying rank's workers filled meanwhile; ``settle`` at the start of another arm's
 block) are served but not measured.
-The blocks are served by the interleaved pair's engine
-(:class:`~..measure.interleave.InterleavedEvaluator`), given the proof's arms
+The blocks are served by the interleaved pair's engine (the one behind
+``LoaderEvaluator(mode="pair")``, :class:`~..measure.interleave.InterleavedPass`), given the proof's arms
 (:func:`proof_arms`: a :class:`~..measure.arms.Freed` of the replaying rank's arm, a
 :class:`~..measure.arms.Served` loader in every other): each block is timed as one span,
 from its first measured step to the loop's next ``next()``, with CUDA's work that lands
@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 from ..errors import LoadEvalError
 from ..measure.arms import Arm, Freed, Served
 from ..measure.blocks import MAX_BLOCKS, MIN_BLOCK, MIN_BLOCKS, BlockPlan, plan_blocks
-from ..measure.interleave import InterleavedEvaluator
+from ..measure.interleave import InterleavedPass
 from ..measure.timing import DEFAULT_CLOCK, Clock
 
 FREE = "free"
@@ -100,7 +100,7 @@ class StragglerPass:
     ``plan``'s blocks, cached batches in the blocks of arm ``replay_in`` (``free`` on the
     suspect, ``control`` on the runner-up, None elsewhere), its loader's batches
     otherwise, and ends after ``plan.total_steps`` steps. The blocks are served by the
-    interleaved pass's engine (:class:`~..measure.interleave.InterleavedEvaluator`),
+    interleaved pass's engine (:class:`~..measure.interleave.InterleavedPass`),
     given the proof's arms (:func:`proof_arms`) and no run log. Other attributes
     (``dataset``, ``sampler``, ``batch_size``, ...) are the loader's."""
 
@@ -122,7 +122,7 @@ class StragglerPass:
         self.num_cached_batches = num_cached_batches
         self.cache_on = cache_on
         self.clock: Clock = clock or DEFAULT_CLOCK
-        self._engine: Optional[InterleavedEvaluator] = None
+        self._engine: Optional[InterleavedPass] = None
 
     def __len__(self) -> int:
         return self.plan.total_steps
@@ -139,7 +139,7 @@ class StragglerPass:
                 "it; run one epoch of the training loop in run_once."
             )
         plan = self.plan
-        self._engine = InterleavedEvaluator(
+        self._engine = InterleavedPass(
             self.dataloader,
             steps=plan.block * plan.blocks,
             warmup=plan.warmup,

@@ -1,5 +1,5 @@
 """The arms of an interleaved pass, as data: what each serves, what it draws from the
-loader, what its run log keeps. The pass (:class:`~.interleave.InterleavedEvaluator`)
+loader, what its run log keeps. The pass (:class:`~.interleave.InterleavedPass`)
 walks its plan's blocks and hands each to its arm: what a block serves, and what it
 leaves out, it never decides from an arm's name.
 
@@ -64,7 +64,7 @@ class Plan(Protocol):
 
 class Pass(Protocol):
     """What an arm reads and calls of the pass that serves it
-    (:class:`~.interleave.InterleavedEvaluator`)."""
+    (:class:`~.interleave.InterleavedPass`)."""
 
     clock: Clock
     dataloader: Any
@@ -241,7 +241,7 @@ class Live(Arm):
 
 class Real(Live):
     """The user's loader as it is. Its blocks after another arm's leave out the steps the
-    workers' queue served early (:meth:`~.interleave.InterleavedEvaluator._drained`)."""
+    workers' queue served early (:meth:`~.interleave.InterleavedPass._drained`)."""
 
     serves_real = True
     pays_ahead = False

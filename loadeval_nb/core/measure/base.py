@@ -24,7 +24,12 @@ from .sampler import UtilSampler
 from .timing import DEFAULT_CLOCK, Clock, EpochRecord, epoch_steps, step_path
 
 
-class Evaluator:
+class Wrapper:
+    """What a loader handed to a wrapper must not be already: this package's wrapper (the
+    face a user holds, :class:`~.evaluator.LoaderEvaluator`, or an engine behind it)."""
+
+
+class Evaluator(Wrapper):
     """What every wrapper shares (see the module's notes). A subclass sets ``mode`` and
     ``sides``, calls :meth:`_start` in its constructor and :meth:`_begin_pass` when a pass
     begins, and answers ``to_run(side)``, ``worker_pids()`` and ``_side_epochs(side)``."""
@@ -62,7 +67,7 @@ class Evaluator:
                 f"{self.face} needs an iterable of batches such as a DataLoader, "
                 f"not {a_kind(dataloader)}."
             )
-        if isinstance(dataloader, Evaluator):
+        if isinstance(dataloader, Wrapper):
             raise LoadEvalError(
                 f"dataloader is already {a_kind(dataloader)}; wrap the original loader instead."
             )
@@ -168,8 +173,15 @@ class Evaluator:
         """``side``'s epochs (blocks) and whether its steps record their wait."""
         raise NotImplementedError
 
-    def _read_steps(self, side: str, cursor: tuple[int, int]) -> tuple[list[int], tuple[int, int]]:
-        e, i = cursor
+    def steps_since(
+        self, side: Any = None, cursor: Optional[tuple[int, int]] = None
+    ) -> tuple[list[int], tuple[int, int]]:
+        """``side``'s step times (ns) completed since ``cursor`` (epoch or block, step), and
+        the new cursor; ``steps_since(cursor)``: the first side's. Safe to call from another
+        thread while the loop runs."""
+        if not isinstance(side, str):
+            side, cursor = self.sides[0], side if side is not None else cursor
+        e, i = cursor or (0, 0)
         out: list[int] = []
         epochs, measure_wait = self._side_epochs(side)
         while e < len(epochs):

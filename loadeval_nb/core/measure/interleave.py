@@ -124,7 +124,7 @@ class _Side:
         """(start, end) clock of each block, for the utilisation ticks of this side."""
 
 
-class InterleavedEvaluator(Evaluator):
+class InterleavedPass(Evaluator):
     """Wrap a DataLoader so that one loop over it measures a real and an ideal run
     interleaved in blocks (see the module's notes). Iterate it like the loader; each
     ``iter()`` is a pass of ``len()`` steps.
@@ -881,7 +881,7 @@ class InterleavedEvaluator(Evaluator):
             lines.append(f"  Workers: {workers}")
         print("\n".join(lines), file=file)
 
-    def __enter__(self) -> InterleavedEvaluator:
+    def __enter__(self) -> InterleavedPass:
         return self
 
     # -- live reading ---------------------------------------------------------------
@@ -899,13 +899,6 @@ class InterleavedEvaluator(Evaluator):
         the real run's reading of what its workers do, are its own loader's)."""
         now = self.block_now
         return self._arms[now[0] if now else "real"].loader(self).worker_pids()
-
-    def steps_since(
-        self, side: str, cursor: tuple[int, int] = (0, 0)
-    ) -> tuple[list[int], tuple[int, int]]:
-        """``side``'s step times (ns) completed since ``cursor`` (block, step), and the
-        new cursor. Safe to call from another thread while the loop runs."""
-        return self._read_steps(side, cursor)
 
     def _side_epochs(self, side: str) -> tuple[list[EpochRecord], bool]:
         return self._sides[side].epochs, self._arms[side].live

@@ -7,7 +7,7 @@ from collections.abc import Generator
 
 import pytest
 
-from loadeval_nb import LoadEvalError
+from loadeval_nb import LoaderEvaluator, LoadEvalError
 from loadeval_nb.core.measure.arms import (
     KINDS,
     Arm,
@@ -19,7 +19,6 @@ from loadeval_nb.core.measure.arms import (
     arms_for,
 )
 from loadeval_nb.core.measure.blocks import BlockPlan
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.measure.timing import block_replay_iter
 
 MS = 1_000_000
@@ -39,8 +38,9 @@ class Constant(Arm):
 
 def _engine(arms, clock, loader=None, plan=None):
     plan = plan or BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=tuple(arms))
-    return InterleavedEvaluator(
+    return LoaderEvaluator(
         loader if loader is not None else list(range(100)),
+        mode="pair",
         steps=plan.block * plan.blocks,
         warmup=plan.warmup,
         num_cached_batches=2,
@@ -101,7 +101,7 @@ def test_the_straggler_proof_is_served_by_the_same_engine(clock):
     plan = BlockPlan(warmup=3, block=4, blocks=2, drain=1, settle=1, arms=ARMS)
     sp = StragglerPass(list(range(100)), plan, replay_in="free", num_cached_batches=2, clock=clock)
     it = iter(sp)
-    assert isinstance(sp._engine, InterleavedEvaluator)  # (the pass is the engine's)
+    assert sp._engine.mode == "pair"  # (the pass is the interleaved engine's)
     for _ in it:
         clock.advance(2 * MS)
     assert [b.arm for b in sp.blocks] == plan.order()

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from loadeval_nb import LoaderEvaluator
 from loadeval_nb.core.explore import RunSettings
 from loadeval_nb.core.measure.blocks import (
     CHEAP,
@@ -16,7 +17,6 @@ from loadeval_nb.core.measure.blocks import (
     plan_blocks,
     plan_pass,
 )
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.errors import OptionError
 from loadeval_nb.integrations._shared import run_parser, script_settings
 
@@ -78,10 +78,10 @@ def test_plan_pass_resolves_the_default_from_the_loader(asked, workers, arm):
 
 
 def test_the_wrapper_has_the_arm_by_default_only_through_the_settings():
-    ev = InterleavedEvaluator(_loader(2), steps=200, warmup=10, num_cached_batches=8,
+    ev = LoaderEvaluator(_loader(2), mode="pair", steps=200, warmup=10, num_cached_batches=8,
                               sample_interval_s=None, contention=None)  # fmt: skip
     assert ev.sides == ("real", CONTENDED, "ideal") and ev.contention is None
-    bare = InterleavedEvaluator(_loader(0), steps=200, warmup=10, num_cached_batches=8,
+    bare = LoaderEvaluator(_loader(0), mode="pair", steps=200, warmup=10, num_cached_batches=8,
                                 sample_interval_s=None, contention=True)  # fmt: skip
     assert bare.sides == ("real", "ideal") and "num_workers=0" in (bare.contention or "")
     ev.close()

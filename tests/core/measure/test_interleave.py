@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from loadeval_nb import LoadEvalError, RunSettings, run_pair
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator, plan_blocks
+from loadeval_nb import LoaderEvaluator, LoadEvalError, RunSettings, run_pair
+from loadeval_nb.core.measure.interleave import plan_blocks
 from loadeval_nb.explore import RunHooks
 from tests.timing import abba, retry_once
 from tests.workloads import FakeGPU, SleepyItems, take
@@ -41,8 +41,9 @@ class Counted(Dataset):
 
 def test_the_blocks_go_real_ideal_ideal_real_and_each_step_gets_its_sides_batch(clock):
     loader = DataLoader(Counted(1000, 0.0, clock), batch_size=1)
-    ev = InterleavedEvaluator(
+    ev = LoaderEvaluator(
         loader,
+        mode="pair",
         steps=50,
         warmup=4,
         num_cached_batches=5,
@@ -89,8 +90,8 @@ def test_a_real_block_after_an_ideal_one_leaves_out_the_batches_its_queue_held()
     the workers get ahead while those are served; the block is steady from the first step
     that waited for its batch."""
     loader = DataLoader(SleepyItems(4000, 0.010), batch_size=2, num_workers=2)
-    ev = InterleavedEvaluator(
-        loader, steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None
+    ev = LoaderEvaluator(
+        loader, mode="pair", steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None
     )
     for _ in ev:
         take(0.002)  # input-bound: 20 ms a batch a worker, 10 ms with two: ~8 ms waits
@@ -121,8 +122,9 @@ def test_the_loader_starts_once_and_the_cache_holds_its_first_batches(clock):
             starts.append(1)
             return iter([torch.tensor([float(i)]) for i in range(500)])
 
-    ev = InterleavedEvaluator(
+    ev = LoaderEvaluator(
         Loader(),
+        mode="pair",
         steps=40,
         warmup=2,
         num_cached_batches=3,
@@ -266,17 +268,17 @@ def test_a_loop_that_breaks_keeps_what_it_measured(fake_time):
 
 def test_bad_input_to_the_interleaved_wrapper_is_one_sentence():
     with pytest.raises(LoadEvalError, match="iterable of batches"):
-        InterleavedEvaluator(42)
+        LoaderEvaluator(42, mode="pair")
     with pytest.raises(LoadEvalError, match="an epoch of the loader has 10 batches"):
-        InterleavedEvaluator(list(range(10)), steps=12, warmup=2)
+        LoaderEvaluator(list(range(10)), mode="pair", steps=12, warmup=2)
     with pytest.raises(LoadEvalError, match="12 steps a side are too few"):
-        InterleavedEvaluator(list(range(1000)), steps=12, warmup=2)
+        LoaderEvaluator(list(range(1000)), mode="pair", steps=12, warmup=2)
     with pytest.raises(LoadEvalError, match="blocks must be an integer >= 2"):
-        InterleavedEvaluator(list(range(1000)), blocks=0)
+        LoaderEvaluator(list(range(1000)), mode="pair", blocks=0)
     with pytest.raises(LoadEvalError, match="blocks must be an even number"):
-        InterleavedEvaluator(list(range(1000)), blocks=3)
+        LoaderEvaluator(list(range(1000)), mode="pair", blocks=3)
     with pytest.raises(LoadEvalError, match="cache_on"):
-        InterleavedEvaluator(list(range(1000)), cache_on="banana")
+        LoaderEvaluator(list(range(1000)), mode="pair", cache_on="banana")
     with pytest.raises(LoadEvalError, match="interleave must be True or False"):
         RunSettings(interleave="yes")
 
@@ -325,8 +327,14 @@ def test_a_drifting_sleep_truth_is_measured_within_five_percent():
 def test_a_loop_that_stops_asking_at_len_is_a_complete_pass(clock):
     # Lightning takes len() batches and never asks for one more: the pass is whole
     loader = DataLoader(Counted(1000, 0.0, clock), batch_size=1)
-    ev = InterleavedEvaluator(
-        loader, steps=50, warmup=4, num_cached_batches=5, sample_interval_s=None, clock=clock
+    ev = LoaderEvaluator(
+        loader,
+        mode="pair",
+        steps=50,
+        warmup=4,
+        num_cached_batches=5,
+        sample_interval_s=None,
+        clock=clock,
     )
     it = iter(ev)
     for _ in range(len(ev)):
@@ -337,8 +345,14 @@ def test_a_loop_that_stops_asking_at_len_is_a_complete_pass(clock):
     runs = ev.to_runs()
     assert runs["real"].status == runs["ideal"].status == "complete"
     # one step fewer than asked for is a stop
-    ev = InterleavedEvaluator(
-        loader, steps=50, warmup=4, num_cached_batches=5, sample_interval_s=None, clock=clock
+    ev = LoaderEvaluator(
+        loader,
+        mode="pair",
+        steps=50,
+        warmup=4,
+        num_cached_batches=5,
+        sample_interval_s=None,
+        clock=clock,
     )
     it = iter(ev)
     for _ in range(len(ev) - 1):
@@ -361,8 +375,9 @@ def test_a_full_disk_under_the_pair_is_said_once_and_both_sides_are_kept(
         raise OSError(28, "No space left on device")
 
     files = {s: str(tmp_path / f"{s}.json") for s in ("real", "ideal")}
-    ev = InterleavedEvaluator(
+    ev = LoaderEvaluator(
         list(range(400)),
+        mode="pair",
         steps=100,
         warmup=4,
         num_cached_batches=4,
@@ -385,11 +400,11 @@ def test_a_full_disk_under_the_pair_is_said_once_and_both_sides_are_kept(
 
 def test_every_wrapper_is_read_live_the_same_way(clock):
     # one reading for a dashboard: sides, steps_since(side, cursor), side_at, to_run(side)
-    from loadeval_nb.measure import LoaderEvaluator
 
     one = LoaderEvaluator(list(range(30)), sample_interval_s=None, clock=clock)
-    pair = InterleavedEvaluator(
+    pair = LoaderEvaluator(
         list(range(400)),
+        mode="pair",
         steps=100,
         warmup=4,
         num_cached_batches=4,
@@ -423,18 +438,17 @@ def test_the_pair_checks_the_settings_it_shares_with_a_run_as_a_run_does():
     # one set of checks for every wrapper: the pair took these without a word before
     data = list(range(1000))
     with pytest.raises(LoadEvalError, match="label must be a string"):
-        InterleavedEvaluator(data, label=3)
+        LoaderEvaluator(data, mode="pair", label=3)
     with pytest.raises(LoadEvalError, match="cache_budget_bytes"):
-        InterleavedEvaluator(data, cache_budget_bytes=-1)
+        LoaderEvaluator(data, mode="pair", cache_budget_bytes=-1)
     with pytest.raises(LoadEvalError, match="sample_interval_s"):
-        InterleavedEvaluator(data, sample_interval_s=-0.1)
-    from loadeval_nb.measure import LoaderEvaluator
+        LoaderEvaluator(data, mode="pair", sample_interval_s=-0.1)
 
-    pair = InterleavedEvaluator(data, sample_interval_s=None)
-    with pytest.raises(LoadEvalError, match="already an InterleavedEvaluator; wrap the original"):
+    pair = LoaderEvaluator(data, mode="pair", sample_interval_s=None)
+    with pytest.raises(LoadEvalError, match="already a LoaderEvaluator; wrap the original"):
         LoaderEvaluator(pair)
     with pytest.raises(LoadEvalError, match="already a LoaderEvaluator; wrap the original"):
-        InterleavedEvaluator(LoaderEvaluator(data, sample_interval_s=None))
+        LoaderEvaluator(LoaderEvaluator(data, sample_interval_s=None), mode="pair")
 
 
 @pytest.mark.parametrize("events", [True, False])
@@ -457,8 +471,14 @@ def test_a_loop_that_runs_ahead_of_its_gpu_is_timed_at_the_gpus_pace(clock, monk
     if not events:
         monkeypatch.setattr(interleave, "_gpu_tail", lambda *a: None)
     loader = DataLoader(Counted(10_000, 0.008, clock), batch_size=1)  # 8 ms a batch
-    ev = InterleavedEvaluator(
-        loader, steps=200, warmup=5, num_cached_batches=5, sample_interval_s=None, clock=clock
+    ev = LoaderEvaluator(
+        loader,
+        mode="pair",
+        steps=200,
+        warmup=5,
+        num_cached_batches=5,
+        sample_interval_s=None,
+        clock=clock,
     )
     for _ in ev:
         gpu.step()

@@ -8,15 +8,16 @@ import io
 
 from torch.utils.data import DataLoader
 
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
+from loadeval_nb import LoaderEvaluator
 from loadeval_nb.core.measure.resource import resource_text
 from tests.workloads import SleepyItems, take
 
 
-def _summary(num_workers: int, sample_interval_s) -> tuple[str, InterleavedEvaluator]:
+def _summary(num_workers: int, sample_interval_s) -> tuple[str, LoaderEvaluator]:
     loader = DataLoader(SleepyItems(400, 0.004), batch_size=2, num_workers=num_workers)
-    ev = InterleavedEvaluator(
+    ev = LoaderEvaluator(
         loader,
+        mode="pair",
         steps=40,
         warmup=2,
         num_cached_batches=4,

@@ -26,8 +26,8 @@ def test_mode_pair_is_one_loop_of_both_sides_within_the_epoch(clock, tmp_path):
         dl, "pair", 5, str(tmp_path / "run.json"), sample_interval_s=None, clock=clock
     )
     # one public wrapper in every mode: the pass behind it is the interleaved engine
-    assert isinstance(ev, LoaderEvaluator) and ev.mode == "pair"
-    assert isinstance(ev, interleave.InterleavedEvaluator)
+    assert type(ev) is LoaderEvaluator and ev.mode == "pair"
+    assert isinstance(ev._engine, interleave.InterleavedPass)
     assert ev.sides == ("real", "ideal")
     served = 0
     for _ in ev:
@@ -51,6 +51,35 @@ def test_mode_pair_is_one_loop_of_both_sides_within_the_epoch(clock, tmp_path):
         assert doc["mode"] == ("log" if side == "real" else "replay")
 
 
+@pytest.mark.parametrize("mode", ["log", "replay", "pair"])
+def test_one_class_in_every_mode_and_the_loop_gets_the_engines_own_iterator(mode):
+    data = list(range(100))
+    ev = LoaderEvaluator(data, mode=mode, num_cached_batches=4, sample_interval_s=None)
+    assert (
+        type(ev) is LoaderEvaluator
+        and ev.mode == mode
+        and repr(ev).startswith("LoaderEvaluator(list, mode=")
+    )
+    it = iter(ev)
+    # the wrapper hands the loop what the engine iterates with: nothing is added to a step
+    assert type(it).__module__ != "loadeval_nb.core.measure.evaluator"
+    assert len(list(it)) == len(ev)
+    ev.close()
+    ev.label = "renamed"  # an attribute set on the wrapper is the engine's
+    assert ev.label == "renamed" and ev.__dict__.keys() == {"_engine"}
+
+
+@pytest.mark.parametrize("arg", [{"blocks": 4}, {"contention": True}, {"variant": "num_workers=2"}])
+def test_an_argument_of_the_pass_alone_names_mode_pair(arg):
+    (name,) = arg
+    with pytest.raises(LoadEvalError) as err:
+        LoaderEvaluator(list(range(10)), **arg)
+    assert str(err.value) == (
+        f"{name}= is an argument of the interleaved pass; pass mode='pair' with it, or leave "
+        "it out of mode='log'."
+    )
+
+
 def test_the_old_name_still_works_and_warns_once():
     """In a fresh interpreter: the first use warns, in one line naming the replacement and
     the version it goes in; the second does not; the class is the pair's engine."""
@@ -64,8 +93,8 @@ def test_the_old_name_still_works_and_warns_once():
         "    import loadeval_nb.measure as m\n"
         "    a = m.InterleavedEvaluator\n"
         "    b = m.InterleavedEvaluator\n"
-        "from loadeval_nb.core.measure.interleave import InterleavedEvaluator\n"
-        "print(len(w), a is b is InterleavedEvaluator, w[0].category.__name__)\n"
+        "from loadeval_nb.core.measure.interleave import InterleavedPass\n"
+        "print(len(w), a is b is InterleavedPass, w[0].category.__name__)\n"
         "print(w[0].message)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import loadeval_nb.core.measure.evaluator as ev_mod
+import loadeval_nb.core.measure.oneside as ev_mod
 from loadeval_nb import LoaderEvaluator
 
 MS = 1_000_000

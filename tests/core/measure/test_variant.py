@@ -12,10 +12,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadeval_nb import RunSettings, run_pair
+from loadeval_nb import LoaderEvaluator, RunSettings, run_pair
 from loadeval_nb.core.measure import Variant
 from loadeval_nb.core.measure.blocks import plan_blocks
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.record.lognames import log_name, parse_log_name
 from loadeval_nb.errors import LoadEvalError, OptionError
 
@@ -73,7 +72,7 @@ def test_one_variant_a_pass_and_only_in_an_interleaved_pass():
 
 def test_a_loader_that_cannot_be_rebuilt_is_one_sentence():
     with pytest.raises(LoadEvalError, match="Only a torch.utils.data.DataLoader can be rebuilt"):
-        InterleavedEvaluator([torch.zeros(2)] * 400, steps=100, variant="num_workers=2")
+        LoaderEvaluator([torch.zeros(2)] * 400, mode="pair", steps=100, variant="num_workers=2")
 
 
 def test_its_runs_are_named_by_the_one_grammar():
@@ -107,7 +106,7 @@ def test_the_loop_gets_no_more_batches_than_its_epoch_and_the_variants_workers_s
     loader = _loader(1, n=1200)  # 150 batches an epoch
     me = psutil.Process()
     before = set(me.children())  # (another test's processes are not this pass's)
-    ev = InterleavedEvaluator(loader, steps=120, warmup=4, num_cached_batches=4,
+    ev = LoaderEvaluator(loader, mode="pair", steps=120, warmup=4, num_cached_batches=4,
                               variant="num_workers=2", contention=False)  # fmt: skip
     seen = sum(1 for _ in ev)
     ev.close()
@@ -225,8 +224,8 @@ def test_the_plan_says_when_the_epoch_set_its_blocks():
     # 420 batches would hold the pair's 200 a side (10 + 2 x 190 + drains), not the variant's
     assert plan_blocks(200, 10, 10, 0, 420).epoch_limited is False
     loader = DataLoader(torch.arange(420, dtype=torch.float32), batch_size=1)
-    ev = InterleavedEvaluator(
-        loader, steps=200, warmup=10, num_cached_batches=10, variant="pin_memory=True",
+    ev = LoaderEvaluator(
+        loader, mode="pair", steps=200, warmup=10, num_cached_batches=10, variant="pin_memory=True",
         sample_interval_s=None,
     )  # fmt: skip
     assert ev.plan.epoch_limited

@@ -12,7 +12,6 @@ import time
 import pytest
 
 from loadeval_nb import LoaderEvaluator, load_run
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.record import journal
 from loadeval_nb.core.record.follow import FolderFollower, RunFollower, looks_final, parse_log_name
 from loadeval_nb.core.record.lognames import ARMS, log_name
@@ -146,8 +145,9 @@ def test_a_line_being_written_waits_for_its_end(tmp_path, clock, journaled):
 
 def test_interleaved_blocks_are_one_start_and_final_with_the_plan(tmp_path, clock):
     paths = {s: str(tmp_path / f"pair-{s}.json") for s in ("real", "ideal")}
-    ev = InterleavedEvaluator(
+    ev = LoaderEvaluator(
         list(range(200)),
+        mode="pair",
         steps=60,
         warmup=4,
         num_cached_batches=4,

@@ -14,7 +14,6 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import LoaderEvaluator, LoadEvalError, load_run
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 from loadeval_nb.core.record import journal as journal_mod
 
 
@@ -130,8 +129,9 @@ def test_a_second_evaluator_on_a_live_metrics_file_is_refused(tmp_path):
     with pytest.raises(LoadEvalError, match=BUSY):
         evaluator(os.path.join(str(tmp_path), ".", "run.json"))  # the same file, spelt otherwise
     with pytest.raises(LoadEvalError, match=BUSY):  # an interleaved pair, one side on it
-        InterleavedEvaluator(
+        LoaderEvaluator(
             DataLoader(TensorDataset(torch.zeros(200, 1))),
+            mode="pair",
             metrics_files={"real": path, "ideal": str(tmp_path / "ideal.json")},
         )
     first.close()  # its run is over: the path is free
@@ -156,8 +156,9 @@ def test_a_dropped_evaluator_does_not_hold_its_metrics_file(tmp_path):
 def test_both_sides_of_a_pair_on_one_metrics_file_are_refused(tmp_path):
     path = str(tmp_path / "run.json")
     with pytest.raises(LoadEvalError, match=BUSY):
-        InterleavedEvaluator(
+        LoaderEvaluator(
             DataLoader(TensorDataset(torch.zeros(200, 1))),
+            mode="pair",
             metrics_files={"real": path, "ideal": path},
         )
     ev = evaluator(path)  # nothing held after the refusal

@@ -18,9 +18,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from loadeval_nb import LoaderEvaluator
 from loadeval_nb.core.explore import RunSettings, run_pair
 from loadeval_nb.core.measure.batches import cost_size
-from loadeval_nb.core.measure.interleave import InterleavedEvaluator
 
 from ...timing import retry_once
 
@@ -70,8 +70,8 @@ def test_the_size_of_a_batch_is_its_tokens_or_its_elements():
 
 
 def test_the_cache_is_sampled_across_the_stream():
-    ev = InterleavedEvaluator(
-        loader(), steps=200, warmup=10, num_cached_batches=8, sample_interval_s=None
+    ev = LoaderEvaluator(
+        loader(), mode="pair", steps=200, warmup=10, num_cached_batches=8, sample_interval_s=None
     )
     for _ in ev:
         pass
@@ -81,8 +81,8 @@ def test_the_cache_is_sampled_across_the_stream():
     real, ideal = ev.to_run("real"), ev.to_run("ideal")
     assert len(real.settings["stream_sizes"]) > 8
     assert len(ideal.settings["served_sizes"]) == ideal.n_steps
-    off = InterleavedEvaluator(
-        loader(), steps=200, warmup=10, num_cached_batches=8, representative=False,
+    off = LoaderEvaluator(
+        loader(), mode="pair", steps=200, warmup=10, num_cached_batches=8, representative=False,
         sample_interval_s=None,
     )  # fmt: skip
     for _ in off:
