@@ -8,6 +8,7 @@ sub-package to another."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -472,6 +473,32 @@ def test_the_script_child_imports_nothing_of_its_parent():
     }  # fmt: skip
     assert reached == set()
     # and the parent starts the child by its package, not by a path into it
-    from loadeval_nb.integrations._shared import CHILD_MODULE
+    from loadeval_nb.integrations._script.parent.launch import CHILD_MODULE
 
     assert CHILD_MODULE == child
+
+
+def door_users() -> dict[str, dict[str, set[str]]]:
+    """Door -> each of its names -> the package modules (not the door) that import it."""
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    out: dict[str, dict[str, set[str]]] = {d: {} for d in DOORS}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            target = ".".join(base + [node.module or ""]) if node.level else node.module
+            if target in DOORS and name != target:
+                for a in node.names:
+                    out[target].setdefault(a.name, set()).add(name)
+    return out
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_every_door_name_serves_package_code(door):
+    # a door is for the layers' code: a name only tests used belongs at its home, where
+    # the tests import it (tests/test_suite_shape.py keeps them out of the upper doors)
+    names = importlib.import_module(door).__all__
+    users = door_users()[door]
+    assert [n for n in names if not users.get(n)] == []

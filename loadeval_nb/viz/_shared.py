@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from ._cards import (
     DISTURBED_COLOR,
-    VERDICT_COLORS,
-    advice_html,
-    config_words,
     history_html,
     ladder_html,
     pair_config,
@@ -15,15 +12,7 @@ from ._cards import (
     report_html,
     sweep_html,
 )
-from ._data import (
-    decimate,
-    hist_data,
-    startup_data,
-    startup_indices,
-    startup_rows,
-    steps_data,
-    util_data,
-)
+from ._data import startup_data, startup_rows, steps_data
 from ._live import (
     LIVE_ROLLOVER,
     SIDES,
@@ -34,18 +23,11 @@ from ._live import (
     sweep_data,
     sweep_figure,
 )
-from ._style import UTIL_SERIES
 
 __all__ = [
     "DISTURBED_COLOR",
     "LIVE_ROLLOVER",
     "SIDES",
-    "UTIL_SERIES",
-    "VERDICT_COLORS",
-    "advice_html",
-    "config_words",
-    "decimate",
-    "hist_data",
     "history_data",
     "history_figure",
     "history_html",
@@ -56,11 +38,9 @@ __all__ = [
     "pair_html",
     "report_html",
     "startup_data",
-    "startup_indices",
     "startup_rows",
     "steps_data",
     "sweep_data",
     "sweep_figure",
     "sweep_html",
-    "util_data",
 ]

@@ -20,7 +20,7 @@ import pytest
 
 from loadeval_nb import LoadEvalError
 from loadeval_nb.__main__ import main
-from loadeval_nb.integrations._shared import job_id, launcher_rank
+from loadeval_nb.integrations._script.parent.launch import job_id, launcher_rank
 from loadeval_nb.ranks import gather_logs
 from tests.scripts.cli import env, fixture, fresh, leftovers
 from tests.scripts.test_ranks import check_straggler

@@ -17,7 +17,7 @@ from loadeval_nb import LoadEvalError, RunSettings
 from loadeval_nb.core.errors import OptionError
 from loadeval_nb.core.explore import run_pair
 from loadeval_nb.integrations import trackers
-from loadeval_nb.integrations._shared import run_parser, script_settings
+from loadeval_nb.integrations._script.parent.options import run_parser, script_settings
 from loadeval_nb.integrations.trackers import check_log_to, log_result, parse_log_to
 
 from ..workloads import SleepyItems, sleep_steps

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadeval_nb.magic._shared import reads_busy
+from loadeval_nb.magic._busy import reads_busy
 
 
 def parent(msg_id):

@@ -14,8 +14,9 @@ from IPython.core.displaypub import CapturingDisplayPublisher
 from torch.utils.data import DataLoader
 
 from loadeval_nb import RunSettings, run_pair
-from loadeval_nb.magic._shared import take_view
-from loadeval_nb.widgets._shared import DisplayOnlyBokehModel, HtmlDashboard
+from loadeval_nb.magic._script import take_view
+from loadeval_nb.widgets._bokeh import DisplayOnlyBokehModel
+from loadeval_nb.widgets._html_view import HtmlDashboard
 
 from ..ipython_shell import ipython_shell
 from ..workloads import SleepyItems
@@ -69,7 +70,7 @@ def test_a_watched_pair_in_the_html_view_is_drawn_without_bokeh(shell, tmp_path,
     result = shell.user_ns["_loadeval"]
     assert result.diagnosis is not None
     assert result.diagnosis.verdict == done[0].diagnosis.verdict
-    from loadeval_nb.magic._shared import sessions
+    from loadeval_nb.magic._session import sessions
 
     session = max(
         (s for s in sessions if type(s).__name__ == "WatchSession"), key=lambda s: s.created
@@ -108,7 +109,7 @@ def test_a_script_in_the_html_view_streams_its_steps_and_ends_with_the_verdict(
     shell.run_line_magic("loadeval_run", f"--view html --steps 60 --warmup 4 --cache 4 {script}")
     result = shell.user_ns["_loadeval"]
     assert result.diagnosis is not None, result.error
-    from loadeval_nb.magic._shared import sessions
+    from loadeval_nb.magic._session import sessions
 
     session = max(
         (s for s in sessions if type(s).__name__ == "ScriptSession"), key=lambda s: s.created

@@ -65,7 +65,7 @@ SCRIPT = textwrap.dedent(
 STATE = textwrap.dedent(
     """
     import json, psutil
-    from loadeval_nb.magic._shared import sessions
+    from loadeval_nb.magic._session import sessions
 
     def state():
         shown = [s for s in sessions if getattr(s, "view", None) is not None]

@@ -19,9 +19,11 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb import magic
-from loadeval_nb.magic._shared import choose_view
+from loadeval_nb.magic._view import choose_view
 from loadeval_nb.widgets import Dashboard
-from loadeval_nb.widgets._shared import DisplayOnlyBokehModel, HtmlDashboard, TextDashboard
+from loadeval_nb.widgets._bokeh import DisplayOnlyBokehModel
+from loadeval_nb.widgets._html_view import HtmlDashboard
+from loadeval_nb.widgets._text_view import TextDashboard
 
 from ..ipython_shell import ipython_shell
 

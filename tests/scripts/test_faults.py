@@ -218,7 +218,8 @@ def test_a_failure_after_the_measured_steps_is_not_called_before_them():
     # a script that raised once its pass had handed out every batch (106 steps measured)
     # was said to have failed "before the steps ... were measured"
     from loadeval_nb.core.explore import RunSettings
-    from loadeval_nb.integrations._shared import ChildStatus, side_sentence
+    from loadeval_nb.integrations._script.parent.run import side_sentence
+    from loadeval_nb.integrations._script.spec import ChildStatus
 
     def said(**kw):
         st = ChildStatus("script-failed", error="RuntimeError: loss is nan", **kw)
@@ -242,8 +243,9 @@ def test_a_ranks_exit_code_is_one_the_docs_list():
     # under the user's launcher a rank's --timeout exited 143 (the child's SIGTERM) where
     # one process exits 1, and a refusal 3: every failure is 1, but a script's own
     # sys.exit(n), which the launcher's summary then shows
-    from loadeval_nb.integrations._shared import ChildStatus, Ended
-    from loadeval_nb.integrations._shared import rank_exit_code as _exit_code
+    from loadeval_nb.integrations._script.parent.launch import Ended
+    from loadeval_nb.integrations._script.parent.run import rank_exit_code as _exit_code
+    from loadeval_nb.integrations._script.spec import ChildStatus
 
     exited = {"1": ChildStatus("script-exited", exit_code=3)}
     assert _exit_code(Ended(-15, timed_out=True), {}) == 1

@@ -7,7 +7,7 @@ import pytest
 
 from loadeval_nb.__main__ import main
 from loadeval_nb.integrations import Torchrun, run_script
-from loadeval_nb.integrations._shared import split_run
+from loadeval_nb.integrations._script.parent.options import split_run
 
 from .cli import fixture
 
@@ -62,7 +62,7 @@ def test_ranks_in_a_folder_without_rank_logs(tmp_path, capsys):
 
 
 def test_the_launchers_command_lines():
-    from loadeval_nb.integrations._shared import CHILD_MODULE, command
+    from loadeval_nb.integrations._script.parent.launch import CHILD_MODULE, command
 
     assert command(["t.py", "-x"], "real", None)[1:] == ["-m", CHILD_MODULE, "t.py", "-x"]
     one = command(["t.py"], "real", Torchrun(2))

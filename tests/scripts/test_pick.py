@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from loadeval_nb import LoaderEvaluator
-from loadeval_nb.integrations._shared import (
+from loadeval_nb.integrations._script.child.pick import (
     Measured,
     Picker,
     Refused,

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from loadeval_nb import load_run
-from loadeval_nb.integrations._shared import Signalled, run_side, stop_on_signals
+from loadeval_nb.integrations._script.parent.launch import Signalled, run_side, stop_on_signals
 
 from .cli import env, fixture, fresh
 

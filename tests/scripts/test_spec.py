@@ -20,18 +20,15 @@ from loadeval_nb.core.errors import LoadEvalError, OptionError
 from loadeval_nb.core.explore import RunSettings
 from loadeval_nb.core.measure import AutoStop, LoaderEvaluator
 from loadeval_nb.integrations import ScriptResult
-from loadeval_nb.integrations._shared import (
-    ENV,
-    MEASURES,
-    TUNABLE,
-    ChildSpec,
+from loadeval_nb.integrations._script.child.sides import side_for
+from loadeval_nb.integrations._script.parent.options import (
     option_sentence,
     run_parser,
     script_settings,
-    settings_to_dict,
-    side_for,
     split_run,
 )
+from loadeval_nb.integrations._script.parent.run import TUNABLE
+from loadeval_nb.integrations._script.spec import ENV, MEASURES, ChildSpec, settings_to_dict
 
 SCRIPT = Path(__file__).resolve().parents[2] / "loadeval_nb" / "integrations" / "_script"
 

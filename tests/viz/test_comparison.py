@@ -12,7 +12,7 @@ import pytest
 from bokeh.models import ColumnDataSource, Plot
 
 from loadeval_nb import LoadEvalError, Run, plot_comparison, save_report
-from loadeval_nb.viz._shared import decimate, hist_data, util_data
+from loadeval_nb.viz._data import decimate, hist_data, util_data
 
 MS = 1_000_000
 

@@ -15,7 +15,8 @@ from loadeval_nb.core._shared import HistoryRow
 from loadeval_nb.core.explore import SweepPoint, SweepResult
 from loadeval_nb.core.verdict import Fact, Facts
 from loadeval_nb.viz import bars_svg, verdict_html
-from loadeval_nb.viz._shared import history_data, history_html, report_html, sweep_data, sweep_html
+from loadeval_nb.viz._cards import history_html, report_html, sweep_html
+from loadeval_nb.viz._live import history_data, sweep_data
 
 from .test_comparison import report_divs
 
@@ -133,7 +134,7 @@ def test_the_notebook_and_the_report_share_one_card(name):
 
     import loadeval_nb
     import loadeval_nb.widgets as widgets
-    from loadeval_nb.viz import _shared
+    from loadeval_nb.viz import _cards
 
     root = pathlib.Path(loadeval_nb.__file__).parent
     homes = [
@@ -142,5 +143,5 @@ def test_the_notebook_and_the_report_share_one_card(name):
         if f"def {name}(" in p.read_text()
     ]
     assert homes == ["viz/_cards.py"]
-    assert callable(getattr(_shared, name, None) or getattr(loadeval_nb.viz, name))
+    assert callable(getattr(_cards, name))
     assert not hasattr(widgets, name)

@@ -13,16 +13,9 @@ from loadeval_nb import Run, diagnose
 from loadeval_nb.core._shared import HistoryRow
 from loadeval_nb.core.explore import PairResult, RunSettings
 from loadeval_nb.viz import plot_comparison, steps_svg, verdict_html
-from loadeval_nb.viz._shared import (
-    config_words,
-    history_html,
-    live_step_figure,
-    live_util_figure,
-    pair_html,
-    startup_data,
-    startup_indices,
-    steps_data,
-)
+from loadeval_nb.viz._cards import config_words, history_html, pair_html
+from loadeval_nb.viz._data import startup_data, startup_indices, steps_data
+from loadeval_nb.viz._live import live_step_figure, live_util_figure
 
 MS = 1_000_000
 

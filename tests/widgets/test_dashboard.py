@@ -13,15 +13,12 @@ from loadeval_nb import LoaderEvaluator, Run, diagnose
 from loadeval_nb.core._shared import HistoryRow
 from loadeval_nb.core.explore import PairResult
 from loadeval_nb.viz import verdict_html
-from loadeval_nb.viz._shared import LIVE_ROLLOVER, history_html, pair_html
+from loadeval_nb.viz._cards import history_html, pair_html
+from loadeval_nb.viz._live import LIVE_ROLLOVER
 from loadeval_nb.widgets import Dashboard
-from loadeval_nb.widgets._shared import (
-    MAX_PUSH_INTERVAL_S,
-    DisplayOnlyBokehModel,
-    Pusher,
-    next_push_wait,
-    static_bundle,
-)
+from loadeval_nb.widgets._bokeh import DisplayOnlyBokehModel
+from loadeval_nb.widgets._pusher import MAX_PUSH_INTERVAL_S, Pusher, next_push_wait
+from loadeval_nb.widgets._saved import static_bundle
 
 MS = 1_000_000
 
@@ -231,7 +228,7 @@ def test_bokehjs_is_sent_inline_then_emptied():
     from traitlets.config import Config
 
     from loadeval_nb.widgets import load_bokehjs
-    from loadeval_nb.widgets._shared import unload_bokehjs_output
+    from loadeval_nb.widgets._bokeh import unload_bokehjs_output
 
     cfg = Config()
     cfg.HistoryManager.enabled = False
@@ -404,7 +401,7 @@ def test_the_pusher_sends_under_the_request_that_started_it():
 
 def test_the_browser_s_messages_to_plots_and_buttons_go_to_the_main_shell():
     from loadeval_nb.widgets import RerunPanel
-    from loadeval_nb.widgets._shared import on_main_shell
+    from loadeval_nb.widgets._comms import on_main_shell
 
     class Comm:  # ipykernel 7.4's comm: routes the browser's replies to a subshell
         def _reply_subshell_for(self, data, default):
@@ -429,7 +426,7 @@ def test_the_browser_s_messages_to_plots_and_buttons_go_to_the_main_shell():
 def test_close_tree_closes_layouts_and_styles_too():
     import ipywidgets as W
 
-    from loadeval_nb.widgets._shared import close_tree
+    from loadeval_nb.widgets._follow import close_tree
 
     inner = W.Button(description="b")
     box = W.VBox([W.HTML("x"), W.HBox([inner])])

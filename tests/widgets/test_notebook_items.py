@@ -14,7 +14,8 @@ from loadeval_nb.core.ranks import RankResult, RanksResult
 from loadeval_nb.core.ranks.skew import ranks_result
 from loadeval_nb.core.verdict import Fact, Facts
 from loadeval_nb.widgets import Dashboard, RerunPanel, ranks_view
-from loadeval_nb.widgets._shared import Pusher, advised_sweep, startup_positions, sweep_default
+from loadeval_nb.widgets._panel import advised_sweep, sweep_default
+from loadeval_nb.widgets._pusher import Pusher, startup_positions
 
 MS = 1_000_000
 

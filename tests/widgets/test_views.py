@@ -12,14 +12,10 @@ import pytest
 
 from loadeval_nb import LoaderEvaluator
 from loadeval_nb.widgets import RerunPanel
-from loadeval_nb.widgets._shared import (
-    HTML_PUSH_INTERVAL_S,
-    DisplayOnlyBokehModel,
-    HtmlDashboard,
-    HtmlPusher,
-    TextDashboard,
-    next_push_wait,
-)
+from loadeval_nb.widgets._bokeh import DisplayOnlyBokehModel
+from loadeval_nb.widgets._html_view import HTML_PUSH_INTERVAL_S, HtmlDashboard, HtmlPusher
+from loadeval_nb.widgets._pusher import next_push_wait
+from loadeval_nb.widgets._text_view import TextDashboard
 
 from ..timing import retry_once
 

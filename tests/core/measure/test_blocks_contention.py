@@ -18,7 +18,7 @@ from loadeval_nb.core.measure.blocks import (
     plan_pass,
 )
 from loadeval_nb.errors import OptionError
-from loadeval_nb.integrations._shared import run_parser, script_settings
+from loadeval_nb.integrations._script.parent.options import run_parser, script_settings
 
 
 def _loader(workers: int, n: int = 100_000) -> DataLoader:
