@@ -155,7 +155,7 @@ def run_pair(
     if settings.variants and settings.variant is None:  # "advice": a first pass decides it
         return _advised(loader, run_once, settings, hooks, label, loader_name)
     planned, why_not = plan_pair(loader, settings)
-    if why_not is None:
+    if planned is not None:
         runner = Runner(result, run_once, settings, hooks, loader_name, 1)
         runner.measure(
             "pair",
@@ -183,13 +183,13 @@ def run_pair(
             result.diagnosis = diagnose(
                 result.real, result.ideal, contended=result.contended, variant=result.variant
             )
-            if why_not is not None and settings.interleave and settings.only is None:
+            if why_not is not None:
                 result.diagnosis.notes.append(why_not)
-                if settings.variant is not None:
-                    result.diagnosis.notes.append(
-                        f"the variant ({settings.variant.words}) was not measured: it is "
-                        "served only in an interleaved pass"
-                    )
+            if planned is None and settings.variant is not None:
+                result.diagnosis.notes.append(
+                    f"the variant ({settings.variant.words}) was not measured: it is "
+                    "served only in an interleaved pass"
+                )
     return result
 
 
@@ -240,12 +240,16 @@ def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:
     """The pair's plan, made once (and, under a process group, agreed once): ``(the pass's
     plan, None)`` when a pair with these settings runs interleaved, the plan handed to the
     pass as it is made (it does not plan again); else ``(None, the note that says why its
-    sides ran one after the other)`` ("whole runs" for ``interleave=False``, ``only`` and
-    ``repeat``, which ask for them)."""
+    sides ran one after the other)``, the note None where the settings asked for whole
+    runs (``interleave=False``, ``only``, ``repeat``)."""
     if not settings.interleave or settings.only is not None or settings.repeat != 1:
-        return None, "whole runs"
+        return None, None
     if not _pass_steps(loader, settings):
-        return None, "whole runs"
+        return None, (
+            "the pair ran its real run, then its ideal run, because no steps were given and "
+            "the loader's epoch has none to split into blocks: a drift of the machine "
+            "between the two runs is in the difference"
+        )
     try:
         planned = pass_plan(loader, settings)
     except NotInterleavable as e:

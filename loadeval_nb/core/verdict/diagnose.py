@@ -386,121 +386,60 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         )
     rs, is_ = r.steady_step_s(), i.steady_step_s()
     rd, idd = describe_steady([r]), describe_steady([i])
-    speedup = headroom = None
-    ci: tuple[Optional[float], Optional[float]] = (None, None)
-    if rd["mean_s"] and idd["mean_s"]:
-        speedup = rd["mean_s"] / idd["mean_s"]
-        headroom = 1.0 - idd["mean_s"] / rd["mean_s"]
-        if min(len(rs), len(is_)) >= MIN_STEADY_STEPS:  # (fewer: an interval of nothing,
-            ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)  # 2.10–2.10×)
-    blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
-    unit = "block" if isinstance(blocks, dict) else "epoch"
-    ci_label = f"{CI_LEVEL:.0%} CI"
-    repeats = between_repeats(r, i)
-    if repeats is not None and ci[0] is not None and ci[1] is not None:
-        ratios, (blo, bhi) = repeats
-        ci = (min(ci[0], blo), max(ci[1], bhi))  # the spread between repeats counts too
-        if len(ratios) < MIN_T_BLOCKS:
-            ci_label = f"range of {len(ratios)} {unit}s"
-    terms = _widen(r, i, speedup, ci, repeats)
-    ci, drift, busy_widen, apart = terms.ci, terms.drift, terms.busy, terms.apart
-    verdict, reason = _verdict(len(rs), len(is_), headroom, ci)
-    if apart is not None and apart[1] is not None and verdict != NOT_ENOUGH_DATA:
-        verdict, reason = (
-            NOT_ENOUGH_DATA,
-            (
-                f"the sides ran one after the other while other processes used {apart[1]:.1f} "
-                f"of the machine's {_cores(r)} cores: a change in their load between the runs "
-                "cannot be told apart from the loader's cost"
-            ),
-        )
-    fixed = terms.fixed
+    k = _claim(r, i, rs, is_, rd["mean_s"], idd["mean_s"], seed)
     spe = r.steps_per_epoch()
-    tell = epochs_to_tell = None
-    on_epochs = isinstance((r.settings or {}).get(EPOCH_PAIR), dict)
-    if verdict in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND) and not (apart and apart[1]):
-        if on_epochs and repeats is not None and spe:
-            # the pair's blocks are the loop's epochs: whole epochs a side, each spe steps
-            epochs_to_tell = steps_to_tell(len(repeats[0]), ci, fixed)
-            if epochs_to_tell is not None:
-                epochs_to_tell = max(epochs_to_tell, len(repeats[0]) + 1)
-                if epochs_to_tell * spe == DEFAULT_STEPS:  # (the default pairs 4 a side)
-                    epochs_to_tell += 1
-                tell = epochs_to_tell * spe
-        else:
-            tell = steps_to_tell(min(len(rs), len(is_)), ci, fixed)
-            if tell is not None:
-                tell = int(math.ceil((r.warmup + tell) / 50) * 50)
-
+    tell, epochs_to_tell = _to_tell(r, k, len(rs), len(is_), spe)
+    wait_share, real_wait, real_other = _waiting(r, rd)
     copies = r.steady_h2d_s()
-    real_h2d = sum(copies) / len(copies) if copies else None
-    waits = r.steady_wait_s()
-    wait_share = real_wait = real_other = None
-    if waits is not None and rd["total_s"]:
-        wait_share = sum(waits) / rd["total_s"]
-        real_wait = sum(waits) / len(waits)
-        real_other = rd["mean_s"] - real_wait
-    saved = real_epoch = None
     endless = bool(
         spe
         and rd["mean_s"] is not None
         and spe > ENDLESS_STEPS * max(r.n_steps, 1)
         and spe * rd["mean_s"] > ENDLESS_EPOCH_S
     )
+    saved = real_epoch = None
     if spe and rd["mean_s"] is not None and not endless:
         real_epoch = rd["mean_s"] * spe
         if idd["mean_s"] is not None:
             saved = (rd["mean_s"] - idd["mean_s"]) * spe
     limited = loader_limited(r)
-    cuda = r.environment.get("cuda_available")
-    if copies:  # copies timed with CUDA events: the process used CUDA
-        cuda = True
+    cuda = True if copies else r.environment.get("cuda_available")  # (copies: CUDA events)
     seen = _Seen(
-        r=r, i=i, rs=rs, is_=is_, rd=rd, idd=idd, blocks=blocks, unit=unit,
-        repeats=repeats, drift=drift, busy=busy_widen, apart=apart, speedup=speedup,
-        verdict=verdict, reason=reason, real_wait=real_wait, real_other=real_other,
-        spe=spe, endless=endless, limited=limited, cuda=cuda,
+        r=r, i=i, rs=rs, is_=is_, rd=rd, idd=idd, blocks=k.blocks, unit=k.unit,
+        repeats=k.repeats, drift=k.terms.drift, busy=k.terms.busy, apart=k.terms.apart,
+        speedup=k.speedup, verdict=k.verdict, reason=k.reason, real_wait=real_wait,
+        real_other=real_other, spe=spe, endless=endless, limited=limited, cuda=cuda,
     )  # fmt: skip
     notes = [note for rule in NOTE_RULES for note in rule(seen)]
-    reason, disturbed = seen.reason, seen.disturbed
-    prediction = advised = None
-    if verdict != NOT_ENOUGH_DATA:
-        try:
-            p = predict_from_runs(r, i)
-            prediction = p.line() if p is not None else None
-            w = p.advised() if p is not None else None
-            if w is not None:  # (never more workers than the tool itself would start)
-                w = min(w, max_workers())
-            if w is not None and w != r.loader_settings.get("num_workers"):
-                advised = {"num_workers": w}
-        except LoadEvalError as e:  # inputs the simulator cannot use
-            notes.append(f"no simulator prediction ({e})")
-        except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
-            log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
-            notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
+    prediction, advised = _simulated(r, i, k.verdict, notes)
     workers = r.loader_settings.get("num_workers")
     pin = r.loader_settings.get("pin_memory")
+    ci = k.terms.ci
     return Diagnosis(
         num_workers=workers if isinstance(workers, int) and not isinstance(workers, bool) else None,
         pin_memory=pin if isinstance(pin, bool) else None,
         cuda=cuda if isinstance(cuda, bool) else None,
-        speedup_ci_label=ci_label,
+        speedup_ci_label=k.ci_label,
         loader_limited=(
-            None if limited is None else "interleaved" if isinstance(blocks, dict) else "sequential"
+            None
+            if limited is None
+            else "interleaved"
+            if isinstance(k.blocks, dict)
+            else "sequential"
         ),
         epoch_endless=endless,
         steps_to_tell=tell,
         epochs_to_tell=epochs_to_tell,
-        fixed_share=fixed if ci[0] is not None else None,
-        on_epochs=on_epochs,
+        fixed_share=k.terms.fixed if ci[0] is not None else None,
+        on_epochs=k.on_epochs,
         prediction=prediction,
         advised=advised,
-        verdict=verdict,
-        reason=reason,
+        verdict=k.verdict,
+        reason=seen.reason,
         real_step_s=rd["mean_s"],
         ideal_step_s=idd["mean_s"],
-        speedup=speedup,
-        headroom=headroom,
+        speedup=k.speedup,
+        headroom=k.headroom,
         speedup_ci=ci,
         real_median_s=rd["median_s"],
         ideal_median_s=idd["median_s"],
@@ -523,10 +462,132 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         notes=notes,
         real_startup_s=r.startup_s(),
         ideal_startup_s=i.startup_s(),
-        disturbed=disturbed,
-        real_h2d_s=real_h2d,
+        disturbed=seen.disturbed,
+        real_h2d_s=sum(copies) / len(copies) if copies else None,
         worker_resource=reading_of(r.worker_resource),
     )
+
+
+@dataclass
+class _Claim:
+    """The speedup, its interval, and the label the interval supports."""
+
+    speedup: Optional[float]
+    headroom: Optional[float]
+    terms: _Interval
+    ci_label: str
+    repeats: Optional[tuple[list[float], tuple[float, float]]]
+    blocks: Any
+    """The pass's plan as its run log keeps it (``settings.interleaved``), or None."""
+    unit: str
+    on_epochs: bool
+    verdict: str
+    reason: str
+
+
+def _claim(
+    r: Run,
+    i: Run,
+    rs: list[float],
+    is_: list[float],
+    real_mean: Optional[float],
+    ideal_mean: Optional[float],
+    seed: int,
+) -> _Claim:
+    """The speedup of ``r`` over ``i``, its interval (the steps' bootstrap, the blocks' or
+    repeats' spread, and every term :func:`_widen` adds) and the verdict it supports."""
+    speedup = headroom = None
+    ci: tuple[Optional[float], Optional[float]] = (None, None)
+    if real_mean and ideal_mean:
+        speedup = real_mean / ideal_mean
+        headroom = 1.0 - ideal_mean / real_mean
+        if min(len(rs), len(is_)) >= MIN_STEADY_STEPS:  # (fewer: an interval of nothing,
+            ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)  # 2.10–2.10×)
+    blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
+    unit = "block" if isinstance(blocks, dict) else "epoch"
+    ci_label = f"{CI_LEVEL:.0%} CI"
+    repeats = between_repeats(r, i)
+    if repeats is not None and ci[0] is not None and ci[1] is not None:
+        ratios, (blo, bhi) = repeats
+        ci = (min(ci[0], blo), max(ci[1], bhi))  # the spread between repeats counts too
+        if len(ratios) < MIN_T_BLOCKS:
+            ci_label = f"range of {len(ratios)} {unit}s"
+    terms = _widen(r, i, speedup, ci, repeats)
+    verdict, reason = _verdict(len(rs), len(is_), headroom, terms.ci)
+    apart = terms.apart
+    if apart is not None and apart[1] is not None and verdict != NOT_ENOUGH_DATA:
+        verdict, reason = (
+            NOT_ENOUGH_DATA,
+            (
+                f"the sides ran one after the other while other processes used {apart[1]:.1f} "
+                f"of the machine's {_cores(r)} cores: a change in their load between the runs "
+                "cannot be told apart from the loader's cost"
+            ),
+        )
+    on_epochs = isinstance((r.settings or {}).get(EPOCH_PAIR), dict)
+    return _Claim(
+        speedup, headroom, terms, ci_label, repeats, blocks, unit, on_epochs, verdict, reason
+    )
+
+
+def _to_tell(
+    r: Run, k: _Claim, n_real: int, n_ideal: int, spe: Optional[int]
+) -> tuple[Optional[int], Optional[int]]:
+    """The steps a side (and, on the loop's epochs, the epochs a side) that would narrow
+    an interval across a line; (None, None) where more steps would not tell."""
+    apart = k.terms.apart
+    if k.verdict not in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND) or (apart and apart[1]):
+        return None, None
+    ci, fixed = k.terms.ci, k.terms.fixed
+    if k.on_epochs and k.repeats is not None and spe:
+        # the pair's blocks are the loop's epochs: whole epochs a side, each spe steps
+        epochs = steps_to_tell(len(k.repeats[0]), ci, fixed)
+        if epochs is None:
+            return None, None
+        epochs = max(epochs, len(k.repeats[0]) + 1)
+        if epochs * spe == DEFAULT_STEPS:  # (the default pairs 4 a side)
+            epochs += 1
+        return epochs * spe, epochs
+    tell = steps_to_tell(min(n_real, n_ideal), ci, fixed)
+    return (int(math.ceil((r.warmup + tell) / 50) * 50) if tell is not None else None), None
+
+
+def _waiting(
+    r: Run, rd: dict[str, Any]
+) -> tuple[Optional[float], Optional[float], Optional[float]]:
+    """The real run's share of time waiting for data, its mean wait a step and the rest of
+    its step (None where the run did not time ``next()``)."""
+    waits = r.steady_wait_s()
+    if waits is None or not rd["total_s"]:
+        return None, None, None
+    wait = sum(waits) / len(waits)
+    return sum(waits) / rd["total_s"], wait, rd["mean_s"] - wait
+
+
+def _simulated(
+    r: Run, i: Run, verdict: str, notes: list[str]
+) -> tuple[Optional[str], Optional[dict[str, Any]]]:
+    """The simulator's prediction line and the workers it advises (where the verdict can
+    be told); a failure there is a note, never a lost verdict."""
+    prediction = None
+    if verdict == NOT_ENOUGH_DATA:
+        return None, None
+    try:
+        p = predict_from_runs(r, i)
+        if p is None:
+            return None, None
+        prediction = p.line()
+        w = p.advised()
+        if w is not None:  # (never more workers than the tool itself would start)
+            w = min(w, max_workers())
+        if w is not None and w != r.loader_settings.get("num_workers"):
+            return prediction, {"num_workers": w}
+    except LoadEvalError as e:  # inputs the simulator cannot use
+        notes.append(f"no simulator prediction ({e})")
+    except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
+        log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
+        notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
+    return prediction, None
 
 
 BUSY_SHARE = 0.2

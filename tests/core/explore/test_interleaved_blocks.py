@@ -7,10 +7,18 @@ measured interleaved with the current setting. On a fake clock: exact, no sleepi
 from __future__ import annotations
 
 import pytest
-from torch.utils.data import DataLoader
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from loadeval_nb.core._stats import blocks_disagree
-from loadeval_nb.core.explore import RunHooks, RunSettings, SweepHooks, run_ladder, run_sweep
+from loadeval_nb.core.explore import (
+    RunHooks,
+    RunSettings,
+    SweepHooks,
+    run_ladder,
+    run_pair,
+    run_sweep,
+)
 from tests.workloads import SleepyItems, take
 
 SETTINGS = dict(steps=60, warmup=4, num_cached_batches=4, sample_interval_s=None)
@@ -161,3 +169,16 @@ def test_a_pair_made_after_the_fact_names_the_missing_run_and_takes_the_verdict_
     assert half.failed == "ideal" and half.log_paths == {"real": "r"}
     whole = PairResult.from_runs(real, ideal, label="x", diagnosis=diagnose(real, ideal))
     assert whole.diagnosis is not None and whole.runs() == {"real": real, "ideal": ideal}
+
+
+def test_a_pair_without_steps_over_a_one_batch_epoch_says_why_it_ran_whole_runs():
+    # (it said "whole runs", the planner's sentinel, as a note of the verdict)
+    loader = DataLoader(TensorDataset(torch.zeros(4, 3)), batch_size=4)
+    settings = RunSettings(steps=None, warmup=0, num_cached_batches=1, sample_interval_s=None)
+    res = run_pair(loader, lambda ev: [None for _ in ev], settings)
+    assert res.ok and res.diagnosis is not None
+    assert res.diagnosis.notes == [
+        "the pair ran its real run, then its ideal run, because no steps were given and the "
+        "loader's epoch has none to split into blocks: a drift of the machine between the two "
+        "runs is in the difference"
+    ]
