@@ -19,6 +19,7 @@ from ._script.parent.options import (
     run_parser,
     script_settings,
     split_run,
+    steps_option,
 )
 from ._script.parent.run import TUNABLE, check_target, label_of
 from ._script.spec import MEASURES
@@ -51,5 +52,6 @@ __all__ = [
     "save_script_report",
     "script_settings",
     "split_run",
+    "steps_option",
     "target_for",
 ]

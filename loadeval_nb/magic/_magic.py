@@ -22,6 +22,7 @@ from ..integrations._shared import (
     is_hf_trainer,
     is_lightning_datamodule,
     is_lightning_trainer,
+    steps_option,
     target_for,
 )
 from ._busy import reads_busy
@@ -126,7 +127,7 @@ class LoadEvalMagics(Magics):
         one sentence under its own traceback; interrupting the kernel stops every process
         of the script.
         """
-        from ._script import ScriptSession, parse_line, said
+        from ._script import ScriptSession, parse_line, run_sentence
 
         request = parse_line(line)
         if request is None:  # -h
@@ -139,7 +140,7 @@ class LoadEvalMagics(Magics):
                 session.show()
                 result = session.start()
         except LoadEvalError as e:  # refused before the script ran
-            raise UsageError(said(e)) from None
+            raise UsageError(run_sentence(e)) from None
         if result.error is not None:
             raise UsageError(result.error)
 
@@ -295,14 +296,10 @@ class LoadEvalMagics(Magics):
             args.loader = names[0]
         target = _target(LoaderRef(shell, args.loader), cell, shell)
         loader = target.loader
-        steps: Any = _unquote(args.steps)
-        if steps != "auto":
-            try:
-                steps = int(steps)
-            except ValueError:
-                raise UsageError(
-                    f"--steps must be a number of steps or 'auto', not {args.steps!r}."
-                ) from None
+        try:
+            steps = steps_option(_unquote(args.steps))
+        except LoadEvalError as e:
+            raise UsageError(str(e)) from None
         if args.ladder and args.sweep:
             raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
         kind = "ladder" if args.ladder else "sweep" if args.sweep else "pair"

@@ -44,7 +44,7 @@ USAGE = RUN_USAGE.replace("python -m loadeval_nb run", "%loadeval_run")
 FAILED_COLOR = "#c62828"
 
 
-def said(e: LoadEvalError) -> str:
+def run_sentence(e: LoadEvalError) -> str:
     """The sentence, naming the option as the line spells it (``--cache``, not
     ``num_cached_batches``)."""
     return option_sentence(e, "%loadeval_run")
@@ -104,7 +104,7 @@ def parse_line(
         check_target(target)
         settings, ranks = script_settings(args)
     except LoadEvalError as e:
-        raise UsageError(said(e)) from None
+        raise UsageError(run_sentence(e)) from None
     return args, target, settings, ranks, view
 
 
@@ -190,7 +190,7 @@ class ScriptSession(NotebookSession):
                     loader_changes=changes,
                 )
         except LoadEvalError as e:  # refused before anything ran (steps=auto with ranks)
-            self.view.dashboard.set_status(f"{label}: {said(e)}", FAILED_COLOR)
+            self.view.dashboard.set_status(f"{label}: {run_sentence(e)}", FAILED_COLOR)
             raise
         except KeyboardInterrupt:
             hooks.close()
@@ -269,7 +269,7 @@ class ScriptSession(NotebookSession):
             try:
                 result = self.run(changes, cache, label)
             except LoadEvalError as e:
-                print(f"loadeval_nb: {said(e)}")
+                print(f"loadeval_nb: {run_sentence(e)}")
                 return
             except KeyboardInterrupt:  # stopped: the status line says so
                 return

@@ -505,7 +505,7 @@ CASES: list[tuple[str, Callable[[InputUser], Any], type[BaseException], str]] = 
         "magic-steps-word",
         lambda u: run_cell(u, "train_loader --steps lots"),
         Refused,
-        "--steps must be a number of steps or 'auto', not 'lots'.",
+        "--steps must be a number of steps or auto, not 'lots'.",
     ),
     (
         "magic-cache-zero",

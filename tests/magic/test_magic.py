@@ -96,7 +96,7 @@ def test_dotted_name_swapped_and_restored(shell):
     [
         ("nope " + QUIET, "No variable named 'nope'"),
         ("train_loader.missing " + QUIET, "train_loader has no attribute 'missing'"),
-        ("train_loader --steps ten", "--steps must be a number of steps or 'auto'"),
+        ("train_loader --steps ten", "--steps must be a number of steps or auto"),
         (
             "train_loader --steps 5 --warmup 5",
             "--warmup \\(5\\) must be smaller than steps \\(5\\)",
@@ -256,7 +256,7 @@ def test_the_panel_reruns_with_other_torch_threads_and_puts_them_back(shell):
 
 def test_help_documents_ladder_sweep_and_auto(shell):
     doc = shell.find_cell_magic("loadeval").__doc__
-    for opt in ("--ladder", "--sweep", "'auto'"):
+    for opt in ("--ladder", "--sweep", "auto: stop each run"):
         assert opt in doc
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from .._errors import a_kind
 from ..errors import LoadEvalError
 from .ladder import check_ladder
 from .pair import check_pair
+from .runner import check_loader_and_settings
 from .settings import RunSettings
 from .sweep import check_sweep
 
@@ -33,15 +33,7 @@ def plan_run(
     :func:`run_sweep`."""
     if kind not in KINDS:
         raise LoadEvalError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}.")
-    settings = settings if settings is not None else RunSettings()
-    if not isinstance(settings, RunSettings):
-        raise LoadEvalError(
-            f"settings must be a RunSettings such as RunSettings(steps=200), not {a_kind(settings)}."
-        )
-    if not hasattr(loader, "__iter__"):
-        raise LoadEvalError(
-            f"The loader must be an iterable of batches such as a DataLoader, not {a_kind(loader)}."
-        )
+    settings = check_loader_and_settings(loader, settings)
     if kind == "pair":
         check_pair(loader, settings, loader_name, spelling)
     elif kind == "ladder":

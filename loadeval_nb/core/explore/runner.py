@@ -170,15 +170,29 @@ PAIR_NEEDS_TWO_PASSES = "the real run would use up the batches the replay needs"
 def check_run_args(loader: Any, run_once: Any, settings: Any) -> RunSettings:
     """The settings to use (``RunSettings()`` for None), after one sentence for a loader
     that is not iterable or a ``run_once`` that is not a function."""
-    if not hasattr(loader, "__iter__"):
-        raise LoadEvalError(
-            f"The loader must be an iterable of batches such as a DataLoader, not {a_kind(loader)}."
-        )
+    _check_loader(loader)
     if not callable(run_once):
         raise LoadEvalError(
             "run_once must be a function that runs the training loop over the evaluator it is "
             f"given (def run_once(ev): for batch in ev: ...), not {a_kind(run_once)}."
         )
+    return _checked_settings(settings)
+
+
+def check_loader_and_settings(loader: Any, settings: Any) -> RunSettings:
+    """:func:`check_run_args` before there is a loop: the loader and the settings."""
+    _check_loader(loader)
+    return _checked_settings(settings)
+
+
+def _check_loader(loader: Any) -> None:
+    if not hasattr(loader, "__iter__"):
+        raise LoadEvalError(
+            f"The loader must be an iterable of batches such as a DataLoader, not {a_kind(loader)}."
+        )
+
+
+def _checked_settings(settings: Any) -> RunSettings:
     if settings is None:
         return RunSettings()
     if not isinstance(settings, RunSettings):
@@ -246,15 +260,23 @@ class Runner:
         which = which or key
         ev = self._evaluators.get(key)
         if ev is not None:
-            build: Callable[[], LoaderEvaluator] = functools.partial(same_evaluator, ev)
-        elif which == "pair":  # an interleaved pair names its two logs itself
-            build = functools.partial(make, None)
-        else:
-            label = self.result.label if log_label is None else log_label
-            path = log_path(self.settings, self.stamp, label, which)
-            if path:
-                self.result.log_paths[key] = path
-            build = functools.partial(make, path)
+            return self._run(key, which, functools.partial(same_evaluator, ev))
+        if which == "pair":  # an interleaved pair names its two logs itself
+            return self._run(key, which, functools.partial(make, None))
+        label = self.result.label if log_label is None else log_label
+        path = log_path(self.settings, self.stamp, label, which)
+        if path:
+            self.result.log_paths[key] = path
+        return self._run(key, which, functools.partial(make, path))
+
+    def again(self, key: str) -> Optional[BaseException]:
+        """One more run (an epoch) of the wrapper the first :meth:`measure` of ``key``
+        made (a ladder rung's second block)."""
+        return self._run(key, key, functools.partial(same_evaluator, self._evaluators[key]))
+
+    def _run(
+        self, key: str, which: str, build: Callable[[], LoaderEvaluator]
+    ) -> Optional[BaseException]:
         ev, error = measure(
             which, build, self.run_once, self.hooks, self.index, self.total, self.loader_name
         )

@@ -8,6 +8,7 @@ the training loop changed the cached tensors in place.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import warnings
@@ -88,10 +89,34 @@ def budget_checker(
     """For a pair: refuse now a replay cache on a missing CUDA device, and return the check
     of ``size`` batches against the budget, to be made on the real run's first batch (one
     start of the user's loader fewer than pulling a batch of its own)."""
-    cache = ReplayCache(size, cache_on=cache_on, budget_bytes=budget_bytes, device=device)
     if cache_on == "device":
         target_device(device)
-    return cache.check_budget
+    return functools.partial(
+        check_budget, size=size, cache_on=cache_on, budget_bytes=budget_bytes, device=device
+    )
+
+
+def check_budget(
+    first: Any, *, size: int, cache_on: str, budget_bytes: Optional[int], device: Any
+) -> None:
+    """Refuse (:class:`CacheBudgetError`) ``size`` batches like ``first`` over the budget:
+    ``budget_bytes``, else half the memory free where the cache would live."""
+    per = batch_nbytes(first)
+    need = per * size
+    if budget_bytes is not None:
+        budget, why = budget_bytes, "cache_budget_bytes"
+    elif cache_on == "device":
+        free, _ = sys.modules["torch"].cuda.mem_get_info(target_device(device))
+        budget, why = default_budget(free, "GPU memory free")
+    else:
+        budget, why = host_budget()
+    if need > budget:
+        fits = budget // per if per else 0
+        raise CacheBudgetError(
+            f"Caching {size} batches of {fmt_bytes(per)} needs about "
+            f"{fmt_bytes(need)}, over the budget of {fmt_bytes(budget)} ({why}); pass "
+            f"num_cached_batches={max(fits, 1)} or less, or raise cache_budget_bytes."
+        )
 
 
 _NOTHING = object()
@@ -142,27 +167,15 @@ class ReplayCache:
         batches): the ideal step then depends on which batches were cached."""
         """The cached tensors are copies (the source may hand out the user's own)."""
 
-    def _budget(self) -> tuple[int, str]:
-        if self.budget_bytes is not None:
-            return self.budget_bytes, "cache_budget_bytes"
-        if self.cache_on == "device":
-            torch = sys.modules["torch"]
-            free, _ = torch.cuda.mem_get_info(target_device(self.device))
-            return default_budget(free, "GPU memory free")
-        return host_budget()
-
     def check_budget(self, first: Any) -> None:
         """Refuse (:class:`CacheBudgetError`) ``size`` batches like ``first`` over the budget."""
-        per = batch_nbytes(first)
-        need = per * self.size
-        budget, why = self._budget()
-        if need > budget:
-            fits = budget // per if per else 0
-            raise CacheBudgetError(
-                f"Caching {self.size} batches of {fmt_bytes(per)} needs about "
-                f"{fmt_bytes(need)}, over the budget of {fmt_bytes(budget)} ({why}); pass "
-                f"num_cached_batches={max(fits, 1)} or less, or raise cache_budget_bytes."
-            )
+        check_budget(
+            first,
+            size=self.size,
+            cache_on=self.cache_on,
+            budget_bytes=self.budget_bytes,
+            device=self.device,
+        )
 
     def fill(self, source: Any, count_to: Optional[int] = None) -> int:
         """Pull up to ``size`` batches from ``source``, then stop its workers. ``count_to``:

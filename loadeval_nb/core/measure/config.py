@@ -1,6 +1,6 @@
 """What the two modes need of an evaluator, copied once at its construction (as torch's
 base DataLoader iterator copies the loader's settings in ``__init__``): the modes read
-this, never the evaluator back."""
+this, never the evaluator back; frozen: nothing changes it after."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .adaptive import AutoStop
 from .timing import Clock
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvaluatorConfig:
     """A :class:`~loadeval_nb.LoaderEvaluator`'s checked settings (see its arguments)."""
 
@@ -26,10 +26,6 @@ class EvaluatorConfig:
     cache_on: str
     cache_budget_bytes: Optional[int]
     device: Any
-    copies_on: Optional[tuple[str, Any]] = None
-    """Host-to-device copy timing: None times copies to CUDA when this process uses CUDA;
-    tests set ("meta", an event class on a fake clock)."""
-
     first_batch: Optional[Callable[[Any], None]] = None
     """Called with the first batch of the first epoch (log mode): a pair's check that the
     replay cache will fit, made without starting the loader once more."""

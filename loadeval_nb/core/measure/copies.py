@@ -87,6 +87,17 @@ def _remove_wrappers() -> None:
     _original.clear()
 
 
+COPIES_ON: tuple[str, Any] = ("cuda", None)
+"""The device whose host-to-device copies are timed, and the event class (None: CUDA's
+timing events); copies are timed where this process uses CUDA. Tests set ("meta", an
+event class on a fake clock), as they inject a clock."""
+
+
+def copies_on() -> tuple[str, Any]:
+    """:data:`COPIES_ON`, read when an epoch opens."""
+    return COPIES_ON
+
+
 class CopyTimer:
     """Times the host-to-``device_type`` copies made, on the thread that installs it,
     while it is installed.

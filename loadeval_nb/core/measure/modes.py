@@ -21,7 +21,7 @@ from .adaptive import AutoChunker
 from .batches import leading_dim
 from .cache import ReplayCache
 from .config import EvaluatorConfig
-from .copies import CopyTimer
+from .copies import CopyTimer, copies_on
 from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
 from .timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
 from .worker_timing import WorkerFetchTimer
@@ -64,6 +64,7 @@ class LoaderStart:
         self.samples: Optional[int] = None
         """The first batch's leading dimension (None: not seen, or none)."""
         self.seen_first = False
+        self._first_check = ev.first_batch
         # whether the loader's persistent workers are ours to stop at close(): they were
         # not running before our first epoch, so the user's loader is left as it was
         self._started_persistent: Optional[bool] = None
@@ -95,7 +96,7 @@ class LoaderStart:
             self.samples = leading_dim(batch)
         except Exception:
             self.samples = None
-        check, self.ev.first_batch = self.ev.first_batch, None
+        check, self._first_check = self._first_check, None
         if check is not None:
             check(batch)
 
@@ -164,7 +165,7 @@ class LogMode(_Mode):
         src = self.start.open()
         rec.setup_ns = clock() - t
         rec.expected = ev.expected_steps()
-        copies = ev.copies_on if ev.copies_on is not None else ("cuda", None)
+        copies = copies_on()
         if copies[0] != "cuda" or cuda_in_use():
             self._copies = CopyTimer(rec.starts, copies[0], copies[1])
             self._copies.install()

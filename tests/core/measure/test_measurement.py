@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from loadeval_nb import LoaderEvaluator, RunSettings, load_run, run_pair
+from loadeval_nb.core.measure import copies
 from loadeval_nb.verdict import NOT_INPUT_BOUND
 from tests.timing import Interleaved, excused_if_busy, retry_once
 from tests.workloads import SleepyItems, sleep_steps, take
@@ -242,7 +243,7 @@ class FakeEvent:
         return (end.t - self.t) / 1e6
 
 
-def test_copies_are_wrapped_only_during_an_epoch_and_put_back(tmp_path, clock):
+def test_copies_are_wrapped_only_during_an_epoch_and_put_back(tmp_path, clock, monkeypatch):
     # "meta" stands for "cuda" on this CPU-only machine; the events run on a fake clock
     FakeEvent.clock = clock
     to_before, cuda_before = torch.Tensor.to, torch.Tensor.cuda
@@ -253,7 +254,7 @@ def test_copies_are_wrapped_only_during_an_epoch_and_put_back(tmp_path, clock):
         sample_interval_s=None,
         metrics_file=str(path),
     )
-    ev.config.copies_on = ("meta", FakeEvent)
+    monkeypatch.setattr(copies, "COPIES_ON", ("meta", FakeEvent))
     with pytest.raises(RuntimeError, match="the user's error"):
         for k, batch in enumerate(ev):
             assert torch.Tensor.to is not to_before  # wrapped while the epoch runs
@@ -268,7 +269,7 @@ def test_copies_are_wrapped_only_during_an_epoch_and_put_back(tmp_path, clock):
     assert run.h2d_ns == [0] * 6  # one timed copy a step (zero long on this fake clock)
 
 
-def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock):
+def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock, monkeypatch):
     marks = iter([0, 3, 0, 1, 0, 2] * 10)
 
     class Copy(FakeEvent):
@@ -279,7 +280,7 @@ def test_copy_time_lands_in_its_step_and_in_the_verdict(tmp_path, clock):
     ev = LoaderEvaluator(
         [torch.zeros(4) for _ in range(30)], clock=clock, sample_interval_s=None, warmup=0
     )
-    ev.config.copies_on = ("meta", Copy)
+    monkeypatch.setattr(copies, "COPIES_ON", ("meta", Copy))
     for batch in ev:
         batch.to("meta")
         clock.advance(4_000_000)
@@ -308,12 +309,12 @@ def test_on_cpu_no_copy_is_timed_and_the_split_is_null():
     assert run.h2d_ns is None and run.to_dict()["steps"]["h2d_ns"] is None
 
 
-def test_overlapping_epochs_share_the_wrappers_and_put_them_back(clock):
+def test_overlapping_epochs_share_the_wrappers_and_put_them_back(clock, monkeypatch):
     FakeEvent.clock = clock
     to_before = torch.Tensor.to
     a = LoaderEvaluator([torch.zeros(2)] * 4, clock=clock, sample_interval_s=None)
     b = LoaderEvaluator([torch.zeros(2)] * 6, clock=clock, sample_interval_s=None)
-    a.config.copies_on = b.config.copies_on = ("meta", FakeEvent)
+    monkeypatch.setattr(copies, "COPIES_ON", ("meta", FakeEvent))
     open_b = iter(b)
     for x in a:  # a's epoch ends first, while b's is still open
         next(open_b)

@@ -54,7 +54,7 @@ RUN_HELP = (
 PAIR_OPTIONS: dict[str, dict[str, Any]] = {
     "--steps": {
         "default": "200",
-        "help": "steps per run, warm-up included (default 200), or 'auto': stop each run once "
+        "help": "steps per run, warm-up included (default 200), or auto: stop each run once "
         "its median and mean step are known to ±5%% (30 to 2000 steps)",
     },
     "--warmup": {
@@ -247,21 +247,24 @@ def check_out(path: str) -> None:
         )
 
 
+def steps_option(text: Any) -> Any:
+    """``--steps`` as both front ends take it (``400`` or ``auto``): an int or ``"auto"``;
+    one sentence for anything else."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise LoadEvalError(f"--steps must be a number of steps or auto, not {text!r}.") from None
+
+
 def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Torchrun]]:
     """``run``'s options (parsed by its parser) as the checked settings and the ranks
     (``Torchrun`` or None) to run a script with; :class:`LoadEvalError` naming the option
     for a bad one. Both front ends take their options through here."""
-    steps: Any = "auto" if args.steps == "auto" else args.steps
-    if steps != "auto":
-        try:
-            steps = int(steps)
-        except ValueError:
-            raise LoadEvalError(
-                f"--steps must be a number of steps or auto, not {args.steps!r}."
-            ) from None
     try:
         settings = RunSettings(
-            steps=steps,
+            steps=steps_option(args.steps),
             warmup=args.warmup,
             num_cached_batches=args.cache,
             cache_on=args.cache_on,
