@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .explore.sweep_spec import config_label
     from .measure.epochs import MIN_EPOCHS, EpochPair, pair_epochs
     from .measure.interleave import NotInterleavable
+    from .measure.live import LiveRun
     from .measure.loader import (
         TUNABLE,
         check_workers,
@@ -49,6 +50,7 @@ __all__ = [
     "EpochPair",
     "FolderFollower",
     "HistoryRow",
+    "LiveRun",
     "MIN_EPOCHS",
     "NVML_SAID_ENV",
     "NotInterleavable",

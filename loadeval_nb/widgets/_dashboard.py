@@ -27,7 +27,7 @@ import ipywidgets as W
 from bokeh.layouts import column
 from IPython.display import display
 
-from ..core._shared import HistoryRow, fmt_times
+from ..core._shared import HistoryRow, LiveRun, fmt_times
 from ..core.explore import LadderResult, PairResult, SweepHooks, SweepPoint, SweepResult
 from ..core.measure import LoaderEvaluator, gpu_status
 from ..viz import verdict_html
@@ -280,10 +280,10 @@ class Dashboard(SweepHooks):
                     if names & set(self.step_src):
                         item.visible = bool(names & self._shown)
 
-    def _new_pusher(self, which: str, ev: LoaderEvaluator, label: str) -> Pusher:
+    def _new_pusher(self, which: str, ev: LiveRun, label: str) -> Pusher:
         return Pusher(self, which, ev, label)
 
-    def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
+    def run_ended(self, which: str, ev: LiveRun, error: Optional[BaseException]) -> None:
         if self._pusher is not None:
             self._pusher.stop()
             self._pusher = None

@@ -141,7 +141,7 @@ class FollowView:
                 pusher = self._pushers.get(name)
                 if pusher is None:
                     kind = HtmlPusher if self.html else Pusher
-                    pusher = kind(_Plots(self.dashboard), name, follower, name)  # type: ignore[arg-type]
+                    pusher = kind(_Plots(self.dashboard), name, follower, name)
                     self._pushers[name] = pusher
                 pusher.push()
             self.dashboard.set_status(self.status_text())
@@ -168,7 +168,7 @@ class FollowView:
                 follower.refresh()
                 if not follower.exists:
                     continue
-                self.dashboard.run_ended(name, follower, None)  # type: ignore[arg-type]
+                self.dashboard.run_ended(name, follower, None)
                 self._ended.add(name)
             self.dashboard.set_status(self.status_text())
 

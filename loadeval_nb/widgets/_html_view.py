@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from IPython.display import display
 
+from ..core._shared import LiveRun
 from ..core.measure import LoaderEvaluator
 from ..core.record import Run
 from ..viz import steps_svg
@@ -177,10 +178,10 @@ class HtmlDashboard(Dashboard):
             self._runs.pop(name, None)
         super().run_started(which, ev, index, total)
 
-    def _new_pusher(self, which: str, ev: LoaderEvaluator, label: str) -> Pusher:
+    def _new_pusher(self, which: str, ev: LiveRun, label: str) -> Pusher:
         return HtmlPusher(self, which, ev, label)
 
-    def run_ended(self, which: str, ev: LoaderEvaluator, error: Optional[BaseException]) -> None:
+    def run_ended(self, which: str, ev: LiveRun, error: Optional[BaseException]) -> None:
         series = series_of(which, ev)
         if self.live:
             if self._pusher is not None:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ..core.measure import LoaderEvaluator
+from ..core._shared import LiveRun
 from ..viz._shared import LIVE_ROLLOVER, startup_rows
 
 log = logging.getLogger("loadeval_nb")
@@ -79,7 +79,7 @@ class Pusher(threading.Thread):
         self,
         dash: Any,
         which: str,
-        ev: LoaderEvaluator,
+        ev: LiveRun,
         label: str,
         *,
         clock: Callable[[], float] = time.monotonic,

@@ -20,7 +20,7 @@ class LiveRun(Protocol):
 
     @property
     def sides(self) -> tuple[str, ...]:
-        """The runs it measures: ``("real",)``, ``("ideal",)`` or ``("real", "ideal")``."""
+        """The runs it measures: ``("real",)``, ``("ideal",)``, or a pass's arms."""
         ...
 
     def steps_since(
@@ -45,4 +45,9 @@ class LiveRun(Protocol):
 
     def to_run(self, side: Optional[str] = None) -> Run:
         """``side``'s run so far (default: its first side)."""
+        ...
+
+    @property
+    def total_steps(self) -> int:
+        """Steps measured so far (every side's)."""
         ...
