@@ -1,4 +1,6 @@
-"""``%%loadeval``: run a training cell with the real loader, then with a replayed cache.
+"""``%%loadeval``: run a training cell over the real loader and over a replayed cache of a
+few of its batches, interleaved in blocks within one epoch (``--sequential``: one after
+the other).
 
 Thin: it parses options, resolves the loader, and orchestrates the core
 (``run_pair``) and the widgets (``Dashboard``, ``RerunPanel``).

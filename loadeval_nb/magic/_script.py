@@ -2,8 +2,8 @@
 notebook.
 
 Thin: the command's own parser and checks read the options, the integrations' script
-runner starts the children (one fresh process per side, or torch's launcher for ranks)
-and says what they measured; the widgets follow the children's run logs live. The cell
+runner starts the child (one process measuring both sides interleaved; a fresh process
+per side with ``--sequential``; torch's launcher for ranks) and says what it measured; the widgets follow the children's run logs live. The cell
 waits in the runner, as it waits in ``%%loadeval``'s loop: a kernel interrupt (■) stops
 every process of the script and is raised again. What the script prints, its traceback
 included, shows in the cell (the kernel forwards its children's output).

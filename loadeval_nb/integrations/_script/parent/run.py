@@ -174,12 +174,12 @@ def run_script(
     prove_straggler: bool = False,
 ) -> ScriptResult:
     """Measure the training script ``target`` (``[SCRIPT, ARGS...]`` or ``["-m", MODULE,
-    ARGS...]``) as it is: a fresh child process runs it with its training loader
-    measured in log mode (the real run), then another replays that loader's cached
-    batches (the ideal run); with ``interleave`` (default: ``settings.interleave``, True),
-    one child measures both in blocks, the pair (where the child finds the training pass
-    too short for blocks, by the core's one rule, a child per side measures them in turn,
-    and a note says so).
+    ARGS...]``) as it is: one child process runs it with its training loader measured
+    as the pair, the real loader's batches and replayed ones in blocks within one pass
+    (``interleave``, default ``settings.interleave``, True; a loader too short for blocks
+    is measured on the script's own epochs, real, ideal, ideal, real, or, where it has too
+    few, a child per side in turn, and a note says so); ``interleave=False``: a fresh
+    child per side, the real run, then the ideal run.
     ``ranks`` launches each side with ``torch.distributed.run``. ``loader_index`` picks
     the ``loader_index``-th distinct DataLoader the script iterates instead of the rule (see
     ``docs/scripts.md``). ``settings.log_dir`` keeps the run logs (default: a temporary
