@@ -22,6 +22,7 @@ from ..measure.variant import VARIANT, Variant
 from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
+from ..verdict.diagnosis import Note
 from .result import Result
 from .runner import (
     PAIR_NEEDS_TWO_PASSES,
@@ -184,11 +185,14 @@ def run_pair(
                 result.real, result.ideal, contended=result.contended, variant=result.variant
             )
             if why_not is not None:
-                result.diagnosis.notes.append(why_not)
+                result.diagnosis.notes.append(Note(why_not, "sequential"))
             if planned is None and settings.variant is not None:
                 result.diagnosis.notes.append(
-                    f"the variant ({settings.variant.words}) was not measured: it is "
-                    "served only in an interleaved pass"
+                    Note(
+                        f"the variant ({settings.variant.words}) was not measured: it is "
+                        "served only in an interleaved pass",
+                        "variant_not_served",
+                    )
                 )
     return result
 
@@ -218,10 +222,7 @@ def _advised(
     if d is None:
         return first
     if not d.advised:
-        d.notes.append(
-            "nothing to try from the advice: the simulator names no num_workers that would "
-            "be faster (the variant arm was not run)"
-        )
+        d.notes.append(NOTHING_ADVISED)
         return first
     second = run_pair(
         loader,
@@ -234,6 +235,14 @@ def _advised(
     if second.diagnosis is not None and second.diagnosis.tried is not None:
         second.diagnosis.tried.advised = True
     return second
+
+
+NOTHING_ADVISED = Note(
+    "nothing to try from the advice: the simulator names no num_workers that would be "
+    "faster (the variant arm was not run)",
+    "nothing_advised",
+)
+"""``--try advice`` where the first pass's advice names nothing to try."""
 
 
 def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # where each name lives; imported on its first use
         NOT_INPUT_BOUND,
         PARTLY_INPUT_BOUND,
         Diagnosis,
+        Note,
     )
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "INPUT_BOUND",
     "NOT_ENOUGH_DATA",
     "NOT_INPUT_BOUND",
+    "Note",
     "PARTLY_INPUT_BOUND",
     "compare_runs",
     "diagnose",

@@ -34,6 +34,7 @@ from .diagnosis import (
     PARTLY_INPUT_BOUND,
     WORTH,
     Diagnosis,
+    Note,
     Tried,
 )
 
@@ -204,7 +205,7 @@ def diagnose(
     if gap is not None:
         d.cache_size_gap = gap.served / gap.stream - 1 if gap.stream else None
         if gap.note:
-            d.notes.append(gap.note)
+            d.notes.append(Note(gap.note, "cache_size_gap"))
         if gap.matched is not None:
             d.ideal_measured_step_s = gap.measured_s
     if c is not None:
@@ -212,7 +213,7 @@ def diagnose(
     else:
         why = (r.settings or {}).get("contention")
         if isinstance(why, str):
-            d.notes.append(why)
+            d.notes.append(Note(why, "no_contention"))
     if variant is not None:
         d.tried = tried(r, as_run(variant, "variant"), seed)
     return d
@@ -335,7 +336,7 @@ def split_headroom(d: Diagnosis, r: Run, c: Run, i: Run) -> None:
     with block *k* of the other: a drift lands on both), their range with two blocks."""
     rm, cm, im = (describe_steady([x])["mean_s"] for x in (r, c, i))
     if rm is None or cm is None or im is None:
-        d.notes.append("no headroom split: the contended arm has no steady steps")
+        d.notes.append(Note("no headroom split: the contended arm has no steady steps", "no_split"))
         return
     d.contended_step_s = cm
     d.waiting_s, d.contention_s = rm - cm, cm - im
@@ -344,10 +345,14 @@ def split_headroom(d: Diagnosis, r: Run, c: Run, i: Run) -> None:
     share = d.contention_s / (rm - im) if rm > im else None
     if share is not None:
         d.notes.append(
-            f"of the {fmt_seconds(rm - im)} a step an ideal loader would save, "
-            f"{fmt_seconds(d.waiting_s)} is waiting for data and {fmt_seconds(d.contention_s)} "
-            f"({share:.0%}) the CPU loading takes from the step (measured as a third arm: "
-            "cached batches served while the loader kept producing)"
+            Note(
+                f"of the {fmt_seconds(rm - im)} a step an ideal loader would save, "
+                f"{fmt_seconds(d.waiting_s)} is waiting for data and "
+                f"{fmt_seconds(d.contention_s)} ({share:.0%}) the CPU loading takes from the "
+                "step (measured as a third arm: cached batches served while the loader kept "
+                "producing)",
+                "headroom_split",
+            )
         )
 
 
@@ -410,7 +415,9 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         speedup=k.speedup, verdict=k.verdict, reason=k.reason, real_wait=real_wait,
         real_other=real_other, spe=spe, endless=endless, limited=limited, cuda=cuda,
     )  # fmt: skip
-    notes = [note for rule in NOTE_RULES for note in rule(seen)]
+    notes: list[str] = [
+        Note(note, rule.__name__.lstrip("_")) for rule in NOTE_RULES for note in rule(seen)
+    ]
     prediction, advised = _simulated(r, i, k.verdict, notes)
     workers = r.loader_settings.get("num_workers")
     pin = r.loader_settings.get("pin_memory")
@@ -583,10 +590,10 @@ def _simulated(
         if w is not None and w != r.loader_settings.get("num_workers"):
             return prediction, {"num_workers": w}
     except LoadEvalError as e:  # inputs the simulator cannot use
-        notes.append(f"no simulator prediction ({e})")
+        notes.append(Note(f"no simulator prediction ({e})", "no_prediction"))
     except Exception as e:  # a bug there: a prediction is a bonus, never lose the verdict
         log.warning("loadeval_nb: the simulator failed; no prediction.", exc_info=True)
-        notes.append(f"no simulator prediction ({type(e).__name__}: {e})")
+        notes.append(Note(f"no simulator prediction ({type(e).__name__}: {e})", "no_prediction"))
     return prediction, None
 
 

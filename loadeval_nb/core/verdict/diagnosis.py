@@ -84,6 +84,19 @@ class Tried:
         return f"{said}, measured in this pass"
 
 
+class Note(str):
+    """One of the verdict's notes: the sentence, and which rule said it (``rule``: the name
+    of its rule in the verdict's rules, such as ``busy_runs`` or ``short_loader``; ``""``
+    for a note said elsewhere). A ``str`` everywhere a note is read or saved."""
+
+    rule: str
+
+    def __new__(cls, text: str, rule: str = "") -> Note:
+        note = super().__new__(cls, text)
+        note.rule = rule
+        return note
+
+
 @dataclass
 class Diagnosis(Reported):
     """The comparison of a real run with an ideal (replayed-cache) run. Times in seconds."""
@@ -199,6 +212,12 @@ class Diagnosis(Reported):
         if self.tried is not None:
             d["tried"]["speedup_ci"] = list(self.tried.speedup_ci)
         return d
+
+    @property
+    def noted(self) -> list[str]:
+        """The rules that said the notes, in order (``["design", "busy_runs"]``): what a
+        program reads where a person reads :attr:`notes`."""
+        return [n.rule for n in self.notes if isinstance(n, Note) and n.rule]
 
     @property
     def resource(self) -> Optional[str]:

@@ -176,7 +176,7 @@ def test_a_pair_without_steps_over_a_one_batch_epoch_says_why_it_ran_whole_runs(
     loader = DataLoader(TensorDataset(torch.zeros(4, 3)), batch_size=4)
     settings = RunSettings(steps=None, warmup=0, num_cached_batches=1, sample_interval_s=None)
     res = run_pair(loader, lambda ev: [None for _ in ev], settings)
-    assert res.ok and res.diagnosis is not None
+    assert res.ok and res.diagnosis is not None and res.diagnosis.noted == ["sequential"]
     assert res.diagnosis.notes == [
         "the pair ran its real run, then its ideal run, because no steps were given and the "
         "loader's epoch has none to split into blocks: a drift of the machine between the two "

@@ -4,6 +4,8 @@ was known to the precision asked, the note says the epoch is the limit, not "mor
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from loadeval_nb import Run, diagnose
@@ -97,3 +99,12 @@ def test_the_plan_s_word_and_a_stream_that_ran_out_are_both_the_epoch_s_limit():
     assert loader_limited(run(by_plan)) == (60, 300)  # (a sum of real and ideal: 120 < 300)
     roomy = {**base, "epoch": 300, "epoch_seen": None, "epoch_limited": False}
     assert loader_limited(run(roomy)) is None
+
+
+def test_each_note_names_the_rule_that_said_it():
+    # a program reads which rules spoke (d.noted), a person the sentences (d.notes)
+    d = diagnose(_run("log", 20, ["loader exhausted"]), _run("replay", 10, ["converged"]))
+    assert d.noted == ["adaptive", "adaptive"] and len(d.notes) == 2
+    assert [n.rule for n in d.notes] == d.noted
+    saved = json.loads(json.dumps(d.to_dict()))
+    assert saved["notes"] == [str(n) for n in d.notes]  # saved as their sentences

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ....core._shared import (
+    NOTHING_ADVISED,
     NVML_SAID_ENV,
     TUNABLE,
     Reported,
@@ -312,7 +313,7 @@ def _advised(settings: RunSettings, again: Callable[[RunSettings], ScriptResult]
     d = first.diagnosis
     if d is None or not d.advised:
         if d is not None:
-            first.notes.append(NOTHING_ADVISED)
+            d.notes.append(NOTHING_ADVISED)  # as the notebook's pair says it
         return first
     second = again(replace(settings, variants=(Variant.of(d.advised),)))
     if second.diagnosis is not None and second.diagnosis.tried is not None:
@@ -365,12 +366,6 @@ def _check_options(
     check_log_to(settings.log_to, no_trainer=SCRIPT_TRAINER)
     if timeout_s is not None and not timeout_s > 0:
         raise OptionError("timeout", f" must be a number of seconds > 0, not {timeout_s!r}.")
-
-
-NOTHING_ADVISED = (
-    "nothing to try from the advice: the simulator names no num_workers that would be "
-    "faster (the variant arm was not run)"
-)
 
 
 def _remove_if_no_logs(folder: str) -> None:
