@@ -307,7 +307,7 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
         rest = max(0.0, d.real_step_s - d.real_wait_s - d.real_h2d_s)
         facts.append(
             Fact(
-                "split",
+                "step_split",
                 "a real step, split",
                 f"input wait {fmt_seconds(d.real_wait_s)}, host-to-device copies "
                 f"{fmt_seconds(d.real_h2d_s)} (GPU time; non_blocking copies overlap compute), "
@@ -352,7 +352,7 @@ def diagnosis_facts(d: Diagnosis) -> Facts:
     else:
         gpu = f"real {_gpu(d.real_gpu_util_pct)}, ideal {_gpu(d.ideal_gpu_util_pct)}"
     if d.waiting_s is not None and d.contention_s is not None:
-        facts.append(Fact("split", "headroom split", _split_text(d)))
+        facts.append(Fact("headroom_split", "headroom split", _split_text(d)))
     if d.worker_resource is not None:
         facts.append(Fact("resource", "the real run's workers", d.worker_resource.text()))
     facts.append(Fact("gpu", "GPU utilisation", gpu))

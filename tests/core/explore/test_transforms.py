@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from loadeval_nb import LoadEvalError, RunSettings, run_ladder
+from loadeval_nb.core.verdict.diagnosis import ladder_advice
 from loadeval_nb.explore import split_transforms
 from tests.workloads import sleep_steps, take
 
@@ -216,9 +217,10 @@ def test_the_ladder_splits_the_real_rung_and_says_so():
     assert split is not None and split.parts[0].name == "RandomResizedCrop"
     facts = res.facts()
     assert [f.key for f in facts.facts] == ["transform-split", "advice"]
+    assert facts.facts[0] == split.ladder_fact()
     assert facts.facts[0].text.startswith("RandomResizedCrop ")
-    assert facts.facts[1].text.endswith("Start with RandomResizedCrop, the costliest step.")
-    assert "per-sample time by step: RandomResizedCrop" in res.text()
+    # the per-sample stage's advice, starting with its costliest step
+    assert facts.facts[1].pieces == tuple(ladder_advice("real", "RandomResizedCrop"))
     assert any(
         n.startswith("per-transform split, measured after the rungs: 6 samples") for n in res.notes
     ), res.notes

@@ -42,9 +42,8 @@ def test_the_rank_that_waits_is_the_straggler():
     assert rep.skew_s == pytest.approx(0.032 - 0.0002, abs=0.001)
     lo, hi = rep.skew_ci
     assert lo < rep.skew_s < hi and lo > 0.030
-    text = rep.text()
-    assert text.startswith("4 ranks: rank 1 is a straggler") and "node1" in text
-    assert "1 (straggler)" in text
+    assert [r.host for r in rep.ranks] == ["node0", "node0", "node1", "node1"]
+    assert rep.text().startswith("4 ranks: rank 1 is a straggler")
 
 
 def test_equal_waits_name_no_straggler():
@@ -265,7 +264,7 @@ def test_a_rank_whose_loader_holds_the_fleet_is_proven():
     text = proof.text()
     assert "rank 1 is a straggler, proven: with rank 1's loader free, every rank's step" in text
     assert "1 (suspect)" in text and "rank 1's loader free" in text
-    assert "with rank 0's loader free instead, every rank's step 4" in text
+    assert proof.control == 0  # its step, with rank 0's loader free instead: 45 ms (above)
 
 
 @pytest.mark.parametrize("named", [True, False])
@@ -288,7 +287,7 @@ def test_ranks_that_load_alike_gain_alike_and_none_is_a_straggler():
     blocks = {0: _blocks(27, 24.5, 24.5, seed=2), 1: _blocks(27, 24.5, 24.5, seed=3)}
     proof = straggler_proof(blocks, 0, 1)
     assert proof.gain_ci[0] > 0 and proof.gain_share > 0.05 and not proof.proven
-    assert "no more than with rank 1's loader free (24." in proof.text()
+    assert proof.control == 1 and proof.control_step_s == pytest.approx(0.0245, abs=4e-4)
     assert "the ranks load alike" in proof.text()
     # without the control, the same gain would have named it
     assert straggler_proof({0: _blocks(27, 24.5)}, 0).proven

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from loadeval_nb import LoaderEvaluator, Run, diagnose
-from loadeval_nb.core._shared import said
+from loadeval_nb.core._shared import Action, said
 from loadeval_nb.core.verdict.diagnosis import advice
 
 MS = 1_000_000
@@ -36,7 +36,8 @@ def test_no_workers_advice_speaks_of_the_loading_in_the_training_process():
     assert "compete with training" not in text
     assert "with num_workers=0 the loading runs inside the training process" in text
     assert "2.9× as long as ideal ones" in text  # not "195% slower"
-    assert any("as long as ideal ones" in n for n in d.notes)
+    note = next(n for n in d.notes if n.rule == "apart_from_waiting")
+    assert "as long as ideal ones" in note  # the note's words too
 
 
 def test_with_workers_the_contention_advice_stays():
@@ -47,8 +48,8 @@ def test_with_workers_the_contention_advice_stays():
 def test_when_no_worker_count_helps_but_the_cores_are_short_threads_come_first():
     d = diagnose(*_runs(30, 6, 10, workers=2))
     d = dataclasses.replace(d, prediction="no num_workers setting gets within 5 % of ...")
-    text = said(advice(d), "options")
-    assert "the cores are short" in text and '--sweep "num_threads=1,2"' in text
+    pieces = advice(d)
+    assert "the cores are short" in said(pieces) and Action("sweep", "num_threads=1,2") in pieces
 
 
 def test_cached_batches_of_differing_shapes_are_said():
@@ -63,7 +64,10 @@ def test_cached_batches_of_differing_shapes_are_said():
     for _ in ideal:
         pass
     d = diagnose(real, ideal)
-    assert any("cached batches differ in shape" in n for n in d.notes)
+    # the cache rule's note, for the shapes: the cache holds the 2 batches asked
+    settings = ideal.to_run().settings
+    assert settings["cached_shapes_differ"] and settings["batches_cached"] == 2
+    assert "cache" in d.noted
     same = LoaderEvaluator(
         [torch.zeros(4, 5)] * 4,
         mode="replay",
@@ -73,7 +77,8 @@ def test_cached_batches_of_differing_shapes_are_said():
     )
     for _ in same:
         pass
-    assert not any("differ in shape" in n for n in diagnose(real, same).notes)
+    assert not same.to_run().settings["cached_shapes_differ"]
+    assert "cache" not in diagnose(real, same).noted
 
 
 def test_one_worker_is_said_in_the_singular():

@@ -100,7 +100,7 @@ def test_small_noisy_difference_is_not_called():
 def test_too_few_steps():
     d = diagnose(run_of([20] * 30, warmup=25), run_of([10] * 30, mode="replay"))
     assert d.verdict == NOT_ENOUGH_DATA
-    assert "only 5 steady steps" in d.reason
+    assert (d.real_steady_steps, d.ideal_steady_steps) == (5, 29)  # under MIN_STEADY_STEPS
     # too few for an interval: none is shown (2 steady steps printed '2.10× (95% CI
     # 2.10–2.10×)', an interval of nothing)
     d = diagnose(run_of([21, 20] * 15, warmup=28), run_of([10] * 30, mode="replay"))
@@ -277,20 +277,23 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them(fak
 def test_a_short_epoch_and_a_short_cache_are_noted(fake_time):
     from loadeval_nb import RunSettings, run_pair
 
-    d = run_pair(
+    res = run_pair(
         [torch.zeros(2)] * 30,
         sleep_steps(0.002, fake_time),
         RunSettings(steps=50, warmup=2, num_cached_batches=40),
-    ).diagnosis
+    )
+    d = res.diagnosis
+    assert d.loader_limited == "sequential" and d.steps_per_epoch == 30
     # each side's steady steps are counted, not the loader's length (issue 26)
+    assert (d.real_steady_steps, d.ideal_steady_steps) == (28, 28)
     assert (
         "the loader has 30 batches an epoch, fewer than the 50 steps asked: the real run "
         "measured 28 steady steps and the ideal run 28 (warm-up left out)" in d.notes
     )
-    assert (
-        "the ideal run replayed 30 cached batches, fewer than the 40 asked: the loader had no more"
-        in d.notes
-    )
+    # the cache rule's note, for a cache short of what was asked (its batches alike)
+    cache = res.ideal.settings
+    assert (cache["batches_cached"], cache["num_cached_batches"]) == (30, 40)
+    assert not cache["cached_shapes_differ"] and d.noted.count("cache") == 1
 
 
 def test_the_ladder_advises_on_its_largest_stage():

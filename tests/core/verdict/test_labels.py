@@ -177,7 +177,9 @@ def test_a_pair_in_two_processes_holds_ten_percent_more():
     # 1.3x give or take 10 % reaches under the large line (1.18x): PARTLY, where one
     # process says INPUT-BOUND
     assert one.verdict == INPUT_BOUND and two.verdict == PARTLY_INPUT_BOUND
-    assert any("in two processes" in n and "give or take 10%" in n for n in two.notes)
+    # the note on the sides apart, and the 10 % that no steps narrow, in two processes only
+    assert "sides_apart" in two.noted and two.fixed_share == pytest.approx(0.10)
+    assert "sides_apart" not in one.noted and one.fixed_share == pytest.approx(0.02)
 
 
 def test_a_pair_in_two_processes_on_a_busy_machine_cannot_tell():
@@ -199,5 +201,6 @@ def test_a_pair_in_blocks_on_a_busy_machine_keeps_its_label_in_a_wider_interval(
     # half the share of the cores taken (1 of 2): ±25 %
     assert busy.speedup_ci[0] == pytest.approx(busy.speedup / 1.25)
     assert busy.speedup_ci[1] == pytest.approx(busy.speedup * 1.25)
-    assert any("give or take 25% (half the share of the cores they took)" in n for n in busy.notes)
-    assert any("the machine was busy with other work" in n for n in busy.notes)
+    assert "busy_blocks" in busy.noted and busy.fixed_share == pytest.approx(0.25)
+    assert busy.disturbed == ["real", "ideal"] and busy.noted.count("busy_runs") == 2
+    assert "busy_blocks" not in quiet.noted and not quiet.disturbed

@@ -82,7 +82,7 @@ def test_two_blocks_a_side_give_their_range_not_a_t_of_one_degree():
     assert lo > 1.0 and hi / lo < 1.5, d  # far narrower than 0.31-5.15
     assert d.speedup_ci_label == "range of 2 blocks"
     assert "(range of 2 blocks 1." in str(d) and "95% CI" not in str(d)
-    assert any("2 blocks a side are too few for a 95% interval" in n for n in d.notes)
+    assert "design" in d.noted  # the note on the blocks, their range for an interval
     assert d.verdict in (INPUT_BOUND, PARTLY_INPUT_BOUND)
 
 
@@ -125,8 +125,7 @@ def test_a_drift_within_runs_one_after_the_other_is_held_by_the_interval():
     lo, hi = d.speedup_ci
     assert lo <= truth <= hi, d
     assert hi / lo < 1.5, d  # held, not by an interval of everything
-    note = next(n for n in d.notes if "drifted within each run" in n)
-    assert "one after the other" in note and "interleaved, the default" in note
+    assert "drifted" in d.noted
 
 
 def test_a_steady_pair_one_after_the_other_keeps_its_narrow_interval():
@@ -139,7 +138,7 @@ def test_a_steady_pair_one_after_the_other_keeps_its_narrow_interval():
     s = d.speedup
     floor = s * 1.02 - s / 1.02
     assert (hi - lo) <= max(1.25 * (before[1] - before[0]), floor + 1e-9), (d.speedup_ci, before)
-    assert not any("drifted" in n for n in d.notes)
+    assert "drifted" not in d.noted
 
 
 # ---- 6. the verdict never contradicts its interval ------------------------------------------
@@ -166,8 +165,8 @@ def test_partly_with_little_waiting_says_where_the_rest_comes_from():
     )
     d = diagnose(real, run_of(_noisy(10, 200, 0.01, 2), "replay"))
     assert d.verdict == PARTLY_INPUT_BOUND and d.wait_share < 0.02, d
-    note = next(n for n in d.notes if n.startswith("real steps are"))
-    assert "longer than ideal ones, but only 100.0 us of that is waiting for data" in note
+    assert d.real_wait_s == pytest.approx(100e-6) and d.num_workers == 2
+    note = next(n for n in d.notes if n.rule == "apart_from_waiting")
     assert "the loader's workers taking CPU from the step" in note
     assert "cached batches that cost less than real ones" in note
 
@@ -178,18 +177,18 @@ def test_partly_with_little_waiting_says_where_the_rest_comes_from():
 def test_an_endless_sampler_gets_time_saved_per_1000_steps():
     real = run_of(_noisy(20, 200), wait_ms=[10] * 200, loader_settings={"len": 312_500_000})
     d = diagnose(real, run_of(_noisy(10, 200, seed=2), "replay"))
-    assert d.verdict == INPUT_BOUND and d.epoch_endless
-    text = str(d)
-    assert "time saved per epoch" not in text
-    line = next(ln for ln in text.splitlines() if "time saved" in ln)
+    assert d.verdict == INPUT_BOUND and d.epoch_endless and d.steps_per_epoch == 312_500_000
+    assert d.time_saved_per_epoch_s is None and "endless" in d.noted
+    line = next(ln for ln in str(d).splitlines() if "time saved" in ln)
     assert line.startswith("  time saved per 1000 steps: 9.9") and " s of 19.9" in line, line
-    assert any("312,500,000 batches, is no epoch" in n for n in d.notes)
 
 
 def test_a_long_but_finite_epoch_keeps_its_time_saved():
     real = run_of(_noisy(20, 200), wait_ms=[10] * 200, loader_settings={"len": 5005})
     d = diagnose(real, run_of(_noisy(10, 200, seed=2), "replay"))
-    assert "time saved per epoch of 5005 steps" in str(d)
+    assert not d.epoch_endless and d.steps_per_epoch == 5005
+    assert d.time_saved_per_epoch_s == pytest.approx(5005 * 0.010, rel=0.02)
+    assert d.speedup_ci[0] > 1.0 and any(f.key == "saved" for f in d.facts().facts)  # said
 
 
 def test_no_time_saved_when_the_interval_holds_one():
@@ -281,8 +280,8 @@ def test_a_loader_too_short_for_an_interleaved_pass_advises_sequential_in_each_s
     d = diagnose(real, ideal)
     assert d.verdict == NOT_ENOUGH_DATA and d.loader_limited == "interleaved", d
     assert "(--sequential)." in d.text("cli") and "(interleave=False)." in d.text()
-    note = next(n for n in d.notes if n.startswith("the loader has 38 batches"))
-    assert "the real side measured 16 steady steps in its blocks and the ideal side 16" in note
+    assert d.steps_per_epoch == 38 and "short_loader" in d.noted
+    assert (d.real_steady_steps, d.ideal_steady_steps) == (16, 16)
 
 
 def test_each_side_s_steady_steps_are_counted_not_the_loader_s_length():
