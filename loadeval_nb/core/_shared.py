@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .record.history import HistoryRow, load_history, save_history
     from .record.journal import drop_locks, sweep_locks
     from .record.lognames import ARMS
-    from .record.run import SIDES
+    from .record.run import SIDES, VARIANT
     from .verdict.diagnose import as_run
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "Reported",
     "RunFollower",
     "SIDES",
+    "VARIANT",
     "TUNABLE",
     "a_kind",
     "as_run",

@@ -172,6 +172,29 @@ def test_a_short_loader_over_several_epochs_is_measured_on_its_epochs_in_one_pro
     assert leftovers() == []
 
 
+def test_a_variant_of_a_short_loader_is_a_third_side_of_the_loops_epochs(tmp_path):
+    """--try on a loader too short for blocks: the variant's epochs are a third side of the
+    loop's own epochs (real, ideal, variant, variant, ideal, real), 4 a side, in one
+    process; each epoch whole (OneCycleLR holds), the script stopped after the twelfth.
+    Before, the variant was left unmeasured with a note."""
+    logs, watch = tmp_path / "logs", tmp_path / "watch"
+    p = loadeval(
+        "run", "--warmup", "5", "--cache", "5", "--log-dir", str(logs), "--try",
+        "num_workers=1", PLAIN, "--batches", "32", "--workers", "2", "--item-ms", "1",
+        "--step-ms", "2", "--epochs", "14", "--onecycle", "--stopwatch", str(watch),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "was not measured" not in p.stderr + p.stdout
+    assert re.search(r"with num_workers=1: .*measured in this pass", p.stdout), p.stdout
+    assert len(json.loads(watch.read_text())) == 12 * 32  # 12 whole epochs, then stopped
+    (variant,) = logs.glob("*-variant.json")
+    log = json.loads(variant.read_text())
+    assert log["settings"]["variant"] == {"num_workers": 1}
+    assert log["settings"]["epoch_pair"] == {"epochs": 12, "order": "ABCCBA"}
+    assert log["loader_settings"]["num_workers"] == 1 and len(log["blocks"]) == 4
+    assert leftovers() == []
+
+
 def test_a_failure_in_the_first_of_the_loops_epochs_keeps_and_names_its_partial_logs(tmp_path):
     """The loop's epochs are the pair's blocks, and the script raises at step 20 of the
     first (the real side's, past the warm-up): a failure whose sentence names the partial

@@ -10,6 +10,11 @@ with the steps' bootstrap).
 Each epoch hands the loop exactly the loader's ``len()`` batches: the loop's own epoch,
 its learning-rate schedule and its progress counters are kept (an ideal epoch trains on
 replayed batches, as the ideal run always does).
+
+With a variant (``--try``), a third side's epochs are the rebuilt loader's (log mode, its
+own run log), in A B C C B A order: real, ideal, variant, variant, ideal, real, so that a
+drift lands on all three; the verdict's ``tried`` pairs the variant's epochs with the real
+ones as it pairs an interleaved pass's blocks.
 """
 
 from __future__ import annotations
@@ -18,25 +23,27 @@ import math
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from ..record.run import DEFAULT_STEPS, EPOCH_PAIR
+from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, VARIANT
 from .evaluator import LoaderEvaluator
 
 ORDER = ("real", "ideal", "ideal", "real")
 """The sides of four epochs in turn (A B B A: a drift linear in time lands on both)."""
-ORDER_WORDS = ("A", "B", "B", "A")
+ORDER_VARIANT = ("real", "ideal", VARIANT, VARIANT, "ideal", "real")
+"""With a variant: the three sides of six epochs in turn (A B C C B A)."""
 EPOCHS = 8
 """Epochs in the schedule: 4 a side, the fewest a t-interval of their speedups is taken
 from with some confidence (3 degrees of freedom)."""
+PER_SIDE = EPOCHS // 2
 MIN_EPOCHS = 4
 """Fewer epochs measured than this (the loop ended first): too few to pair, 2 a side."""
 
 
-def pair_epochs(steps: Any, epoch_len: int) -> int:
+def pair_epochs(steps: Any, epoch_len: int, sides: int = 2) -> int:
     """Epochs in the schedule for ``steps`` steps a side over an epoch of ``epoch_len``
-    batches: whole epochs a side holding at least ``steps`` steps, never fewer than
-    :data:`EPOCHS` in all (``--steps N`` measures more of the loop's epochs, as the advice
-    to narrow an interval asks). The default (:data:`DEFAULT_STEPS`), ``"auto"`` or
-    anything else: :data:`EPOCHS`."""
+    batches, ``sides`` sides (3 with a variant): whole epochs a side holding at least
+    ``steps`` steps, never fewer than :data:`PER_SIDE` a side (``--steps N`` measures more
+    of the loop's epochs, as the advice to narrow an interval asks). The default
+    (:data:`DEFAULT_STEPS`), ``"auto"`` or anything else: :data:`PER_SIDE` a side."""
     if (
         isinstance(steps, bool)
         or not isinstance(steps, int)
@@ -44,25 +51,40 @@ def pair_epochs(steps: Any, epoch_len: int) -> int:
         or steps == DEFAULT_STEPS
         or epoch_len <= 0
     ):
-        return EPOCHS
-    return max(EPOCHS, 2 * math.ceil(steps / epoch_len))
+        return PER_SIDE * sides
+    return sides * max(PER_SIDE, math.ceil(steps / epoch_len))
 
 
 class EpochPair:
     """Real and ideal epochs of one loader in A B B A order (see the module's notes).
     ``real`` and ``ideal`` are the two sides' wrappers (log and replay mode) over the same
-    loader, each measuring whole epochs; each ``iter()`` is the loop's next epoch."""
+    loader, each measuring whole epochs; each ``iter()`` is the loop's next epoch.
+    ``variant`` (with ``settings``, what it changed): a log-mode wrapper of the loader
+    rebuilt with other settings, a third side (A B C C B A)."""
 
     mode = "pair"
 
-    def __init__(self, real: LoaderEvaluator, ideal: LoaderEvaluator, epochs: int = EPOCHS) -> None:
-        self.real, self.ideal = real, ideal
+    def __init__(
+        self,
+        real: LoaderEvaluator,
+        ideal: LoaderEvaluator,
+        epochs: int = EPOCHS,
+        variant: Optional[LoaderEvaluator] = None,
+        settings: Optional[dict[str, Any]] = None,
+    ) -> None:
+        self.real, self.ideal, self.variant = real, ideal, variant
+        self.order = ORDER if variant is None else ORDER_VARIANT
+        self.wrappers = {"real": real, "ideal": ideal}
+        if variant is not None:
+            self.wrappers[VARIANT] = variant
+            variant.log_settings[VARIANT] = dict(settings or {})
         self.epochs = epochs
-        for side in (real, ideal):  # the logs say their blocks are the loop's epochs
-            side.log_settings[EPOCH_PAIR] = {"epochs": epochs, "order": "".join(ORDER_WORDS)}
+        words = "".join("ABC"[("real", "ideal", VARIANT).index(s)] for s in self.order)
+        for side in self.wrappers.values():  # the logs say their blocks are the loop's epochs
+            side.log_settings[EPOCH_PAIR] = {"epochs": epochs, "order": words}
         self.started = 0
         """Epochs handed out so far."""
-        self.completed = {"real": 0, "ideal": 0}
+        self.completed = dict.fromkeys(self.wrappers, 0)
         """Each side's epochs that ran to their end."""
         self.handed = 0
         """Batches handed to the loop so far, over every epoch."""
@@ -70,7 +92,7 @@ class EpochPair:
 
     def side_of(self, k: int) -> str:
         """The side of epoch ``k`` (from 0)."""
-        return ORDER[k % len(ORDER)]
+        return self.order[k % len(self.order)]
 
     @property
     def block_now(self) -> Optional[tuple[str, int]]:
@@ -87,7 +109,7 @@ class EpochPair:
 
     @property
     def enough(self) -> bool:
-        """At least :data:`MIN_EPOCHS` epochs ran to their end, half of them each side's."""
+        """Every side ran half of :data:`MIN_EPOCHS` epochs to their end (2 a side)."""
         return min(self.completed.values()) * 2 >= MIN_EPOCHS
 
     def __len__(self) -> int:
@@ -97,7 +119,7 @@ class EpochPair:
         side = self.side_of(self.started)
         self.started += 1
         self._open = side
-        return self._epoch(side, iter(self.real if side == "real" else self.ideal))
+        return self._epoch(side, iter(self.wrappers[side]))
 
     def _epoch(self, side: str, it: Iterator[Any]) -> Iterator[Any]:
         try:
@@ -109,7 +131,12 @@ class EpochPair:
         self.completed[side] += 1
 
     def close(self) -> None:
+        """Close every side's wrapper (the variant's stops the workers it started)."""
         try:
             self.real.close()
         finally:
-            self.ideal.close()
+            try:
+                self.ideal.close()
+            finally:
+                if self.variant is not None:
+                    self.variant.close()

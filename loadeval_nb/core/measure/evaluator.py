@@ -10,11 +10,12 @@ interleaved in blocks within one epoch).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import Any, Optional
 
 from .._env import safe_len
-from .._errors import check_choice
+from .._errors import check_choice, close_match
 from ..errors import LoadEvalError
 from ..record.run import Run
 from .base import Wrapper
@@ -103,6 +104,19 @@ class LoaderEvaluator(Wrapper):
         **options: Any,
     ) -> None:
         check_choice("mode", mode, (*MODES, "pair"))
+        pair_only = [k for k in PAIR_ONLY if k in options]
+        if pair_only and mode != "pair":
+            raise LoadEvalError(
+                f"{pair_only[0]}= is an argument of the interleaved pass; pass "
+                f"mode='pair' with it, or leave it out of mode={mode!r}."
+            )
+        known = inspect.signature(InterleavedPass if mode == "pair" else OneSide).parameters
+        for name in options:
+            if name not in known:
+                raise TypeError(
+                    f"LoaderEvaluator(mode={mode!r}) got an unexpected argument {name!r}"
+                    f"{close_match(name, known)}; see help(LoaderEvaluator) for its arguments."
+                )
         engine: OneSide | InterleavedPass
         if mode == "pair":
             if options.get("steps") is None and hasattr(dataloader, "__iter__"):
@@ -119,12 +133,6 @@ class LoaderEvaluator(Wrapper):
                 **options,
             )
         else:
-            pair_only = [k for k in PAIR_ONLY if k in options]
-            if pair_only:
-                raise LoadEvalError(
-                    f"{pair_only[0]}= is an argument of the interleaved pass; pass "
-                    f"mode='pair' with it, or leave it out of mode={mode!r}."
-                )
             engine = OneSide(dataloader, mode, num_cached_batches, metrics_file, **options)
         object.__setattr__(self, "_engine", engine)
 

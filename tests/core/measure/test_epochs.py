@@ -71,3 +71,32 @@ def test_an_epoch_left_unfinished_does_not_count():
         list(iter(pair))
     # 3 epochs ran whole (ideal, ideal, real): one of real's, two of ideal's: too few
     assert pair.completed == {"real": 1, "ideal": 2} and not pair.enough
+
+
+@pytest.mark.parametrize(("steps", "n", "epochs"), [(200, 32, 12), (300, 32, 30), (64, 32, 12)])
+def test_with_a_variant_whole_epochs_a_side_for_three_sides(steps, n, epochs):
+    assert pair_epochs(steps, n, 3) == epochs
+
+
+def test_a_variant_is_a_third_side_a_b_c_c_b_a_and_closed_with_the_others():
+    real, ideal, variant = Side("real", 2), Side("ideal", 2), Side("variant", 2)
+    pair = EpochPair(
+        real,  # type: ignore[arg-type]
+        ideal,  # type: ignore[arg-type]
+        epochs=12,
+        variant=variant,  # type: ignore[arg-type]
+        settings={"num_workers": 4},
+    )
+    # its run log says what it changed, and every log the order of the loop's epochs
+    assert variant.log_settings == {
+        "variant": {"num_workers": 4},
+        "epoch_pair": {"epochs": 12, "order": "ABCCBA"},
+    }
+    assert real.log_settings == {"epoch_pair": {"epochs": 12, "order": "ABCCBA"}}
+    seen = []
+    while not pair.last:
+        seen.append(list(iter(pair))[0])
+    assert seen == ["real", "ideal", "variant", "variant", "ideal", "real"] * 2
+    assert pair.completed == {"real": 4, "ideal": 4, "variant": 4} and pair.enough
+    pair.close()
+    assert real.closed and ideal.closed and variant.closed

@@ -201,3 +201,13 @@ def test_a_pair_is_planned_once(monkeypatch, clock):
                                                    sample_interval_s=None))  # fmt: skip
     assert result.diagnosis is not None, result.error
     assert asked == ["plan of the interleaved pass"]
+
+
+@pytest.mark.parametrize("mode", ["log", "pair"])
+def test_an_unknown_argument_is_one_sentence_naming_the_wrapper(mode):
+    with pytest.raises(TypeError) as err:
+        LoaderEvaluator(list(range(10)), mode=mode, stepz=4)
+    assert str(err.value) == (
+        f"LoaderEvaluator(mode={mode!r}) got an unexpected argument 'stepz' (did you mean "
+        "'steps'?); see help(LoaderEvaluator) for its arguments."
+    )

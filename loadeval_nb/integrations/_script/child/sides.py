@@ -8,11 +8,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
-from ....core._shared import SIDES, EpochPair, evaluator_for, log_path, pair_epochs, pass_plan
+from ....core._shared import (
+    SIDES,
+    VARIANT,
+    EpochPair,
+    evaluator_for,
+    log_path,
+    pair_epochs,
+    pass_plan,
+)
 from ....core.errors import LoadEvalError
 from ....core.explore import RunSettings
-from ....core.measure import LoaderEvaluator
-from .pick import Side
+from ....core.measure import LoaderEvaluator, rebuild_loader
+from .pick import Refused, Side
 from .proof import NO_GROUP, ProvedPair, in_process_group
 
 
@@ -73,11 +81,22 @@ def side_for(
         # many of them (enough to hold that many steps a side)
         n = len(loader)
         whole = replace(settings, steps=n)
-        files = claim(SIDES)
+        v = settings.variant  # a third side: the loader rebuilt
+        try:
+            rebuilt = rebuild_loader(loader, **v.settings) if v is not None else None
+        except LoadEvalError as e:  # one sentence, as a pass of blocks says it
+            raise Refused(str(e)) from None
+        files = claim((*SIDES, VARIANT) if rebuilt is not None else SIDES)
         return EpochPair(
             evaluator_for(loader, "real", whole, metrics_file=files["real"]),
             evaluator_for(loader, "ideal", whole, metrics_file=files["ideal"]),
-            epochs=pair_epochs(settings.steps, n),
+            epochs=pair_epochs(settings.steps, n, 3 if rebuilt is not None else 2),
+            variant=(
+                evaluator_for(rebuilt, "real", whole, metrics_file=files[VARIANT])
+                if rebuilt is not None
+                else None
+            ),
+            settings=v.settings if v is not None else None,
         )
 
     epochs = make_epochs if which == "pair" and not prove_straggler else None
