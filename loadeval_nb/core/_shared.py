@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._errors import check_sorted
-from ._face import lazy_face
+from ._face import deprecated, lazy_face
 
 if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._env import env_rank, interrupts_deferred, is_dataloader, torch_threads
@@ -70,6 +70,7 @@ __all__ = [
     "check_writable_dir",
     "close_match",
     "config_label",
+    "deprecated",
     "drop_locks",
     "env_rank",
     "evaluator_for",

@@ -85,3 +85,20 @@ def test_run_script_refuses_what_does_not_apply():
 
     with pytest.raises(LoadEvalError, match="repeat and only do not apply"):
         run_script([PLAIN], RunSettings(repeat=2))
+
+
+def test_the_old_interleave_option_still_works_and_warns_once(monkeypatch):
+    # 0.1.0's opt-in for what is now the default: taken, one FutureWarning, a pair as ever
+    from loadeval_nb.core import _face
+    from loadeval_nb.integrations._script.parent.options import run_parser, script_settings
+
+    monkeypatch.setattr(_face, "_warned", set())
+    args = run_parser().parse_args(["--interleave"])
+    with pytest.warns(FutureWarning) as got:
+        settings, _ = script_settings(args)
+        script_settings(args)
+    assert [str(w.message) for w in got] == [
+        "--interleave is deprecated and goes in 0.3.0; use the default (interleaved blocks: "
+        "leave the option out)"
+    ]
+    assert settings.interleave

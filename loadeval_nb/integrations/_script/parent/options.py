@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ....core._shared import check_workers
+from ....core._shared import check_workers, deprecated
 from ....core.errors import LoadEvalError, OptionError
 from ....core.explore import RunSettings
 from ...trackers import check_log_to
@@ -150,7 +150,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
         "process measures both, interleaved in blocks, so that a drift of the machine lands "
         "on both and the live plots move block by block)",
     )
-    r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)  # the default
+    # deprecated (0.1.0's opt-in, long the default): still taken, warns once, goes in 0.3.0
+    r.add_argument("--interleave", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--contention", **PAIR_OPTIONS["--contention"])
     r.add_argument("--try", **PAIR_OPTIONS["--try"])
     r.add_argument(
@@ -262,6 +263,8 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
     """``run``'s options (parsed by its parser) as the checked settings and the ranks
     (``Torchrun`` or None) to run a script with; :class:`LoadEvalError` naming the option
     for a bad one. Both front ends take their options through here."""
+    if getattr(args, "interleave", False):  # 0.1.0's opt-in, long the default: a no-op
+        deprecated("--interleave", "the default (interleaved blocks: leave the option out)")
     try:
         settings = RunSettings(
             steps=steps_option(args.steps),
