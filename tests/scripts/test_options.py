@@ -87,18 +87,28 @@ def test_run_script_refuses_what_does_not_apply():
         run_script([PLAIN], RunSettings(repeat=2))
 
 
-def test_the_old_interleave_option_still_works_and_warns_once(monkeypatch):
-    # 0.1.0's opt-in for what is now the default: taken, one FutureWarning, a pair as ever
-    from loadeval_nb.core import _face
-    from loadeval_nb.integrations._script.parent.options import run_parser, script_settings
+def test_the_old_interleave_option_still_works_and_warns_once():
+    """0.1.0's opt-in for what is now the default, in a fresh interpreter: taken, one
+    FutureWarning naming what to do, and a pair as ever."""
+    import subprocess
+    import sys
 
-    monkeypatch.setattr(_face, "_warned", set())
-    args = run_parser().parse_args(["--interleave"])
-    with pytest.warns(FutureWarning) as got:
-        settings, _ = script_settings(args)
-        script_settings(args)
-    assert [str(w.message) for w in got] == [
+    code = (
+        "import warnings\n"
+        "warnings.simplefilter('always')\n"
+        "from loadeval_nb.integrations._script.parent.options import run_parser, script_settings\n"
+        "args = run_parser().parse_args(['--interleave'])\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    settings, _ = script_settings(args)\n"
+        "    script_settings(args)\n"
+        "print(len(w), w[0].category.__name__, settings.interleave)\n"
+        "print(w[0].message)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    first, message = out.stdout.splitlines()
+    assert first == "1 FutureWarning True"
+    assert message == (
         "--interleave is deprecated and goes in 0.3.0; use the default (interleaved blocks: "
         "leave the option out)"
-    ]
-    assert settings.interleave
+    )
