@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any, Optional
 
 from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, VARIANT
@@ -72,9 +73,9 @@ class EpochPair:
         variant: Optional[LoaderEvaluator] = None,
         settings: Optional[dict[str, Any]] = None,
     ) -> None:
-        self.real, self.ideal, self.variant = real, ideal, variant
         self.order = ORDER if variant is None else ORDER_VARIANT
         self.wrappers = {"real": real, "ideal": ideal}
+        """Each side's wrapper, by side."""
         if variant is not None:
             self.wrappers[VARIANT] = variant
             variant.log_settings[VARIANT] = dict(settings or {})
@@ -113,7 +114,7 @@ class EpochPair:
         return min(self.completed.values()) * 2 >= MIN_EPOCHS
 
     def __len__(self) -> int:
-        return len(self.real)
+        return len(self.wrappers["real"])
 
     def __iter__(self) -> Iterator[Any]:
         side = self.side_of(self.started)
@@ -131,12 +132,8 @@ class EpochPair:
         self.completed[side] += 1
 
     def close(self) -> None:
-        """Close every side's wrapper (the variant's stops the workers it started)."""
-        try:
-            self.real.close()
-        finally:
-            try:
-                self.ideal.close()
-            finally:
-                if self.variant is not None:
-                    self.variant.close()
+        """Close every side's wrapper, real first (the variant's stops the workers it
+        started), each even if one before it raised."""
+        with ExitStack() as stack:  # (its callbacks run last in, first out)
+            for wrapper in reversed(list(self.wrappers.values())):
+                stack.callback(wrapper.close)

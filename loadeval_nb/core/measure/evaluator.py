@@ -24,16 +24,12 @@ from .modes import MODES
 from .oneside import OneSide
 from .sampler import UtilSampler
 
-PAIR_ONLY = (
-    "blocks",
-    "metrics_files",
-    "contention",
-    "representative",
-    "variant",
-    "planned",
-    "arms",
-)
-"""The arguments only the interleaved pass takes."""
+_OWN = {
+    InterleavedPass: inspect.signature(InterleavedPass).parameters,
+    OneSide: inspect.signature(OneSide).parameters,
+}
+PAIR_ONLY = tuple(n for n in _OWN[InterleavedPass] if n not in _OWN[OneSide])
+"""The arguments only the interleaved pass takes (``blocks``, ``contention``, ``variant``, ...)."""
 
 
 class LoaderEvaluator(Wrapper):
@@ -110,7 +106,7 @@ class LoaderEvaluator(Wrapper):
                 f"{pair_only[0]}= is an argument of the interleaved pass; pass "
                 f"mode='pair' with it, or leave it out of mode={mode!r}."
             )
-        known = inspect.signature(InterleavedPass if mode == "pair" else OneSide).parameters
+        known = _OWN[InterleavedPass if mode == "pair" else OneSide]
         for name in options:
             if name not in known:
                 raise TypeError(
