@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         TUNABLE,
         check_workers,
         loader_knobs,
+        opened_by,
         shutdown_persistent_workers,
     )
     from .measure.readers import NVML_SAID_ENV
@@ -83,6 +84,7 @@ __all__ = [
     "load_history",
     "loader_knobs",
     "log_path",
+    "opened_by",
     "pair_epochs",
     "pass_plan",
     "said",

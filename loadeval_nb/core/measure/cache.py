@@ -27,7 +27,12 @@ from .batches import (
     leading_dim,
     map_leaves,
 )
-from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
+from .loader import (
+    end_prepared_epoch,
+    open_pass,
+    shutdown_persistent_workers,
+    shutdown_source,
+)
 
 log = logging.getLogger("loadeval_nb")
 
@@ -192,7 +197,7 @@ class ReplayCache:
             getattr(source, "persistent_workers", False)
             and getattr(source, "_iterator", False) is None
         )
-        it = iter(source)
+        it = open_pass(source)
         try:
             for batch in islice(it, self.size):
                 self.add(batch)

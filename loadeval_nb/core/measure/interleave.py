@@ -69,6 +69,7 @@ from __future__ import annotations
 import inspect
 import random
 import sys
+import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import replace
 from typing import Any, Callable, Optional
@@ -99,7 +100,7 @@ from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
 from .copies import CopyTimer
-from .loader import TUNABLE, rebuild_loader
+from .loader import TUNABLE, rebuild_loader, shutdown_persistent_workers
 from .modes import LoaderStart
 from .resource import resource_text
 from .sampler import ticks_within
@@ -315,7 +316,9 @@ class InterleavedPass(Evaluator):
         self._sizes_of_cache: list[Optional[int]] = []
         self._seen = 0
         self._rng = random.Random(0)
-        self._open: Optional[Generator[Any, None, None]] = None
+        self._open: Optional[weakref.ref[Generator[Any, None, None]]] = None
+        """The pass being served (weakly: a loop that drops it, by ``break`` or as a zip
+        left behind, ends it, as a DataLoader's own iterator stops its workers then)."""
         self._blocks: list[tuple[str, EpochRecord]] = []
         """Every block served, in the pass's order: its arm and its record."""
         self._pass_token: Optional[object] = None
@@ -344,7 +347,7 @@ class InterleavedPass(Evaluator):
         )
 
     def __iter__(self) -> Iterator[Any]:
-        old = self._open
+        old = self._open() if self._open is not None else None
         if old is not None and inspect.getgeneratorstate(old) != inspect.GEN_CREATED:
             old.close()  # a pass left open: its generator's finally closes it
         # (one never started is left as it is: started later, it says what went wrong,
@@ -352,7 +355,7 @@ class InterleavedPass(Evaluator):
         token = object()
         self._pass_token = token
         gen = self._pass(token)
-        self._open = gen
+        self._open = weakref.ref(gen)
         return gen
 
     # -- the pass --------------------------------------------------------------
@@ -548,9 +551,11 @@ class InterleavedPass(Evaluator):
             if self._sampler is not None:
                 self._sampler.pause()
             self._loader.end_pass(st.src, left_early=True)
-            if self._variant is not None:  # its workers stopped as the real loader's are
+            if self._variant is not None:  # the pass's own loader: its workers go with it,
+                # persistent or not (the user's loader keeps its persistent ones)
                 self._variant.end_pass(st.vsrc, left_early=True)
                 st.vsrc = None
+                shutdown_persistent_workers(self._variant_loader)
             if not self.cache.ready:
                 self.cache.seal()
             else:
@@ -788,8 +793,9 @@ class InterleavedPass(Evaluator):
     def close(self) -> None:
         """End a pass still open, stop the samplers and the workers this wrapper started,
         and fold each side's journal into its run log."""
-        if self._open is not None:
-            self._open.close()
+        gen = self._open() if self._open is not None else None
+        if gen is not None:
+            gen.close()
         if self._sampler is not None:
             self._sampler.stop()
         self._loader.close()

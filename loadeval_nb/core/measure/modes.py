@@ -22,7 +22,12 @@ from .batches import leading_dim
 from .cache import ReplayCache
 from .config import EvaluatorConfig
 from .copies import CopyTimer, copies_on
-from .loader import end_prepared_epoch, shutdown_persistent_workers, shutdown_source
+from .loader import (
+    end_prepared_epoch,
+    open_pass,
+    shutdown_persistent_workers,
+    shutdown_source,
+)
 from .timing import EpochGuard, EpochRecord, timed_log_iter, timed_replay_iter
 from .worker_timing import WorkerFetchTimer
 
@@ -86,7 +91,7 @@ class LoaderStart:
                 self.timer = WorkerFetchTimer(ev.dataloader)
             self.src = self.timer.iter()
         else:
-            self.src = iter(ev.dataloader)
+            self.src = open_pass(ev.dataloader)
         return self.src
 
     def first(self, batch: Any) -> None:

@@ -57,6 +57,7 @@ from typing import Any, Callable, Optional
 
 from .._env import is_dataloader
 from .._errors import check_int
+from .loader import open_pass
 
 _FIELDS = 3  # worker_id, t0_ns, t1_ns
 _LOCK_TIMEOUT_S = 0.05
@@ -205,7 +206,7 @@ class WorkerFetchTimer:
         self._closed = False
         loader = self.loader
         if not self.available:
-            return iter(loader)
+            return open_pass(loader)
         persistent = bool(getattr(loader, "persistent_workers", False))
         running = getattr(loader, "_iterator", None)
         if persistent and running is not None and running is not self._iterator:
@@ -215,14 +216,14 @@ class WorkerFetchTimer:
                 self._hook = entry[0]
                 self._read = entry[0].buf[0]
                 self._iterator = running
-                return iter(loader)
+                return open_pass(loader)
             self._unavailable(
                 "persistent workers were started before the timer, without its hook; "
                 "make the timer before the loader's first iter()."
             )
-            return iter(loader)
+            return open_pass(loader)
         if persistent and running is not None:
-            return iter(loader)  # our workers, still patched: they keep recording
+            return open_pass(loader)  # our workers, still patched: they keep recording
         if self._hook is None:
             self._hook = self._make_hook()
             self._read = 0
@@ -230,7 +231,7 @@ class WorkerFetchTimer:
         self._hook.user_init_fn = user_init_fn
         try:
             loader.worker_init_fn = self._hook
-            it = iter(loader)
+            it = open_pass(loader)
         finally:
             loader.worker_init_fn = user_init_fn
         if persistent:

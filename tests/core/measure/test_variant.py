@@ -233,3 +233,79 @@ def test_the_plan_says_when_the_epoch_set_its_blocks():
         pass
     ev.close()
     assert ev.to_run("real").settings["interleaved"]["epoch_limited"] is True
+
+
+# ---- what a pass started, it stops; what the user owns, it leaves as it was ------------------
+
+
+def _new_children(me: psutil.Process, before: set, wait_s: float = 5.0) -> set:
+    """This process's children the pass left, after giving exiting workers a moment."""
+    deadline = time.monotonic() + wait_s
+    while {p for p in me.children() if p.is_running()} - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {p for p in me.children() if p.is_running()} - before
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("how", ["ends", "break", "zip"])
+def test_the_variants_workers_go_with_the_pass(persistent, how):
+    # persistent or not: after the pass, after a loop that breaks out of it, and after a
+    # zip of two evaluators that leaves one behind (before: 2 worker processes stayed for as
+    # long as the evaluator existed; 4 after a break with persistent workers)
+    import gc
+
+    me = psutil.Process()
+    before = set(me.children())
+    loader = DataLoader(torch.arange(2400.0), batch_size=4)
+    variant = "num_workers=2" + (", persistent_workers=True" if persistent else "")
+
+    def make() -> LoaderEvaluator:
+        return LoaderEvaluator(loader, mode="pair", steps=120, warmup=4, variant=variant,
+                               contention=False, sample_interval_s=None)  # fmt: skip
+
+    ev = make()
+    if how == "ends":
+        for _ in ev:
+            pass
+    elif how == "break":
+        for i, _ in enumerate(ev):
+            if i == 150:
+                break
+    else:
+        other = make()
+        for _ in zip(range(150), ev, other):
+            pass
+        del other
+    gc.collect()
+    assert _new_children(me, before) == set()
+    assert loader.num_workers == 0  # the user's loader as it was
+    ev.close()
+
+
+@pytest.mark.parametrize("own_generator", [True, False])
+def test_the_users_next_epoch_shuffles_as_without_a_variant(own_generator):
+    # the variant draws from copies of the user's sampler and generator (or of torch's
+    # global one): the loop's next epoch after a pass with a variant is the one after the
+    # same pass without it (before: it shuffled differently)
+    class Counting(torch.utils.data.RandomSampler):  # a stateful sampler of the user's
+        def __iter__(self):
+            self.passes = getattr(self, "passes", 0) + 1
+            return super().__iter__()
+
+    def next_epoch(variant):
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(1) if own_generator else None
+        data = torch.arange(2400.0)
+        sampler = Counting(data, generator=g)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, generator=g)
+        ev = LoaderEvaluator(loader, mode="pair", steps=120, warmup=4, variant=variant,
+                             contention=False, sample_interval_s=None)  # fmt: skip
+        for _ in ev:
+            pass
+        ev.close()
+        return [b.tolist() for b in loader][:10], sampler.passes
+
+    with_variant, passes = next_epoch("num_workers=1")
+    without, passes_without = next_epoch(None)
+    assert with_variant == without
+    assert passes == passes_without == 2  # the measured epoch's pass and the next one

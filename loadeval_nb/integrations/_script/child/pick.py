@@ -40,7 +40,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ....core._shared import MIN_EPOCHS, NotInterleavable, shutdown_persistent_workers
+from ....core._shared import (
+    MIN_EPOCHS,
+    NotInterleavable,
+    opened_by,
+    shutdown_persistent_workers,
+)
 from ....core.errors import LoadEvalError
 from ....core.measure import rebuild_loader
 from ..loaders import patched_loaders
@@ -177,7 +182,8 @@ class Picker:
         """The passes not measured, in words (for the sentence when none is)."""
         self._loaders: list[Any] = []  # weak references, in the order first iterated
         self._pass_count: dict[int, int] = {}
-        self._inside: set[int] = set()  # loaders whose own iter() goes to DataLoader's
+        self._inside: set[int] = set()  # loaders the tool iterates now (their own iter()
+        # goes to the patched class's original __iter__)
         self._active: Optional[Any] = None  # the wrapper of the pass being measured
         self._active_loader: Any = None
         self._active_pass: Callable[[], Any] = lambda: None  # a weak reference to its pass
@@ -239,13 +245,13 @@ class Picker:
         if self._active is not None and self._active_pass() is None:
             # a pass asked for and dropped before its first batch (its generator never ran)
             if self._active is self._epochs:  # an epoch of the pair's: none was served
-                self._inside.discard(id(self._active_loader))
+                self._leave(self._active_loader)
                 self._active = self._active_loader = None
             else:
                 self._let_go(self._active, self._active_loader)
         if self._epochs is not None and self._active is None and self._epochs_of is not None:
             if self._epochs_of[0]() is loader:  # the loop's next epoch: the pair's next block
-                return self._epoch_pass(loader, k, describe(loader))
+                return self._epoch_pass(loader, k, describe(loader), original)
             return self._serve(loader, original)  # another loader between its epochs
         if self._active is not None:  # one pass is measured at a time
             return self._serve(loader, original)
@@ -288,13 +294,24 @@ class Picker:
     def _served(self, it: Iterator[Any]) -> Iterator[Any]:
         yield from it
 
-    @contextmanager
-    def _within(self, loader: Any) -> Iterator[None]:
+    def _enter(self, loader: Any, original: Callable[[Any], Iterator[Any]]) -> None:
+        """The tool iterates ``loader`` from now on: its passes start at ``original`` (the
+        patched class's own ``__iter__``), past a subclass's ``__iter__`` that wraps it, so
+        that the script's wrapper runs once per batch, around the batches the tool hands."""
         self._inside.add(id(loader))
+        opened_by(loader, original)
+
+    def _leave(self, loader: Any) -> None:
+        self._inside.discard(id(loader))
+        opened_by(loader, None)
+
+    @contextmanager
+    def _within(self, loader: Any, original: Callable[[Any], Iterator[Any]]) -> Iterator[None]:
+        self._enter(loader, original)
         try:
             yield
         finally:
-            self._inside.discard(id(loader))
+            self._leave(loader)
 
     def _measure(
         self,
@@ -307,7 +324,7 @@ class Picker:
         info = describe(loader)
         if self.expect is not None:
             self._check_same(k, info)
-        self._inside.add(id(loader))  # for the whole pass: the wrapper iterates the loader
+        self._enter(loader, original)  # for the whole pass: the wrapper iterates the loader
         try:
             measured = loader
             if self.changes:  # the panel's settings: a copy of the loader is measured
@@ -321,11 +338,11 @@ class Picker:
             # unmeasured, and only if it proves to be the training pass does it decide;
             # a pair whose loader has a length is measured on the loop's epochs instead
             self._release(loader)
-            epochs = self._epoch_pair(loader, e)
+            epochs = self._epoch_pair(loader, e, original)
             if epochs is not None:
                 self._epochs, self._epochs_of = epochs, (weakref.ref(loader), k, p)
                 self._epochs_why = e.reason
-                return self._epoch_pass(loader, k, info)
+                return self._epoch_pass(loader, k, info, original)
             return self._unmeasured(loader, original, k, p, chosen, e)
         except LoadEvalError as e:
             self._release(loader)
@@ -338,7 +355,9 @@ class Picker:
         self._active_pass = weakref.ref(gen)
         return gen
 
-    def _epoch_pair(self, loader: Any, why: NotInterleavable) -> Optional[Any]:
+    def _epoch_pair(
+        self, loader: Any, why: NotInterleavable, original: Callable[[Any], Iterator[Any]]
+    ) -> Optional[Any]:
         """The pair over the loop's epochs, where this child measures a pair on one
         process (no ranks), of a loader with a length that leaves steady steps after the
         warm-up, unchanged by the panel; None otherwise (the sides in turn, as before)."""
@@ -352,18 +371,24 @@ class Picker:
             return None
         try:
             self._drop_parked()
-            with self._within(loader):  # the replay fills its cache from the loader now
+            with self._within(loader, original):  # the replay fills its cache from it now
                 return self.side.make_epochs(loader, self.side.claim)
         except LoadEvalError:
             return None
 
-    def _epoch_pass(self, loader: Any, k: int, info: dict[str, Any]) -> Iterator[Any]:
+    def _epoch_pass(
+        self,
+        loader: Any,
+        k: int,
+        info: dict[str, Any],
+        original: Callable[[Any], Iterator[Any]],
+    ) -> Iterator[Any]:
         """One epoch of the pair measured on the loop's epochs: its side's wrapper serves
         the whole epoch; after the schedule's last one the script stops, as after a
         measured pass."""
         pair = self._epochs
         assert pair is not None
-        self._inside.add(id(loader))
+        self._enter(loader, original)
         gen = self._epoch_gen(pair, loader, k, info)
         self._active, self._active_loader = pair, loader
         self._active_pass = weakref.ref(gen)
@@ -391,7 +416,7 @@ class Picker:
             raise
         finally:
             self._active = self._active_loader = None
-            self._inside.discard(id(loader))
+            self._leave(loader)
         if last:
             self._end_epochs(loader, k, info, by_script=False)
             self.stop_now()
@@ -411,7 +436,7 @@ class Picker:
         try:
             pair.close()
         finally:
-            self._inside.discard(id(loader))
+            self._leave(loader)
         if not pair.enough:
             past_warmup = pair.started > 1 or pair.handed > self.warmup
             if failed and past_warmup:
@@ -603,7 +628,7 @@ class Picker:
     def _release(self, loader: Any) -> None:
         """The pass of ``loader`` is over: its own ``iter()`` is the script's again, and the
         copy measured in its place (if any) lets its workers go."""
-        self._inside.discard(id(loader))
+        self._leave(loader)
         measured = self._rebuilt.pop(id(loader), None)
         if measured is not None:
             self._inside.discard(id(measured))
