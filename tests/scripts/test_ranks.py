@@ -145,3 +145,25 @@ def test_a_partial_launcher_environment_is_one_process(tmp_path, partial):
     assert p.stdout.startswith("Verdict: "), p.stdout
     names = [x.name for x in logs.glob("*.json")]
     assert len(names) == 2 and not [n for n in names if "rank" in n], names
+
+
+@retry_once
+def test_a_variant_under_ranks_is_reported_for_every_rank_and_the_slowest(tmp_path):
+    # every rank measured the variant's blocks and wrote its log; the report had no
+    # variant and said it "was not measured: ... this loader's epoch is too short for them"
+    tmp_path = fresh(tmp_path)
+    logs = tmp_path / "logs"
+    p = loadeval("run", "--steps", "60", "--warmup", "2", "--cache", "3", "--nproc-per-node",
+                 "2", "--try", "num_workers=2", "--log-dir", str(logs), DDP, "--batches", "200",
+                 "--base-item-ms", "1")  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "was not measured" not in p.stderr
+    report = gather_logs(logs)
+    assert report.tried_words() == "num_workers=2"
+    for d in report.diagnoses.values():
+        assert d.tried is not None and d.tried.speedup is not None
+    facts = report.facts()
+    assert "with num_workers=2" in facts.columns
+    assert [f.key for f in facts.facts].count("tried") == 1
+    assert p.stdout.startswith(report.text("cli"))
+    assert leftovers() == []

@@ -132,6 +132,7 @@ class RanksResult(Reported):
     def facts(self) -> Facts:
         """The gathered facts, once: :meth:`text` and the notebook's card render this."""
         split = any(d.waiting_s is not None for d in self.diagnoses.values())
+        tried = self.tried_words()
         proof = self.proof
         arms = proof.arms if proof is not None else ()
         rows = []
@@ -140,6 +141,8 @@ class RanksResult(Reported):
             extra: tuple[str, ...] = ()
             if split:
                 extra += (_split_cell(d),)
+            if tried:
+                extra += (_tried_cell(d),)
             if proof is not None:
                 steps = proof.rank_step_s.get(r.rank, {})
                 extra += tuple(fmt_seconds(steps.get(a)) if a in steps else "" for a in arms)
@@ -171,6 +174,15 @@ class RanksResult(Reported):
                     f"step, {fmt_times(slow.speedup)} as fast with an ideal loader",
                 )
             )
+        if tried and slow is not None and slow.tried is not None:
+            facts.append(
+                Fact(
+                    "tried",
+                    f"with {tried}",
+                    f"on the slowest rank ({self.slowest}), {slow.tried.text()}; every "
+                    "rank's in the table",
+                )
+            )
         if self.skew_s is not None:
             lo, hi = self.skew_ci
             ci = f" (95% CI {fmt_seconds(lo)} to {fmt_seconds(hi)})" if lo is not None else ""
@@ -189,6 +201,8 @@ class RanksResult(Reported):
         columns: tuple[str, ...] = ("rank", "host", "real step", "ideal step", "speedup", "wait")
         if split:
             columns += ("waiting / CPU taken",)
+        if tried:
+            columns += (f"with {tried}",)
         if proof is not None:
             columns += tuple(proof.arm_names())
         return Facts(
@@ -200,6 +214,14 @@ class RanksResult(Reported):
             rows=tuple(rows),
             notes=tuple(n for n in (self.phase_note, self._left_out_note()) if n),
         )
+
+    def tried_words(self) -> Optional[str]:
+        """The variant the ranks' pass measured (``--try``), as a user writes it (None:
+        none did)."""
+        for d in self.diagnoses.values():
+            if d.tried is not None:
+                return d.tried.words
+        return None
 
     def _left_out_note(self) -> Optional[str]:
         if not self.left_out:
@@ -228,6 +250,16 @@ def _split_cell(d: Optional[Diagnosis]) -> str:
     if d is None or d.waiting_s is None or d.contention_s is None:
         return ""
     return f"{fmt_seconds(d.waiting_s)} / {fmt_seconds(d.contention_s)}"
+
+
+def _tried_cell(d: Optional[Diagnosis]) -> str:
+    """A rank's variant against its real loader: its speedup and interval."""
+    t = d.tried if d is not None else None
+    if t is None or t.speedup is None:
+        return ""
+    lo, hi = t.speedup_ci
+    ci = f" ({lo:.2f}–{hi:.2f}×)" if lo is not None and hi is not None else ""
+    return f"{fmt_times(t.speedup)}{ci}"
 
 
 def ranks_result(ranks: list[RankResult]) -> RanksResult:

@@ -279,7 +279,7 @@ def run_script(
                 loader_index,
                 *rest,
             )
-        if settings.variant is not None and result.variant is None and result.ok:
+        if settings.variant is not None and not _variant_measured(result) and result.ok:
             result.notes.append(
                 f"the variant ({settings.variant.words}) was not measured: it is served only "
                 "in a pass of interleaved blocks, and this loader's epoch is too short for them"
@@ -303,6 +303,14 @@ def run_script(
     if settings.log_to and result.ok and not result.rank:
         result.notes += log_result(result, settings)
     return result
+
+
+def _variant_measured(result: ScriptResult) -> bool:
+    """The variant arm was measured: in the pair, or on any of the ranks."""
+    if result.variant is not None:
+        return True
+    ranks = result.ranks
+    return ranks is not None and any(r.variant for r in ranks.ranks)
 
 
 def _advised(settings: RunSettings, again: Callable[[RunSettings], ScriptResult]) -> ScriptResult:
