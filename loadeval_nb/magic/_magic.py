@@ -318,7 +318,7 @@ class LoadEvalMagics(Magics):
                     interleave=not args.sequential,
                     contention=args.contention,
                     log_to=tuple(_unquote(t) for t in args.log_to or ()),
-                    variants=_unquote(args.variants) if args.variants else (),
+                    variants=tuple(_unquote(v) for v in args.variants or ()),
                 )
             except OptionError:  # what the loader is comes first, then the numbers
                 plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,

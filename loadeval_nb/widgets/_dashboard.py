@@ -417,9 +417,14 @@ def done_status(result: PairResult) -> Optional[tuple[str, str]]:
             if d.disturbed
             else ""
         )
+        lo, hi = d.speedup_ci
+        gain = (  # a claim the size of its interval: a point only beside it
+            f"an ideal loader would make steps between {fmt_times(lo)} and {fmt_times(hi)} as fast"
+            if lo is not None and hi is not None
+            else f"an ideal loader would be {fmt_times(d.speedup)} as fast"
+        )
         return (
-            f"Done: {d.verdict} — an ideal loader would be {fmt_times(d.speedup)} as fast."
-            + disturbed,
+            f"Done: {d.verdict} — {gain}." + disturbed,
             DISTURBED_COLOR if d.disturbed else "#333",
         )
     if result.error is None:

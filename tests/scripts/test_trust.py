@@ -67,6 +67,45 @@ def test_a_bad_variant_is_one_sentence_in_the_commands_words(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "tries, says",
+    [
+        ([""], "--try names no setting to try"),  # before: silently no variant
+        (["num_workers=1", "num_workers=2"], "--try holds 2 variants"),  # before: the last won
+        (["num_workers=100000"], "--try: num_workers=100000 is more worker processes"),
+    ],
+)
+def test_a_try_that_cannot_run_is_a_usage_error_before_the_script_starts(tmp_path, tries, says):
+    # before: '' and a second --try were taken silently; 100000 workers started the script
+    # and failed after 4 s with exit 1
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    args = [a for t in tries for a in ("--try", t)]
+    p = loadeval("run", *args, str(script))
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith(f"loadeval_nb: {says}"), p.stderr
+    assert not marker.exists()  # the script never started
+
+
+def test_a_variant_that_cannot_differ_is_refused_before_it_costs_a_pass(tmp_path):
+    # persistent_workers=True on a loader without workers measured, then said "no
+    # difference": it cannot make one
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "for x in DataLoader(torch.arange(1600.0).reshape(-1, 4), batch_size=4):\n"
+        "    x.sum()\n"
+    )
+    logs = tmp_path / "logs"
+    p = loadeval("run", "--try", "persistent_workers=True", "--log-dir", str(logs), str(script))
+    assert p.returncode != 0 and p.stdout == ""
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("loadeval_nb: --try: persistent_workers=True changes nothing"), last
+    assert not list(logs.glob("*.json"))  # no pass was measured
+
+
 def test_a_script_that_raises_inside_the_measured_pass_is_a_failure(tmp_path):
     """It raised at its step 20 (past the warm-up): before, exit 0 and a verdict."""
     tmp_path = fresh(tmp_path)

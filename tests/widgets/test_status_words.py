@@ -32,3 +32,13 @@ def test_a_disturbed_pair_says_so_in_the_headline():
     assert "Disturbed" not in quiet.status.value
     dash.close()
     quiet.close()
+
+
+def test_the_done_line_says_the_interval_not_a_point():
+    # under NOT ENOUGH DATA the line stated a point speedup ("would be 1.21× as fast")
+    dash = Dashboard(loader_name="x", steps_per_run=30)
+    d = _diagnosis(verdict="NOT ENOUGH DATA", speedup=1.21, speedup_ci=(0.88, 1.58))
+    dash.pair_done(PairResult(label="#1", loader_settings={}, diagnosis=d))
+    text = dash.status_text()
+    assert "between 0.88× and 1.58× as fast" in text and "1.21" not in text
+    dash.close()

@@ -17,7 +17,7 @@ from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import NotInterleavable, plan_pass
-from ..measure.loader import TUNABLE, rebuild_loader
+from ..measure.loader import TUNABLE
 from ..measure.variant import VARIANT, Variant
 from ..record.history import HistoryRow
 from ..record.run import Run
@@ -291,7 +291,7 @@ def pass_plan(loader: Any, settings: RunSettings) -> Any:
         auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
         contention=settings.contention,
         # (a loader that cannot be rebuilt is one sentence here, before anything runs)
-        variant=rebuild_loader(loader, **v.settings) if (v := settings.variant) else None,
+        variant=v.rebuild(loader) if (v := settings.variant) else None,
     )
 
 

@@ -100,7 +100,7 @@ from .build_run import LogWriter, run_settings
 from .cache import ReplayCache, nothing_to_measure
 from .config import EvaluatorConfig
 from .copies import CopyTimer
-from .loader import TUNABLE, rebuild_loader, shutdown_persistent_workers
+from .loader import TUNABLE, shutdown_persistent_workers
 from .modes import LoaderStart
 from .resource import resource_text
 from .sampler import ticks_within
@@ -231,7 +231,7 @@ class InterleavedPass(Evaluator):
         per_side = auto_stop.max_steps if auto_stop is not None else steps
         self._variant_loader: Any = None
         if self.variant is not None:  # (one sentence for a loader that cannot be rebuilt)
-            self._variant_loader = rebuild_loader(dataloader, **self.variant.settings)
+            self._variant_loader = self.variant.rebuild(dataloader)
         plan, self.loader_len, self.ranks = planned or plan_pass(
             dataloader,
             steps=per_side,

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import OptionError
 from ..record.run import VARIANT as VARIANT
-from .loader import TUNABLE
+from .loader import TUNABLE, check_workers, loader_knobs, rebuild_loader
 
 ADVICE = "advice"
 """``--try advice``: the variant is what the first pass's advice names (the simulator's
@@ -81,6 +81,25 @@ class Variant:
     def __str__(self) -> str:
         return self.words
 
+    def rebuild(self, loader: Any) -> Any:
+        """``loader`` rebuilt with these settings (:func:`~.loader.rebuild_loader`); one
+        sentence (an :class:`OptionError` for ``variants``), before a pass is spent on
+        it, where the rebuilt loader's settings are the loader's own: the variant could
+        not differ (``persistent_workers=True`` without workers, ``num_workers=2`` on a
+        loader that has 2)."""
+        rebuilt = rebuild_loader(loader, **self.settings)
+        if loader_knobs(rebuilt) == loader_knobs(loader):
+            have = ", ".join(f"{k}={v!r}" for k, v in loader_knobs(loader).items() if v is not None)
+            raise OptionError(
+                "variants",
+                f": {self.words} changes nothing on this loader ({have}), so it cannot "
+                "measure a difference; try a setting the loader does not have"
+                + (" (persistent_workers needs num_workers=1 or more)."
+                   if "persistent_workers" in self.settings and not rebuilt.num_workers
+                   else "."),
+            )  # fmt: skip
+        return rebuilt
+
 
 def _parse_pair(text: str) -> tuple[str, Any]:
     name, eq, value = text.partition("=")
@@ -110,3 +129,8 @@ def _check_value(name: str, value: Any) -> None:
         raise OptionError("variants", f": {name} is a whole number of 0 or more, not {value!r}.")
     if name == "prefetch_factor" and value < 1:
         raise OptionError("variants", ": prefetch_factor is 1 or more.")
+    if name == "num_workers":
+        try:
+            check_workers(value)
+        except OptionError as e:  # (named for the variants, as every sentence here is)
+            raise OptionError("variants", f": num_workers{e.rest}") from None

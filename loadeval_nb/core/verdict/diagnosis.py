@@ -468,6 +468,16 @@ def _tried_advice(d: Diagnosis) -> list[Piece]:
     t = d.tried
     if t is None or t.speedup is None:
         return []
+    v_lo, ideal_hi = t.speedup_ci[0], d.speedup_ci[1]
+    if t.outcome == "faster" and v_lo is not None and ideal_hi is not None and v_lo > ideal_hi:
+        # the ideal loader is the ceiling of any loader setting: past it, the pass was
+        # disturbed, and no advice rests on it
+        return [
+            f"{t.words} measured faster than an ideal loader ({fmt_times(t.speedup)} against "
+            f"{fmt_times(d.speedup)}), which no loader setting can be: something else changed "
+            "the steps between its blocks and the others' (another process, the machine's "
+            "clock); rerun the pass before acting on it. "
+        ]
     if t.outcome == "faster":
         return [
             f"Set {t.words}: it made the steps {fmt_times(t.speedup)} faster, measured in "

@@ -9,6 +9,32 @@ import os
 from collections.abc import Sequence
 from typing import Optional
 
+RUN_FLAGS = {
+    "steps": "--steps",
+    "warmup": "--warmup",
+    "num_cached_batches": "--cache",
+    "cache_on": "--cache-on",
+    "loader_index": "--loader",
+    "loader_from": "--loader-from",
+    "timeout": "--timeout",
+    "log_to": "--log-to",
+    "contention": "--contention",
+    "variants": "--try",
+    "prove_straggler": "--prove-straggler",
+}
+"""Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
+command's option."""
+
+
+def said_as_flag(e: Exception) -> str:
+    """The sentence of ``e`` with a setting named by the command's option (``--try``, not
+    ``variants``): how either half reports a setting it refuses."""
+    from ...core.errors import OptionError
+
+    if isinstance(e, OptionError):
+        return e.renamed(RUN_FLAGS.get(e.option, e.option))
+    return str(e)
+
 
 def describe_target(target: Sequence[str]) -> str:
     """``train.py`` or ``-m pkg.train``: how sentences name the script."""

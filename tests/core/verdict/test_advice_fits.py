@@ -94,3 +94,18 @@ def test_computing_workers_are_never_advised_beyond_the_cores():
     line = predict(0.08, 0.01, num_workers=0, cores=2, seed=1).line()  # loading computes
     advised = int(line.split("num_workers=")[1].split(":")[0].split(",")[0].split(" ")[0])
     assert advised <= 2, line
+
+
+def test_a_variant_faster_than_the_ideal_is_no_advice():
+    # the ideal loader is any setting's ceiling: a variant measured past it (a disturbed
+    # pass) turned into "Set num_workers=4"; a variant within it stays the advice
+    from loadeval_nb.core.verdict.diagnosis import Tried
+
+    d = diagnose(*_runs(30, 15, 20, workers=1))
+    lo, hi = d.speedup_ci
+    past = Tried({"num_workers": 4}, speedup=hi * 1.5, speedup_ci=(hi * 1.3, hi * 1.7))
+    text = said(advice(dataclasses.replace(d, tried=past)))
+    assert "Set num_workers=4" not in text
+    assert "faster than an ideal loader" in text
+    within = Tried({"num_workers": 4}, speedup=d.speedup, speedup_ci=(1.2, hi))
+    assert "Set num_workers=4" in said(advice(dataclasses.replace(d, tried=within)))

@@ -51,6 +51,7 @@ from ....core.measure import rebuild_loader
 from ..loaders import patched_loaders
 from ..spec import ChildStatus
 from ..spec import rank_key as _rank
+from ..words import said_as_flag
 
 MIN_EPOCH_STEADY = 8
 """Fewest steady steps an epoch must leave after the warm-up to be a block of the pair
@@ -346,7 +347,7 @@ class Picker:
             return self._unmeasured(loader, original, k, p, chosen, e)
         except LoadEvalError as e:
             self._release(loader)
-            raise Refused(str(e)) from None
+            raise Refused(said_as_flag(e)) from None
         except BaseException:
             self._release(loader)
             raise

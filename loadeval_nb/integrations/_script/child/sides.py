@@ -19,7 +19,8 @@ from ....core._shared import (
 )
 from ....core.errors import LoadEvalError
 from ....core.explore import RunSettings
-from ....core.measure import LoaderEvaluator, rebuild_loader
+from ....core.measure import LoaderEvaluator
+from ..words import said_as_flag
 from .pick import Refused, Side
 from .proof import NO_GROUP, ProvedPair, in_process_group
 
@@ -83,9 +84,9 @@ def side_for(
         whole = replace(settings, steps=n)
         v = settings.variant  # a third side: the loader rebuilt
         try:
-            rebuilt = rebuild_loader(loader, **v.settings) if v is not None else None
+            rebuilt = v.rebuild(loader) if v is not None else None
         except LoadEvalError as e:  # one sentence, as a pass of blocks says it
-            raise Refused(str(e)) from None
+            raise Refused(said_as_flag(e)) from None
         files = claim((*SIDES, VARIANT) if rebuilt is not None else SIDES)
         return EpochPair(
             evaluator_for(loader, "real", whole, metrics_file=files["real"]),

@@ -17,6 +17,7 @@ from ....core.errors import LoadEvalError, OptionError
 from ....core.explore import RunSettings
 from ...trackers import check_log_to
 from ..loaders import parse_loader_from
+from ..words import said_as_flag
 
 if TYPE_CHECKING:  # imported when ranks are asked for (psutil, subprocess)
     from .launch import Torchrun
@@ -25,22 +26,6 @@ COMMAND = "python -m loadeval_nb run"
 """How the command line spells the command (``%loadeval_run`` in a notebook)."""
 
 RUN_USAGE = f"{COMMAND} [options] SCRIPT [ARGS...]\n       {COMMAND} [options] -m MODULE [ARGS...]"
-
-RUN_FLAGS = {
-    "steps": "--steps",
-    "warmup": "--warmup",
-    "num_cached_batches": "--cache",
-    "cache_on": "--cache-on",
-    "loader_index": "--loader",
-    "loader_from": "--loader-from",
-    "timeout": "--timeout",
-    "log_to": "--log-to",
-    "contention": "--contention",
-    "variants": "--try",
-    "prove_straggler": "--prove-straggler",
-}
-"""Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
-command's option."""
 
 SCRIPT_TRAINER = "a script's Trainer lives in the script's own process"
 """Why a script's run cannot write to its Trainer's loggers (``--log-to trainer``)."""
@@ -91,6 +76,7 @@ PAIR_OPTIONS: dict[str, dict[str, Any]] = {
     },
     "--try": {
         "dest": "variants",
+        "action": "append",
         "default": None,
         "metavar": "SETTINGS",
         "help": "a variant arm in the same pass: the loader rebuilt with other settings "
@@ -234,7 +220,7 @@ def option_sentence(e: LoadEvalError, command: str = COMMAND) -> str:
     """The sentence of ``e`` as ``command`` says it: a setting named by its option
     (``--cache``, not ``num_cached_batches``), the command by its own name."""
     if isinstance(e, OptionError):
-        return e.renamed(RUN_FLAGS.get(e.option, e.option))
+        return said_as_flag(e)
     return str(e).replace(COMMAND, command)
 
 
@@ -259,6 +245,12 @@ def steps_option(text: Any) -> Any:
         raise LoadEvalError(f"--steps must be a number of steps or auto, not {text!r}.") from None
 
 
+def _given(values: Optional[list[str]]) -> tuple[str, ...]:
+    """``--try``'s values as given (an empty one included: it is one sentence, never
+    silently nothing); none: ()."""
+    return tuple(values) if values is not None else ()
+
+
 def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Torchrun]]:
     """``run``'s options (parsed by its parser) as the checked settings and the ranks
     (``Torchrun`` or None) to run a script with; :class:`LoadEvalError` naming the option
@@ -275,7 +267,7 @@ def script_settings(args: argparse.Namespace) -> tuple[RunSettings, Optional[Tor
             interleave=not args.sequential,
             contention=getattr(args, "contention", None),
             log_to=tuple(args.log_to or ()),
-            variants=getattr(args, "variants", None) or (),
+            variants=_given(getattr(args, "variants", None)),
         )
     except OptionError as e:
         raise LoadEvalError(option_sentence(e)) from None
