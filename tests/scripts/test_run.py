@@ -198,17 +198,18 @@ def test_the_verdicts_advice_is_spelled_as_runs_options(tmp_path):
     assert p.stdout == f"{d.text('cli')}\n"
     assert "Verdict: NOT ENOUGH DATA" in p.stdout
     # the child found the pass too short for blocks (the core's rule, its reason) and the
-    # parent only reported it: the pair's child first, then a child per side
+    # parent only reported it: the pair's child first, whose one real epoch is the real
+    # run, then a child for the ideal side alone (the script runs twice, not three times)
     said = [line for line in p.stderr.splitlines() if line.endswith(" ...")]
     assert [line.split(" (")[0] for line in said] == [
         "loadeval_nb: the real and the ideal run, interleaved ...",
-        "loadeval_nb: the real run",
         "loadeval_nb: the ideal run",
     ], said
     notes = [line for line in p.stderr.splitlines() if "note:" in line]
     assert any(
         "an epoch of the loader has 30 batches and interleaved blocks need" in n
-        and "so a child per side measured the real run, then the ideal run" in n
+        and "so that run's real epochs are the real run" in n
+        and "ran twice" in n
         for n in notes
     ), notes
     assert "(--steps 400, or --steps auto)" in p.stdout  # run's own option

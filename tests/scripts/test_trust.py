@@ -211,6 +211,59 @@ def test_a_short_loader_over_several_epochs_is_measured_on_its_epochs_in_one_pro
     assert leftovers() == []
 
 
+DCGAN = """
+import os, sys, torch
+from torch.utils.data import DataLoader
+niter, out = int(sys.argv[1]), sys.argv[2]
+torch.manual_seed(0)
+loader = DataLoader(torch.randn(128, 8), batch_size=4, shuffle=True)  # 32 batches
+D, G = torch.nn.Linear(8, 1), torch.nn.Linear(8, 8)
+opt_d = torch.optim.SGD(D.parameters(), lr=0.01)
+opt_g = torch.optim.SGD(G.parameters(), lr=0.01)
+for epoch in range(niter):
+    for i, x in enumerate(loader):
+        opt_d.zero_grad(); D(x).sum().backward(); opt_d.step()  # two optimizers a step
+        opt_g.zero_grad(); D(G(x)).sum().backward(); opt_g.step()
+        with open(os.path.join(out, "progress.txt"), "a") as f:
+            f.write(f"{epoch} {i}\\n")
+    torch.save(D.state_dict(), os.path.join(out, f"netD_epoch_{epoch}.pth"))
+"""
+
+
+@pytest.mark.parametrize("niter", [8, 12])
+def test_the_loops_epochs_run_to_their_end_and_the_script_stops_at_the_next(tmp_path, niter):
+    # pytorch/examples dcgan, --niter 8: the 8th epoch stopped at batch 31 of 32 (at the
+    # discriminator's optimizer step) and its end-of-epoch checkpoint was never written
+    script, out = tmp_path / "dcgan.py", tmp_path / "out"
+    script.write_text(DCGAN)
+    out.mkdir()
+    p = loadeval("run", "--warmup", "5", "--cache", "5", str(script), str(niter), str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = (out / "progress.txt").read_text().split()
+    assert len(lines) == 2 * 8 * 32  # 8 whole epochs (the pair's), never a batch more
+    assert sorted(f.name for f in out.glob("*.pth")) == [f"netD_epoch_{e}.pth" for e in range(8)]
+    said = "at the start of the training loader's pass 9, after the 8 epochs measured"
+    assert (said in p.stderr) == (niter > 8), p.stderr
+
+
+def test_a_script_with_too_few_epochs_to_pair_runs_twice_and_says_so(tmp_path):
+    # dcgan --niter 1: the script ran three times (a whole epoch interleaved and thrown
+    # away, then a child per side) and the note said only that a child per side measured
+    script, out, logs = tmp_path / "dcgan.py", tmp_path / "out", tmp_path / "logs"
+    script.write_text(DCGAN)
+    out.mkdir()
+    p = loadeval("run", "--warmup", "5", "--cache", "5", "--log-dir", str(logs), str(script),
+                 "1", str(out))  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.startswith("Verdict: ")
+    epochs = [line.split()[0] for line in (out / "progress.txt").read_text().splitlines()]
+    assert len(epochs) < 2 * 32 and epochs[:32] == ["0"] * 32  # its epoch, then one side
+    assert "ran twice" in p.stderr and "ran three times" not in p.stderr, p.stderr
+    real = json.loads(next(logs.glob("*-real.json")).read_text())
+    assert "epoch_pair" not in real["settings"]  # the first run's epoch, paired with none
+    assert real["mode"] == "log" and len(list(logs.glob("*-ideal.json"))) == 1
+
+
 def test_a_variant_of_a_short_loader_is_a_third_side_of_the_loops_epochs(tmp_path):
     """--try on a loader too short for blocks: the variant's epochs are a third side of the
     loop's own epochs (real, ideal, variant, variant, ideal, real), 4 a side, in one

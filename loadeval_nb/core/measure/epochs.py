@@ -131,6 +131,12 @@ class EpochPair:
             self._open = None
         self.completed[side] += 1
 
+    def real_alone(self) -> None:
+        """Before :meth:`close`: the real side's log is written as a run of its own (whole
+        epochs of the loader measured, paired with none), for a pair that goes on in turn
+        from there (a script that ended after too few epochs to pair)."""
+        self.wrappers["real"].log_settings.pop(EPOCH_PAIR, None)
+
     def close(self) -> None:
         """Close every side's wrapper, real first (the variant's stops the workers it
         started), each even if one before it raised."""

@@ -149,6 +149,9 @@ class ChildStatus:
     """Steps measured (warm-up included)."""
     stopped_by_script: bool = False
     """The script ended the measured pass itself, before ``steps``."""
+    stopped_at: str = ""
+    """Where the child stopped the script after its steps were measured, in words ("at
+    the start of ..."): what the script does past that did not run ("": not stopped)."""
     passes: list[str] = field(default_factory=list)
     """The DataLoader passes the script made that were not measured, in words."""
     failed_step: Optional[int] = None

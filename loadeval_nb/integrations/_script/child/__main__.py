@@ -128,7 +128,9 @@ def main(target: list[str]) -> int:
         if picker.status is not None and (isinstance(e, Measured) or exit_code == 0):
             status = picker.status
         elif exit_code == 0 and picker.not_interleaved is not None:
-            status = ChildStatus("not-interleavable", rank=rank, message=picker.not_interleaved)
+            status = picker.real_kept or ChildStatus(
+                "not-interleavable", rank=rank, message=picker.not_interleaved
+            )
             code = 3
         else:
             if c is not None and not isinstance(c, int):
@@ -153,7 +155,9 @@ def main(target: list[str]) -> int:
         code = 0 if picker.status is not None else 1
         if picker.status is None and picker.not_interleaved is not None:
             # too few of the loop's epochs to pair: the parent measures the sides in turn
-            status = ChildStatus("not-interleavable", rank=rank, message=picker.not_interleaved)
+            status = picker.real_kept or ChildStatus(
+                "not-interleavable", rank=rank, message=picker.not_interleaved
+            )
             code = 3
         unfound = None
         if picker.status is None and spec.loader_from and picker.named_found is False:

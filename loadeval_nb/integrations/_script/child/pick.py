@@ -205,6 +205,13 @@ class Picker:
         self._epochs_of: Optional[tuple[Any, int, int]] = None  # (its loader's weakref,
         # number, first pass)
         self._epochs_why = ""  # why one epoch holds no blocks (the plan's words)
+        self._after_epochs: Optional[tuple[Any, int, int]] = None
+        """(the training loader's weakref, its number, the epochs measured) once the pair
+        over its epochs is over: its next pass stops the script; other loaders' run."""
+        self.real_kept: Optional[ChildStatus] = None
+        """A pair over the loop's epochs that the script ended after too few of them: the
+        status that carries its real epochs' log (the parent measures the ideal side
+        alone, in a second run of the script)."""
         self.not_interleaved: Optional[str] = None
         """Why the pair could not be measured in this process (a pass too short for blocks
         and too few epochs of it to pair): the parent measures the sides in turn."""
@@ -239,8 +246,20 @@ class Picker:
             return original(loader)
         if _within_a_pass():  # a loader's own loader (WebLoader's DataLoader): its pass's
             return original(loader)
+        if self._after_epochs is not None:  # the pair over the loop's epochs is over
+            if self._after_epochs[0]() is loader:  # the training loader's next epoch
+                n = self._pass_count.get(self._after_epochs[1], 0) + 1
+                self.stop_now(
+                    f"at the start of the training loader's pass {n}, after the "
+                    f"{self._after_epochs[2]} epochs measured (each ran to its end): that "
+                    "epoch and what follows it did not run"
+                )
+            return self._serve(loader, original)  # (a validation loader's pass runs)
         if self.done or self._last_handed:  # past its measured pass: stop the script here
-            self.stop_now()
+            self.stop_now(
+                "at the start of its next DataLoader pass, after the measured pass: that "
+                "pass and what follows it did not run"
+            )
         k = self._number(loader)
         p = self._pass_count[k] = self._pass_count.get(k, 0) + 1
         if self._active is not None and self._active_pass() is None:
@@ -400,11 +419,8 @@ class Picker:
         last = pair.started + 1 >= pair.epochs
         try:
             it = iter(pair)
-            total = len(pair)
-            for batch in it:
+            for batch in it:  # (the last epoch runs to its end: no stop at its last step)
                 n += 1
-                if last and n == total:
-                    self._arm_stop()
                 yield batch
         except GeneratorExit:  # our stop, or the script left the epoch: the pair ends
             if not self._ours:
@@ -418,22 +434,35 @@ class Picker:
         finally:
             self._active = self._active_loader = None
             self._leave(loader)
-        if last:
+        if last:  # the epoch's end (a checkpoint, validation) runs as the script has it;
+            # the training loader's next pass stops the script
             self._end_epochs(loader, k, info, by_script=False)
-            self.stop_now()
+            if self.status is not None:
+                self._after_epochs = (weakref.ref(loader), k, pair.epochs)
 
     def _end_epochs(
-        self, loader: Any, k: int, info: dict[str, Any], by_script: bool, failed: bool = False
+        self,
+        loader: Any,
+        k: int,
+        info: dict[str, Any],
+        by_script: bool,
+        failed: bool = False,
+        ending: bool = False,
     ) -> None:
         """The pair over the loop's epochs is over: its logs are written; measured where
         it paired enough epochs, else the sides are measured in turn (``not_interleaved``);
         a first epoch left before it ended (a glance at the loader) is no pass of it. Where
         the script (or its loader) ``failed`` past the warm-up, the partial logs are kept,
-        as a measured pass's are, for the failure to name."""
+        as a measured pass's are, for the failure to name. A script ``ending`` well after
+        a whole real epoch (too few epochs to pair) keeps that epoch as the real run
+        (:attr:`real_kept`): only the ideal side is measured again, by a second run."""
         pair, self._epochs = self._epochs, None
         first = self._epochs_of[2] if self._epochs_of is not None else 1
         if pair is None or self.status is not None:
             return
+        keep_real = ending and not failed and not pair.enough and pair.completed["real"] > 0
+        if keep_real:
+            pair.real_alone()
         try:
             pair.close()
         finally:
@@ -452,7 +481,9 @@ class Picker:
             else:
                 self.passes.append(f"{in_words(k, info)}, pass {first} was left early")
             self._epochs_of = None
-            if by_script and past_warmup:
+            if keep_real and self.not_interleaved is not None:
+                self._keep_real(k, first, info, pair.handed)
+            elif by_script and past_warmup:
                 # the script left the pair: it ended, or it is failing (an exception
                 # unwinding the loop closes the epoch first); close() tells which
                 self._parked = (k, first, info, pair.handed)
@@ -460,6 +491,27 @@ class Picker:
                 self._remove_logs()
             return
         self._measured(k, first, info, pair.handed, by_script and not pair.last)
+
+    def _keep_real(self, k: int, first: int, info: dict[str, Any], handed: int) -> None:
+        """Keep the real side's log of a pair too short to pair (the others removed)."""
+        paths = self.side.paths()
+        real = paths.get("real")
+        for name, path in paths.items():
+            if name != "real":
+                for f in (path, f"{path}.journal"):
+                    with contextlib.suppress(OSError):
+                        os.remove(f)
+        if real is not None and os.path.isfile(real):
+            self.real_kept = ChildStatus(
+                "not-interleavable",
+                rank=_rank(),
+                message=self.not_interleaved or "",
+                log_paths={"real": real},
+                loader_index=k,
+                pass_index=first,
+                loader_settings=info,
+                steps=handed,
+            )
 
     def _check_same(self, k: int, info: dict[str, Any]) -> None:
         want = self.expect or {}
@@ -511,7 +563,10 @@ class Picker:
             raise
         self._end(wrapper, loader, k, p, n, chosen, info, by_script=False)
         if chosen:
-            self.stop_now()
+            self.stop_now(
+                "at its next batch request after the measured pass's last batch: the rest of "
+                "that epoch, its end (a checkpoint, validation) and later epochs did not run"
+            )
 
     def _unmeasured(
         self,
@@ -545,12 +600,16 @@ class Picker:
             return
 
         def after_step(*_: Any) -> None:
-            self.stop_now()
+            self.stop_now(
+                "at the optimizer step that used the measured pass's last batch: the rest of "
+                "that epoch, its end (a checkpoint, validation) and later epochs did not run"
+            )
 
         self._stop_hook = register_optimizer_step_post_hook(after_step)
 
-    def stop_now(self) -> None:
-        """End the measured pass (its logs written) and stop the script: :class:`Measured`."""
+    def stop_now(self, where: str = "") -> None:
+        """End the measured pass (its logs written) and stop the script: :class:`Measured`.
+        ``where``: in words, where the script is stopped (the status keeps it)."""
         hook, self._stop_hook = self._stop_hook, None
         if hook is not None:
             hook.remove()
@@ -561,6 +620,8 @@ class Picker:
                 gen.close()
             finally:
                 self._ours = False
+        if self.status is not None and where and not self.status.stopped_at:
+            self.status.stopped_at = where
         raise Measured()
 
     def _end(
@@ -648,7 +709,10 @@ class Picker:
             if gen is not None:
                 gen.close()  # (ends the pair through its epoch's generator)
             if self._epochs is not None and self._epochs_of is not None:
-                self._end_epochs(loader, self._epochs_of[1], {}, by_script=True, failed=failed)
+                info = describe(loader) if loader is not None else {}
+                self._end_epochs(
+                    loader, self._epochs_of[1], info, by_script=True, failed=failed, ending=True
+                )
         if self._parked is not None and failed and self.status is None:
             parked, self._parked = self._parked, None
             self._measured(*parked, True)

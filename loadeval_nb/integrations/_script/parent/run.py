@@ -263,14 +263,15 @@ def run_script(
         prove_straggler,
     )  # fmt: skip
     refused = False  # the job's one plan refused the pass: every rank says so, none waits
+    kept: list[ChildStatus] = []  # a real epoch the interleaved child kept, if any
     try:
-        why = _run_sides(result, child, stamp, ranks, loader_index, *rest)
+        why = _run_sides(result, child, stamp, ranks, loader_index, *rest, kept=kept)
         if why is not None and (launcher is not None or prove_straggler):  # one pass only
             result.error, result.failed = _once(why, prove_straggler, launcher), "pair"
             result.exit_code = 1
             refused = launcher is not None
         elif why is not None:  # the child found the pass too short for blocks: in turn, said
-            result.notes.append(_in_turn(why))
+            result.notes.append(_in_turn(why, describe_target(result.target), bool(kept)))
             _run_sides(
                 result,
                 replace(child, interleave=False, variants=()),
@@ -278,6 +279,7 @@ def run_script(
                 ranks,
                 loader_index,
                 *rest,
+                kept=kept,
             )
         if settings.variant is not None and not _variant_measured(result) and result.ok:
             result.notes.append(
@@ -592,10 +594,21 @@ def _missing(missing: list[int], log_dir: str, wait_s: float, launcher: Launcher
     )
 
 
-def _in_turn(why: str) -> str:
+def _in_turn(why: str, name: str = "the script", kept: bool = False) -> str:
+    if kept:  # the script's own run measured the real side on its epochs: one more run
+        return (
+            f"{why}, so that run's real epochs are the real run, and a second run of {name} "
+            "measured the ideal run (stopped after its steps); a drift of the machine "
+            f"between the two is in the difference. {name} ran twice: what it wrote last "
+            "(checkpoints, logs) may come from the second run, which trained on the "
+            "cached batches replayed"
+        )
     return (
         f"{why}, so a child per side measured the real run, then the ideal run (each within "
-        "one epoch of the loader), and a drift of the machine between them is in the difference"
+        "one epoch of the loader), and a drift of the machine between them is in the "
+        f"difference. {name} ran three times (the first run, then one a side): what it wrote "
+        "last (checkpoints, logs) comes from the ideal side's run, which trained on the "
+        "cached batches replayed"
     )
 
 
@@ -638,11 +651,14 @@ def _run_sides(
     loader_from: Optional[str] = None,
     launcher: Optional[LauncherRank] = None,
     prove_straggler: bool = False,
+    kept: Optional[list[ChildStatus]] = None,
 ) -> Optional[str]:
     """Measure the sides with ``settings`` (``settings.interleave``: the pair in one child,
     else a child per side; ``settings.log_dir``: the folder the children write to); the
     reason, when the child found the training pass too short to interleave (the caller
-    then measures the sides in turn), else None."""
+    then measures the sides in turn), else None. ``kept``: the interleaved child's status
+    that kept a real epoch, put there by the first call; the second (in turn) takes its
+    real log from it and runs the ideal side alone."""
     name = describe_target(result.target)
     log_dir = str(settings.log_dir)
     local = ranks.nproc_per_node if ranks is not None else 1
@@ -651,7 +667,14 @@ def _run_sides(
     found: dict[str, str] = {}
     gpu_status()  # why there are no GPU readings, said once here, not by every child
     sweep_status_dirs()  # those of a command killed before it could remove them
-    for which in ("pair",) if settings.interleave else ("real", "ideal"):
+    sides: tuple[str, ...] = ("pair",) if settings.interleave else ("real", "ideal")
+    if not settings.interleave and kept:  # the real side is the first run's epochs
+        st = kept[0]
+        sides = ("ideal",)
+        found["real"] = st.log_paths["real"]
+        picks[""] = [st.loader_index or 1, st.pass_index or 1]
+        expect[""] = st.loader_settings
+    for which in sides:
         status_dir = tempfile.mkdtemp(prefix=f"{STATUS_PREFIX}{os.getpid()}-")
         try:
             spec = ChildSpec(
@@ -694,6 +717,9 @@ def _run_sides(
         hooks.side_ended(which, statuses)
         short = [s for s in statuses.values() if s.outcome == "not-interleavable"]
         if short and which == "pair":  # the child's decision, by the core's rule: reported
+            real = short[0].log_paths.get("real")
+            if kept is not None and ranks is None and real and os.path.isfile(real):
+                kept.append(short[0])
             return short[0].message
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader_index)
         if error is not None:
@@ -910,6 +936,9 @@ def _side_notes(name: str, which: str, ended: Ended, statuses: dict[str, ChildSt
             f"{name} ended the measured pass itself in {side}, after "
             f"{'/'.join(map(str, short))} steps (its own step limit): the run has those."
         )
+    stops = sorted({s.stopped_at for s in statuses.values() if s.stopped_at})
+    for where in stops:
+        notes.append(f"{name} was stopped in {side} {where}.")
     if ended.lingered:
         notes.append(
             f"{name} was still running a minute after the steps of {side} were measured "
