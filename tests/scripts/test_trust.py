@@ -332,3 +332,42 @@ def test_ranks_whose_loaders_differ_hold_one_plan_and_never_hang(tmp_path, worke
     ]
     assert len(plans) == 2 and plans[0] == plans[1] and plans[0]["ranks"] == 2
     assert leftovers() == []
+
+
+LEAVES = """
+import sys, torch
+from torch.utils.data import DataLoader
+leave_at = int(sys.argv[1])
+loader = DataLoader(torch.randn(128, 8), batch_size=4)  # 32 batches
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(8):
+    for i, x in enumerate(loader):
+        if i == leave_at:  # the script's own step limit an epoch
+            break
+        opt.zero_grad(); model(x).sum().backward(); opt.step()
+"""
+
+
+def test_a_loop_that_leaves_every_epoch_early_is_measured_on_its_own_epochs(tmp_path):
+    # every epoch left at batch 20 of 32: refused before, with one sentence repeated 8
+    # times ("ended before any DataLoader pass ... drew more than the 10 warm-up batches")
+    script = tmp_path / "leaves.py"
+    script.write_text(LEAVES)
+    p = loadeval("run", str(script), "20")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.startswith("Verdict: ")
+    assert "each run holds 4 epochs" in p.stdout, p.stdout
+
+
+def test_a_loop_that_leaves_inside_the_warm_up_is_one_sentence_whose_advice_works(tmp_path):
+    script = tmp_path / "leaves.py"
+    script.write_text(LEAVES)
+    p = loadeval("run", str(script), "5")  # 6 batches an epoch: inside the 10 of the warm-up
+    assert p.returncode == 1 and p.stdout == ""
+    last = p.stderr.strip().splitlines()[-1]
+    assert "passes 1–8 were left after 6 batches" in last and last.count("left after") == 1, last
+    assert "--warmup" in last
+    p = loadeval("run", "--warmup", "2", str(script), "5")  # what the sentence advises
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.startswith("Verdict: ")

@@ -86,7 +86,8 @@ class EpochPair:
         self.started = 0
         """Epochs handed out so far."""
         self.completed = dict.fromkeys(self.wrappers, 0)
-        """Each side's epochs that ran to their end."""
+        """Each side's epochs that ran to their end, or that the loop left past the warm-up
+        (its own epoch, shorter than the loader's)."""
         self.handed = 0
         """Batches handed to the loop so far, over every epoch."""
         self._open: Optional[str] = None
@@ -123,10 +124,17 @@ class EpochPair:
         return self._epoch(side, iter(self.wrappers[side]))
 
     def _epoch(self, side: str, it: Iterator[Any]) -> Iterator[Any]:
+        n = 0
         try:
             for batch in it:
                 self.handed += 1
+                n += 1
                 yield batch
+        except GeneratorExit:  # the loop left the epoch: past the warm-up, the loop's own
+            # epoch is shorter than the loader's (a step limit an epoch), and it counts
+            if n > getattr(self.wrappers[side], "warmup", 0):
+                self.completed[side] += 1
+            raise
         finally:
             self._open = None
         self.completed[side] += 1

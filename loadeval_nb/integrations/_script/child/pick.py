@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import weakref
 from collections.abc import Iterator
@@ -223,7 +224,7 @@ class Picker:
     def all_passes(self) -> list[str]:
         """The passes not measured, in words: those the rule let go of, and the loaders
         passed over because another was asked for, with their passes counted."""
-        out = list(self.passes)
+        out = _grouped(self.passes)
         for k, info in self._skipped.items():
             n = self._pass_count.get(k, 0)
             out.append(f"{in_words(k, info)} {n} time{'s' if n != 1 else ''}")
@@ -422,10 +423,17 @@ class Picker:
             for batch in it:  # (the last epoch runs to its end: no stop at its last step)
                 n += 1
                 yield batch
-        except GeneratorExit:  # our stop, or the script left the epoch: the pair ends
+        except GeneratorExit:  # our stop, or the script left the epoch
             if not self._ours:
                 self.left_at = (n, _where(pair))
-            self._end_epochs(loader, k, info, by_script=not self._ours, failed=self._failing)
+            if self._ours or n <= self.warmup:  # a glance, or our stop: the pair ends
+                self._end_epochs(loader, k, info, by_script=not self._ours, failed=self._failing)
+            elif last:  # the script's own epoch (shorter than the loader's): the last one
+                self._end_epochs(loader, k, info, by_script=False, failed=self._failing)
+                if self.status is not None:
+                    self._after_epochs = (weakref.ref(loader), k, pair.epochs)
+            # (else the script left the epoch past the warm-up, its own shorter epoch: the
+            # pair goes on at the loop's next one)
             raise
         except BaseException:  # the loader raised: what was measured is kept
             self.left_at = (n + 1, _where(pair))
@@ -479,7 +487,11 @@ class Picker:
                     f"(it takes {MIN_EPOCHS} at least)"
                 )
             else:
-                self.passes.append(f"{in_words(k, info)}, pass {first} was left early")
+                n = pair.handed
+                self.passes.append(
+                    f"{in_words(k, info)}, pass {first} was left after {n} "
+                    f"batch{'es' if n != 1 else ''}"
+                )
             self._epochs_of = None
             if keep_real and self.not_interleaved is not None:
                 self._keep_real(k, first, info, pair.handed)
@@ -726,6 +738,32 @@ class Picker:
         for measured in self._rebuilt.values():  # a copy of ours: its workers are ours to stop
             shutdown_persistent_workers(measured)
         self._rebuilt.clear()
+
+
+def _grouped(passes: list[str]) -> list[str]:
+    """Passes of one loader that ended alike, said once: ``DataLoader #1 (...), passes 1-8
+    were left early``, not eight times."""
+    out: list[str] = []
+    runs: list[tuple[str, str, list[str]]] = []  # (loader, how, pass numbers)
+    for text in passes:
+        m = re.match(r"(.*), pass (\d+) (.*)$", text)
+        if m is None:
+            runs.append((text, "", []))
+            continue
+        loader, p, how = m.groups()
+        if runs and runs[-1][0] == loader and runs[-1][1] == how and runs[-1][2]:
+            runs[-1][2].append(p)
+        else:
+            runs.append((loader, how, [p]))
+    for loader, how, ps in runs:
+        if not ps:
+            out.append(loader)
+        elif len(ps) == 1:
+            out.append(f"{loader}, pass {ps[0]} {how}")
+        else:
+            how = re.sub(r"^was ", "were ", how)
+            out.append(f"{loader}, passes {ps[0]}–{ps[-1]} {how}")
+    return out
 
 
 def _where(wrapper: Any) -> str:
