@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._files import write_text_atomic
     from ._format import fmt_rate, fmt_seconds, fmt_times
     from .explore.ladder import RUNGS
-    from .explore.pair import NOTHING_ADVISED, pass_plan
+    from .explore.pair import nothing_advised, pass_plan
     from .explore.runner import (
         check_writable_dir,
         evaluator_for,
@@ -53,7 +53,6 @@ __all__ = [
     "HistoryRow",
     "LiveRun",
     "MIN_EPOCHS",
-    "NOTHING_ADVISED",
     "NVML_SAID_ENV",
     "NotInterleavable",
     "RUNGS",
@@ -84,6 +83,7 @@ __all__ = [
     "load_history",
     "loader_knobs",
     "log_path",
+    "nothing_advised",
     "opened_by",
     "pair_epochs",
     "pass_plan",

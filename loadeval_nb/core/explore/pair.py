@@ -222,7 +222,7 @@ def _advised(
     if d is None:
         return first
     if not d.advised:
-        d.notes.append(NOTHING_ADVISED)
+        d.notes.append(nothing_advised(d))
         return first
     second = run_pair(
         loader,
@@ -243,6 +243,19 @@ NOTHING_ADVISED = Note(
     "nothing_advised",
 )
 """``--try advice`` where the first pass's advice names nothing to try."""
+
+NOTHING_PREDICTED = Note(
+    "nothing to try from the advice: the simulator made no prediction, as the first pass "
+    "could not tell its verdict (on a busy machine, rerun when it is quiet; or name a "
+    "setting to try) (the variant arm was not run)",
+    "nothing_advised",
+)
+"""``--try advice`` where the first pass made no prediction to take advice from."""
+
+
+def nothing_advised(d: Diagnosis) -> Note:
+    """Why ``--try advice`` runs no second pass: no prediction, or none worth a try."""
+    return NOTHING_ADVISED if d.prediction is not None else NOTHING_PREDICTED
 
 
 def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:

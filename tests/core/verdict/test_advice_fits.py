@@ -109,3 +109,17 @@ def test_a_variant_faster_than_the_ideal_is_no_advice():
     assert "faster than an ideal loader" in text
     within = Tried({"num_workers": 4}, speedup=d.speedup, speedup_ci=(1.2, hi))
     assert "Set num_workers=4" in said(advice(dataclasses.replace(d, tried=within)))
+
+
+def test_try_advice_with_no_prediction_says_so():
+    # on a busy machine the first pass could not tell (NOT ENOUGH DATA), so the simulator
+    # made no prediction: "the simulator names no num_workers that would be faster" said
+    # something that was never measured
+    from loadeval_nb.core.explore.pair import nothing_advised
+
+    d = diagnose(*_runs(30, 15, 20, workers=1))
+    assert nothing_advised(d).rule == "nothing_advised"
+    told = nothing_advised(dataclasses.replace(d, prediction="predicted: ..."))
+    assert "names no num_workers" in told
+    untold = nothing_advised(dataclasses.replace(d, prediction=None))
+    assert "made no prediction" in untold and "names no num_workers" not in untold

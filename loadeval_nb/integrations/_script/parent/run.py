@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ....core._shared import (
-    NOTHING_ADVISED,
     NVML_SAID_ENV,
     TUNABLE,
     Reported,
     check_writable_dir,
+    nothing_advised,
     sweep_locks,
     write_text_atomic,
 )
@@ -323,7 +323,7 @@ def _advised(settings: RunSettings, again: Callable[[RunSettings], ScriptResult]
     d = first.diagnosis
     if d is None or not d.advised:
         if d is not None:
-            d.notes.append(NOTHING_ADVISED)  # as the notebook's pair says it
+            d.notes.append(nothing_advised(d))  # as the notebook's pair says it
         return first
     second = again(replace(settings, variants=(Variant.of(d.advised),)))
     if second.diagnosis is not None and second.diagnosis.tried is not None:
