@@ -132,3 +132,32 @@ def test_the_ideal_side_refuses_another_loader_than_the_real_one(tmp_path):
         list(loader(20))
     assert "not the one the real run measured (len 20 vs 5)" in e.value.message
     assert "--loader K" in e.value.message
+
+
+def test_a_variant_workers_death_is_the_variants_whatever_block_ran(tmp_path):
+    # torch raises a worker's death in the main thread when it happens (SIGCHLD), often
+    # in another arm's block: the sentence blamed "the real side"
+    class Pass:
+        workers = {"real": {101, 102}, "variant": {201, 202}}
+
+    picker = Picker(side(tmp_path), warmup=2)
+    picker._measuring = Pass()
+    told = picker.blame(
+        "the real side, block 3", "RuntimeError: DataLoader worker (pid(s) 202) exited unexpectedly"
+    )
+    assert told == "the variant's loader: its worker (pid 202) ended, in the real side, block 3"
+    real = "RuntimeError: DataLoader worker (pid 101) is killed by signal: Killed."
+    assert picker.blame("the real side, block 3", real) == "the real side, block 3"
+    assert picker.blame("the ideal side, block 1", "ValueError: bad") == "the ideal side, block 1"
+
+
+def test_a_pass_records_each_arms_workers():
+    loader = DataLoader(torch.arange(2400.0), batch_size=4, num_workers=1)
+    ev = LoaderEvaluator(loader, mode="pair", steps=120, warmup=4, variant="num_workers=2",
+                         contention=False, sample_interval_s=None)  # fmt: skip
+    for _ in ev:
+        pass
+    ev.close()
+    workers = ev.workers
+    assert len(workers["real"]) == 1 and len(workers["variant"]) == 2
+    assert not workers["real"] & workers["variant"]

@@ -201,6 +201,14 @@ class LoaderEvaluator(Wrapper):
         """Clock value when the first pass began (None before)."""
         return self._engine.started_ns
 
+    @property
+    def workers(self) -> dict[str, set[int]]:
+        """The pids of the DataLoader worker processes each arm's loader started in this
+        wrapper's passes, by arm (``"real"``, ``"variant"``): a worker that ended is told
+        by its arm. Empty where it records none (one side measured)."""
+        seen = getattr(self._engine, "workers_seen", None)
+        return {arm: set(pids) for arm, pids in seen.items()} if seen else {}
+
     def close(self) -> None:
         """End any epoch (pass) still open, e.g. after ``break``; stop the samplers, and the
         persistent workers of a loader whose workers this wrapper started."""

@@ -319,6 +319,8 @@ class InterleavedPass(Evaluator):
         self._open: Optional[weakref.ref[Generator[Any, None, None]]] = None
         """The pass being served (weakly: a loop that drops it, by ``break`` or as a zip
         left behind, ends it, as a DataLoader's own iterator stops its workers then)."""
+        self.workers_seen: dict[str, set[int]] = {}
+        """The worker pids each loader of the pass started, by arm (``real``, ``variant``)."""
         self._blocks: list[tuple[str, EpochRecord]] = []
         """Every block served, in the pass's order: its arm and its record."""
         self._pass_token: Optional[object] = None
@@ -380,6 +382,9 @@ class InterleavedPass(Evaluator):
         # the variant's loader starts now too: its workers start while the warm-up runs
         st = PassState(src, filling=filling, first=first_pass)
         st.vsrc = self._variant.open() if self._variant is not None else None
+        for name, start in (("real", self._loader), (VARIANT, self._variant)):
+            if start is not None:
+                self.workers_seen.setdefault(name, set()).update(start.worker_pids())
         everything: list[int] = []  # every step's start, for the copy timer
         copies: Optional[CopyTimer] = None
         if cuda_in_use():

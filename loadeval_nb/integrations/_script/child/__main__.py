@@ -64,6 +64,7 @@ def _failed(picker: Picker, outcome: str, rank: str, **kw: Any) -> ChildStatus:
     status = ChildStatus(outcome, rank=rank, **kw)
     if picker.left_at is not None:
         status.failed_step, status.failed_block = picker.left_at
+        status.failed_block = picker.blame(status.failed_block, status.error)
     if picker.status is not None:  # its pass was measured (partly): those logs are kept
         status.log_paths = dict(picker.status.log_paths)
         status.steps = picker.status.steps

@@ -209,6 +209,7 @@ class Picker:
         self._after_epochs: Optional[tuple[Any, int, int]] = None
         """(the training loader's weakref, its number, the epochs measured) once the pair
         over its epochs is over: its next pass stops the script; other loaders' run."""
+        self._measuring: Any = None  # the last pass's wrapper (its arms' worker pids)
         self.real_kept: Optional[ChildStatus] = None
         """A pair over the loop's epochs that the script ended after too few of them: the
         status that carries its real epochs' log (the parent measures the ideal side
@@ -372,6 +373,7 @@ class Picker:
             self._release(loader)
             raise
         gen = self._pass(wrapper, it, loader, k, p, chosen, info)
+        self._measuring = wrapper
         self._active, self._active_loader = wrapper, loader
         self._active_pass = weakref.ref(gen)
         return gen
@@ -524,6 +526,20 @@ class Picker:
                 loader_settings=info,
                 steps=handed,
             )
+
+    def blame(self, where: str, error: str) -> str:
+        """``where`` the script failed, told by the arm whose worker ended: a DataLoader
+        error that names a worker's pid (``DataLoader worker (pid 123) is killed by
+        signal``) of the variant's loader is the variant's, whatever block was running
+        (torch raises it in the main thread when the worker ends)."""
+        workers = getattr(self._measuring, "workers", None) or {}
+        pids = {int(p) for m in re.finditer(r"pid(?:\(s\))? ([\d, ]+)", error)
+                for p in re.findall(r"\d+", m.group(1))}  # fmt: skip
+        for arm, arm_pids in workers.items():
+            dead = sorted(pids & arm_pids)
+            if dead and arm != "real":
+                return f"the {arm}'s loader: its worker (pid {dead[0]}) ended, in {where}"
+        return where
 
     def _check_same(self, k: int, info: dict[str, Any]) -> None:
         want = self.expect or {}
