@@ -14,7 +14,13 @@ import pytest
 from torch.utils.data import DataLoader
 
 from loadeval_nb.core.explore import RunSettings, run_pair
-from loadeval_nb.core.verdict import INPUT_BOUND, NOT_INPUT_BOUND, PARTLY_INPUT_BOUND, Diagnosis
+from loadeval_nb.core.verdict import (
+    INPUT_BOUND,
+    NOT_ENOUGH_DATA,
+    NOT_INPUT_BOUND,
+    PARTLY_INPUT_BOUND,
+    Diagnosis,
+)
 from tests.core.measure.test_resource_truths import (
     Burning,
     Files,
@@ -101,8 +107,12 @@ def test_workers_behind_a_slow_step_are_named_idle_and_the_verdict_keeps_its_adv
     d = verdict(Burning(400, 0.002), step_s=0.04)
     with excused_if_busy(d):
         # handing a batch over costs the loop 1 to 2 ms of its 40 ms step (a quiet CI
-        # machine read 1.05x, PARTLY, once): at the boundary, either verdict is the truth
-        assert d.verdict in (NOT_INPUT_BOUND, PARTLY_INPUT_BOUND), said(d)
+        # machine read 1.05x, PARTLY, once): at the boundary, either verdict is the truth,
+        # and so is NOT ENOUGH DATA over an interval across the 5 % line and under 1.10x
+        # (this machine read 1.02-1.06x twice, 2 blocks a side)
+        lo, hi = d.speedup_ci
+        across = d.verdict == NOT_ENOUGH_DATA and hi is not None and hi < 1.10
+        assert d.verdict in (NOT_INPUT_BOUND, PARTLY_INPUT_BOUND) or across, said(d)
         assert d.speedup is not None and d.speedup < 1.10, said(d)
         assert d.resource == "idle", said(d)
     assert any(f.key == "resource" for f in d.facts().facts), said(d)  # named in the verdict
