@@ -167,3 +167,26 @@ def test_a_variant_under_ranks_is_reported_for_every_rank_and_the_slowest(tmp_pa
     assert [f.key for f in facts.facts].count("tried") == 1
     assert p.stdout.startswith(report.text("cli"))
     assert leftovers() == []
+
+
+@retry_once
+def test_a_short_loader_under_ranks_falls_back_without_a_failed_launch(tmp_path):
+    # 30 batches a rank: too short for blocks. The ranks exited 3, torch's launcher printed
+    # its ChildFailedError traceback, and the script ran three times (the first launch
+    # thrown away); now the first launch measures every rank's real side alone and one more
+    # launch the ideal side
+    tmp_path = fresh(tmp_path)
+    logs = tmp_path / "logs"
+    p = loadeval("run", "--warmup", "5", "--cache", "5", "--nproc-per-node", "2", "--log-dir",
+                 str(logs), DDP, "--batches", "30")  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "ChildFailedError" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    launches = [line for line in p.stderr.splitlines() if line.endswith(" ...")]
+    assert [line.split(" (")[0] for line in launches] == [
+        "loadeval_nb: the real and the ideal run, interleaved ...",
+        "loadeval_nb: the ideal run",
+    ], launches
+    assert "ran twice" in p.stderr
+    report = gather_logs(logs)
+    assert report.world_size == 2 and len(report.diagnoses) == 2
+    assert leftovers() == []

@@ -134,9 +134,15 @@ class Side:
         make_epochs: Optional[
             Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any]
         ] = None,
+        make_real: Optional[
+            Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any]
+        ] = None,
     ) -> None:
         self.make = make
         self.make_epochs = make_epochs
+        self.make_real = make_real
+        """For a pair: the real side's wrapper alone, where neither blocks nor the loop's
+        epochs can hold the pair (None: not a pair)."""
         """For a pair: the wrapper that measures it on the loop's own epochs, where one
         epoch is too short for blocks (None: not a pair, or no such wrapper)."""
         self._path = path
@@ -210,6 +216,8 @@ class Picker:
         """(the training loader's weakref, its number, the epochs measured) once the pair
         over its epochs is over: its next pass stops the script; other loaders' run."""
         self._measuring: Any = None  # the last pass's wrapper (its arms' worker pids)
+        self._alone_why: Optional[str] = None
+        """Why the pass being measured is the real side alone (:meth:`_alone`)."""
         self.real_kept: Optional[ChildStatus] = None
         """A pair over the loop's epochs that the script ended after too few of them: the
         status that carries its real epochs' log (the parent measures the ideal side
@@ -365,7 +373,7 @@ class Picker:
                 self._epochs, self._epochs_of = epochs, (weakref.ref(loader), k, p)
                 self._epochs_why = e.reason
                 return self._epoch_pass(loader, k, info, original)
-            return self._unmeasured(loader, original, k, p, chosen, e)
+            return self._alone(loader, original, k, p, chosen, e, info)
         except LoadEvalError as e:
             self._release(loader)
             raise Refused(said_as_flag(e)) from None
@@ -596,6 +604,41 @@ class Picker:
                 "that epoch, its end (a checkpoint, validation) and later epochs did not run"
             )
 
+    def _alone(
+        self,
+        loader: Any,
+        original: Callable[[Any], Iterator[Any]],
+        k: int,
+        p: int,
+        chosen: bool,
+        why: NotInterleavable,
+        info: dict[str, Any],
+    ) -> Iterator[Any]:
+        """A pass too short for blocks (and no pair on the loop's epochs): measured as the
+        real side alone, so that the script's run is not spent — if it proves to be the
+        training pass, its real steps are the real run (the status says the pair was not
+        interleavable, with that log) and one more run of the script measures the ideal
+        side; a glance is let go of, as any pass."""
+        make_real = self.side.make_real
+        if make_real is None or self.changes:
+            return self._unmeasured(loader, original, k, p, chosen, why)
+        self._enter(loader, original)
+        try:
+            wrapper = make_real(loader, self.side.claim)
+            it = iter(wrapper)
+        except LoadEvalError as e:
+            self._release(loader)
+            raise Refused(said_as_flag(e)) from None
+        except BaseException:
+            self._release(loader)
+            raise
+        self._alone_why = why.reason
+        gen = self._pass(wrapper, it, loader, k, p, chosen, info)
+        self._measuring = wrapper
+        self._active, self._active_loader = wrapper, loader
+        self._active_pass = weakref.ref(gen)
+        return gen
+
     def _unmeasured(
         self,
         loader: Any,
@@ -664,6 +707,7 @@ class Picker:
         by_script: bool,
     ) -> None:
         if not chosen:
+            self._alone_why = None
             how = "ended" if not by_script else "was left"
             batches = f"{n} batch{'es' if n != 1 else ''}"
             self.passes.append(f"{in_words(k, info)}, pass {p} {how} after {batches}")
@@ -679,9 +723,11 @@ class Picker:
     def _measured(
         self, k: int, p: int, info: dict[str, Any], steps: int, stopped_by_script: bool
     ) -> None:
-        """The steps are measured: the status the parent reads, reported."""
+        """The steps are measured: the status the parent reads, reported (the real side
+        alone: the pair was not interleavable, its real run's log with it)."""
         self.status = ChildStatus(
-            outcome="measured",
+            outcome="measured" if self._alone_why is None else "not-interleavable",
+            message=self._alone_why or "",
             rank=_rank(),
             log_paths=dict(self.side.paths()),
             loader_index=k,

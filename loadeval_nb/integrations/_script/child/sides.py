@@ -100,5 +100,10 @@ def side_for(
             settings=v.settings if v is not None else None,
         )
 
-    epochs = make_epochs if which == "pair" and not prove_straggler else None
-    return Side(make, path, epochs)
+    def make_real(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> Any:
+        # a pair too short for blocks and for the loop's epochs: this run measures the
+        # real side alone, and one more run of the script the ideal side
+        return evaluator_for(loader, "real", settings, metrics_file=claim(("real",))["real"])
+
+    pair = which == "pair" and not prove_straggler
+    return Side(make, path, make_epochs if pair else None, make_real if pair else None)

@@ -594,14 +594,19 @@ def _missing(missing: list[int], log_dir: str, wait_s: float, launcher: Launcher
     )
 
 
+def _steps_measured(s: ChildStatus) -> bool:
+    """A child's steps are measured: the pair's, or the real side's alone."""
+    return s.outcome == "measured" or (s.outcome == "not-interleavable" and bool(s.log_paths))
+
+
 def _in_turn(why: str, name: str = "the script", kept: bool = False) -> str:
-    if kept:  # the script's own run measured the real side on its epochs: one more run
+    if kept:  # the script's own run measured the real side: one more run for the ideal
         return (
-            f"{why}, so that run's real epochs are the real run, and a second run of {name} "
-            "measured the ideal run (stopped after its steps); a drift of the machine "
-            f"between the two is in the difference. {name} ran twice: what it wrote last "
-            "(checkpoints, logs) may come from the second run, which trained on the "
-            "cached batches replayed"
+            f"{why}, so that run of {name} measured the real run, and a second run measured "
+            "the ideal run (stopped after its steps); a drift of the machine between the "
+            f"two is in the difference. {name} ran twice: what it wrote last (checkpoints, "
+            "logs) may come from the second run, which trained on the cached batches "
+            "replayed"
         )
     return (
         f"{why}, so a child per side measured the real run, then the ideal run (each within "
@@ -668,12 +673,12 @@ def _run_sides(
     gpu_status()  # why there are no GPU readings, said once here, not by every child
     sweep_status_dirs()  # those of a command killed before it could remove them
     sides: tuple[str, ...] = ("pair",) if settings.interleave else ("real", "ideal")
-    if not settings.interleave and kept:  # the real side is the first run's epochs
-        st = kept[0]
+    if not settings.interleave and kept:  # the real side is the first run's, every rank's
         sides = ("ideal",)
-        found["real"] = st.log_paths["real"]
-        picks[""] = [st.loader_index or 1, st.pass_index or 1]
-        expect[""] = st.loader_settings
+        for st in kept:
+            found[f"real-rank{st.rank}" if st.rank else "real"] = st.log_paths["real"]
+            picks[st.rank] = [st.loader_index or 1, st.pass_index or 1]
+            expect[st.rank] = st.loader_settings
     for which in sides:
         status_dir = tempfile.mkdtemp(prefix=f"{STATUS_PREFIX}{os.getpid()}-")
         try:
@@ -701,7 +706,7 @@ def _run_sides(
 
             def measured() -> bool:
                 st = read_statuses(status_dir)  # noqa: B023  (read while this side runs)
-                return len([s for s in st.values() if s.outcome == "measured"]) >= local
+                return len([s for s in st.values() if _steps_measured(s)]) >= local
 
             ended = run_side(
                 command(result.target, which, ranks),
@@ -717,9 +722,9 @@ def _run_sides(
         hooks.side_ended(which, statuses)
         short = [s for s in statuses.values() if s.outcome == "not-interleavable"]
         if short and which == "pair":  # the child's decision, by the core's rule: reported
-            real = short[0].log_paths.get("real")
-            if kept is not None and ranks is None and real and os.path.isfile(real):
-                kept.append(short[0])
+            reals = [s for s in statuses.values() if os.path.isfile(s.log_paths.get("real", ""))]
+            if kept is not None and len(reals) == len(statuses) == len(short):
+                kept.extend(reals)  # every rank measured its real side: the ideal is left
             return short[0].message
         error = _side_error(name, which, ended, statuses, local, settings, timeout_s, loader_index)
         if error is not None:
