@@ -371,3 +371,30 @@ def test_a_loop_that_leaves_inside_the_warm_up_is_one_sentence_whose_advice_work
     p = loadeval("run", "--warmup", "2", str(script), "5")  # what the sentence advises
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.startswith("Verdict: ")
+
+
+def test_a_full_log_disk_after_the_measured_pass_is_named(tmp_path):
+    # the steps were measured and the logs could not be written: exit 2 and "No run log at
+    # ...; check the path or record the run first", a usage error for a full disk
+    import subprocess as sp
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if sp.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(small)],
+              capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("no tmpfs can be mounted here (root only)")
+    try:
+        script = tmp_path / "train.py"
+        script.write_text(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "for x in DataLoader(torch.arange(1600.0).reshape(-1, 4), batch_size=4):\n"
+            "    x.sum()\n"
+        )
+        p = loadeval("run", "--log-dir", str(small / "logs"), str(script))
+    finally:
+        sp.run(["umount", str(small)], capture_output=True)
+    assert p.returncode == 1 and p.stdout == "", p.stderr[-2000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert "steps were measured, but its run logs could not be written" in last, last
+    assert f"the disk holding {small / 'logs'} is full" in last, last

@@ -28,7 +28,7 @@ from ....core._shared import (
     sweep_locks,
     write_text_atomic,
 )
-from ....core.errors import LoadEvalError, OptionError
+from ....core.errors import LoadEvalError, OptionError, RunLogError
 from ....core.explore import RunSettings
 from ....core.measure import Variant, gpu_status
 from ....core.ranks import RanksResult, gather_logs, proof_path
@@ -749,11 +749,39 @@ def _run_sides(
     result.log_paths = dict(sorted(found.items(), key=lambda kv: kv[0].replace("ideal", "~")))
     if launcher is not None:
         return None  # rank 0 gathers the ranks' logs once every rank has written them
-    if ranks is None:
-        _read_pair(result, found)
-    else:
-        result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
+    try:
+        if ranks is None:
+            _read_pair(result, found)
+        else:
+            result.ranks = gather_logs(_job_logs(log_dir, found, stamp, result.label, ranks))
+    except RunLogError as e:  # measured, but its log not written whole (a full disk)
+        result.error, result.failed = _unwritten(name, log_dir, e), "logs"
+        result.exit_code = 1
+        result.log_paths = {k: p for k, p in found.items() if os.path.isfile(p)}
     return None
+
+
+FULL_BELOW = 1 << 20
+"""A log folder with less than this free (1 MiB) is called full."""
+
+
+def _unwritten(name: str, log_dir: str, e: Exception) -> str:
+    """The sentence for steps measured whose run logs could not be read back: the disk
+    that was full, named, where it is."""
+    try:
+        free: Optional[int] = shutil.disk_usage(log_dir).free
+    except OSError:
+        free = None
+    why = (
+        f"the disk holding {log_dir} is full ({free:,} bytes free)"
+        if free is not None and free < FULL_BELOW
+        else str(e).rstrip(".")
+    )
+    return (
+        f"{name}'s steps were measured, but its run logs could not be written to {log_dir} "
+        f"({why}); free space there, or pass --log-dir a folder on another disk, and run it "
+        "again."
+    )
 
 
 def _job_logs(
