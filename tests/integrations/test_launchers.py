@@ -132,21 +132,32 @@ def test_under_torchrun_a_loader_too_short_to_interleave_is_one_sentence(tmp_pat
 def test_under_accelerate_launch(tmp_path, slow):
     """``accelerate launch -m loadeval_nb run ...``: accelerate runs a module with ``-m``
     (its ``--module``); on two CPU processes it starts torchrun with run id ``none``, so
-    the job id is torchrun's agent folder. Without --log-dir, the job's folder in TMPDIR."""
+    the job id is torchrun's agent folder. With --log-dir (the straggler) the logs are
+    read back; without it (equal ranks), the job's folder in TMPDIR is gone once rank 0
+    has read it (before: a loadeval-run-* folder was left)."""
     pytest.importorskip("accelerate")
     tmp_path = fresh(tmp_path)
     extra = ["--slow-rank", str(slow)] if slow is not None else []
+    logs = tmp_path / "logs"
+    where = ["--log-dir", str(logs)] if slow is not None else []
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch",
         "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(_free_port()),
-        "-m", "loadeval_nb", "run", *QUICK, DDP, *SCRIPT_ARGS, *extra,
+        "-m", "loadeval_nb", "run", *QUICK, *where, DDP, *SCRIPT_ARGS, *extra,
     ]  # fmt: skip
     p = _launch(cmd, tmp_path, HF_HOME=str(tmp_path / "hf"))
-    (logs,) = [Path(d) for d in glob.glob(str(tmp_path / "loadeval-run-*"))]
-    _check_report(p, logs, slow)
-    assert _one_job(logs).startswith("loadeval-none_")
+    if slow is not None:
+        _check_report(p, logs, slow)
+        assert _one_job(logs).startswith("loadeval-none_")
+        return
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert glob.glob(str(tmp_path / "loadeval-run-*")) == []
+    assert p.stdout.count("2 ranks:") == 1, p.stdout
+    line = "loadeval_nb: rank 1 measured its pair; rank 0 prints the ranks' report (--log-dir"
+    assert line in p.stderr, p.stderr[-3000:]
+    assert leftovers() == []
 
 
 # ---- started once per rank (srun, a PyTorchJob) ---------------------------------------------

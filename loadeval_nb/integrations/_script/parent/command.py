@@ -107,11 +107,11 @@ def _say_result(args: argparse.Namespace, target: list[str], result: ScriptResul
         print(f"loadeval_nb: {result.error}", file=sys.stderr)
         return (result.exit_code or 1) if result.rank is not None else 1
     if result.rank:  # another rank than rank 0 of the user's launcher: where its logs are
-        print(
-            f"loadeval_nb: rank {result.rank} measured its pair; its run logs are in "
-            f"{result.log_dir}, and rank 0 prints the ranks' report.",
-            file=sys.stderr,
-        )
+        if args.log_dir:
+            said = f"its run logs are in {result.log_dir}, and rank 0 prints the ranks' report."
+        else:  # rank 0 removes the job's temporary folder once it has read it
+            said = "rank 0 prints the ranks' report (--log-dir keeps the run logs)."
+        print(f"loadeval_nb: rank {result.rank} measured its pair; {said}", file=sys.stderr)
         return 0
     print(result.text(CLI))
     for note in result.notes:

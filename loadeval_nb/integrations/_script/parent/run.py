@@ -297,6 +297,14 @@ def run_script(
             result.log_paths = {}
         if refused and not settings.log_dir:  # the job's own folder, with no run log in it
             _remove_if_no_logs(log_dir)
+        if (
+            launcher is not None
+            and launcher.rank == 0
+            and not settings.log_dir
+            and (result.ok and result.ranks is not None)
+        ):  # every rank has ended and the report is read: the job's temporary folder goes
+            shutil.rmtree(log_dir, ignore_errors=True)
+            result.log_paths = {}
         # a child stopped or killed with its log open may have left its lock file (held a
         # moment longer by its workers, which share it): swept, waiting a little for them
         stopped = result.error is not None or sys.exc_info()[0] is not None
