@@ -118,8 +118,16 @@ def _report(
         "stopped": "stopped watching (kernel interrupt; the job goes on); ",
     }[why]
     if follow.job is None:
+        older = follow.newest_older
+        there = (
+            f"; the newest job already there, {older}, {follow.job_state(older)} (the watch "
+            "follows a job that starts after it; python -m loadeval_nb ranks or load_run "
+            "reads that one)"
+            if older is not None
+            else ""
+        )
         dash.set_status(
-            f"{until[:1].upper() + until[1:]}no job wrote run logs in {follow.folder}.",
+            f"{until[:1].upper() + until[1:]}no new job wrote run logs in {follow.folder}{there}.",
             FAILED_COLOR,
         )
         display(dash.saved_copy([]), raw=True)

@@ -308,6 +308,8 @@ class FolderFollower:
         self.names: dict[str, LogName] = {}
         self.older_jobs = 0
         """Jobs in the folder written before ``since_unix`` (not followed)."""
+        self.newest_older: Optional[str] = None
+        """The newest of those jobs (None: none)."""
 
     def _scan(self) -> dict[str, dict[str, tuple[LogName, int]]]:
         """The pairs' run logs in the folder by job: file name -> (what it says, mtime)."""
@@ -339,6 +341,8 @@ class FolderFollower:
                 if self.prefix or any(m >= self.since_ns for _, m in files.values())
             }
             self.older_jobs = len(jobs) - len(fresh)
+            older = {j: max(m for _, m in f.values()) for j, f in jobs.items() if j not in fresh}
+            self.newest_older = max(older, key=lambda j: (older[j], j)) if older else None
             if not fresh:
                 return False
             self.job = max(fresh, key=lambda j: (fresh[j], j))
@@ -353,6 +357,27 @@ class FolderFollower:
         if added:
             self.followers = dict(sorted(self.followers.items(), key=lambda kv: _order(kv[0])))
         return added
+
+    def job_state(self, job: str) -> str:
+        """How a job's run logs in the folder ended, in words: ``was measured`` where every
+        side's log holds its whole run, else which run did not end (a job that failed, or
+        was stopped, leaves such logs)."""
+        files = self._scan().get(job, {})
+        sides: dict[str, str] = {}
+        for name, (parsed, _) in sorted(files.items()):
+            try:
+                with open(os.path.join(self.folder, name), encoding="utf-8") as f:
+                    status = str(json.load(f).get("status", "?"))
+            except (OSError, ValueError):
+                status = "unreadable"
+            sides[parsed.series] = status
+        missing = [s for s in SIDES if not any(k.split(" ")[0] == s for k in sides)]
+        unended = {k: v for k, v in sides.items() if v != "complete"}
+        if not missing and not unended:
+            return "was measured"
+        said = [f"no {s} run log" for s in missing]
+        said += [f"its {k} run {_STATUS_WORDS.get(v, v)}" for k, v in unended.items()]
+        return f"ended before its pair was measured ({'; '.join(said)}): it failed or was stopped"
 
     @property
     def ranks(self) -> list[int]:
@@ -373,6 +398,14 @@ class FolderFollower:
                 return False
             ranks.setdefault(name.rank, set()).add(name.side)
         return all(arms >= set(SIDES) for arms in ranks.values())
+
+
+_STATUS_WORDS = {
+    "not-started": "never started",
+    "stopped": "was stopped before its steps were measured",
+    "source-error": "ended on its loader's error",
+    "running": "was still being written",
+}
 
 
 def _order(series: str) -> tuple[int, int]:

@@ -329,3 +329,27 @@ def test_a_folder_that_goes_away_is_no_error(tmp_path):
     assert not folder.poll() and not folder.finished()
     f = RunFollower(str(tmp_path / "gone" / "x-real.json"))
     assert not f.refresh() and f.steps_since((0, 0)) == ([], (0, 0))
+
+
+def test_a_job_done_before_the_watch_is_named_with_how_it_ended(tmp_path):
+    # a watch over a folder whose job had already failed said "no job wrote run logs"
+    from loadeval_nb import Run
+
+    def write(job: str, side: str, status: str) -> None:
+        path = tmp_path / f"loadeval-{job}-train-{side}.json"
+        Run(mode="log" if side == "real" else "replay", start_ns=[0], step_ns=[1],
+            status=status).save(str(path))  # fmt: skip
+        past = time.time() - 3600
+        os.utime(path, (past, past))
+
+    write("20260101-100000", "real", "complete")
+    write("20260101-100000", "ideal", "complete")
+    write("20260101-110000", "real", "stopped")
+    write("20260101-110000", "ideal", "not-started")
+    f = FolderFollower(str(tmp_path))
+    assert not f.poll() and f.job is None
+    assert f.older_jobs == 2 and f.newest_older == "loadeval-20260101-110000-train"
+    state = f.job_state(f.newest_older)
+    assert state.startswith("ended before its pair was measured")
+    assert "its ideal run never started" in state and "failed or was stopped" in state
+    assert f.job_state("loadeval-20260101-100000-train") == "was measured"
