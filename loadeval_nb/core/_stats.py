@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Optional
@@ -180,13 +181,73 @@ def blocks_disagree(blocks: Sequence[Sequence[float]]) -> bool:
     return se == 0 or (hi[0] - lo[0]) / se > DISAGREE_Z
 
 
-T975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
-"""Student's t, 97.5th percentile, for 1 to 10 degrees of freedom."""
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified
+    Lentz's method), which converges for ``x < (a + 1) / (a + b + 2)``."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _beta_reg(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_cf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_cf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t distribution function at ``t`` for ``df`` degrees of freedom."""
+    tail = 0.5 * _beta_reg(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+@functools.lru_cache(maxsize=512)
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile: the ``t`` with ``t_cdf(t, df) == p`` (to 1e-12), at every
+    degree of freedom (a table with 2.0 beyond it made intervals from 12-20 repeats
+    4-9 % too narrow)."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, not p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
 
 
 def t975(df: int) -> float:
-    """Student's t, 97.5th percentile, for ``df`` degrees of freedom (2.0 beyond 10)."""
-    return T975[df - 1] if 1 <= df <= len(T975) else 2.0
+    """Student's t, 97.5th percentile, for ``df`` degrees of freedom (exact: :func:`t_quantile`)."""
+    return t_quantile(0.975, df)
 
 
 SEGMENT_STEPS = 8
