@@ -71,6 +71,28 @@ def format_record(r: Record) -> str:
     return line + (f"\n          {r.note}" if r.note else "")
 
 
+def markdown_table(records: Sequence[Record]) -> str:
+    """The records as docs/gpu.md's results table: check, figure, measured, truth, ratio,
+    result (its rule, and the note where there is one)."""
+    lines = [
+        "| check | figure | measured | truth | ratio | result |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        ratio = r.ratio()
+        result = f"{r.status} ({r.rule})" + (f"; {r.note}" if r.note else "")
+        cells = (
+            f"`{r.check}`",
+            r.what,
+            fmt_value(r.measured, r.unit),
+            fmt_value(r.truth, r.unit),
+            f"{ratio:.3f}" if ratio is not None else "—",
+            result,
+        )
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def summary_line(records: Sequence[Record], dry: bool) -> str:
     counted = [r for r in records if r.ok is not None]
     held = sum(1 for r in counted if r.ok)

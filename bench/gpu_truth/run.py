@@ -26,7 +26,7 @@ from . import fake_nvml
 from .checks import CHECKS
 from .harness import Ctx
 from .nocuda import NO_CUDA_LINE, dry_by_env
-from .report import Record, format_record, same, summary_line, write_json
+from .report import Record, format_record, markdown_table, same, summary_line, write_json
 
 # what a bare GPU machine lacks and docs/gpu.md carries as wheels (prepare.sh)
 CARRIED = ("bokeh", "jupyter_bokeh", "ipywidgets", "ipython", "ipykernel", "nbclient")
@@ -113,6 +113,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     ap.add_argument("--json", type=Path, metavar="PATH", help="write the figures here")
     ap.add_argument(
+        "--table",
+        action="store_true",
+        help="print the figures at the end as docs/gpu.md's results table (markdown)",
+    )
+    ap.add_argument(
         "--budget-s",
         type=float,
         metavar="SECONDS",
@@ -180,6 +185,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     total = time.perf_counter() - started
     if args.json:
         write_json(args.json, head, records, checks=timings, finished=True, seconds=round(total, 1))
+    if args.table:
+        print("\n" + markdown_table(records))
     print(f"\n({total:.0f} s in all)")
     print(summary_line(records, args.dry_run), flush=True)
     if args.dry_run:

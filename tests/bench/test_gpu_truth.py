@@ -33,6 +33,7 @@ from bench.gpu_truth.report import (
     Record,
     at_least,
     format_record,
+    markdown_table,
     near,
     read_json,
     rel,
@@ -257,6 +258,34 @@ def test_docs_give_the_device_command_as_typed():
     assert budget < stop <= 300  # the quick run ends itself within 5 minutes
 
 
+def test_docs_give_the_pipelines_device_command_under_eight_minutes():
+    # issue 49: the seed rerun, then the image pipeline, as one call of under 8 minutes
+    m = re.search(r"<!-- device-command-pipeline -->\n```text\n(.+?)\n```", DOC.read_text(), re.S)
+    assert m, "docs/gpu.md: the pipeline's device command is gone"
+    cmd = m.group(1)
+    assert "\n" not in cmd and len(cmd) <= 2000
+    assert cmd.startswith(README_PIP)
+    assert "-m bench.gpu_truth --only seed,jpeg" in cmd and "--table" in cmd
+    assert "--json $OUT/" in cmd and "| tee $OUT/" in cmd and "set -o pipefail" in cmd
+    budget = float(re.search(r"--budget-s (\d+)", cmd).group(1))
+    stop = float(re.search(r"timeout -k (\d+) (\d+)", cmd).group(2))
+    assert budget < stop <= 480  # the run ends itself within 8 minutes
+    assert parse_only("seed,jpeg") == ["seed", "jpeg"]
+
+
+def test_the_table_is_the_docs_results_table():
+    recs = [
+        Record("jpeg", "4 workers: real step", 80.0, 78.0, True, "within 10%", "ms"),
+        Record("jpeg", "ladder: largest stage", "a", "a", True, "same", "", "a | b"),
+    ]
+    lines = markdown_table(recs).splitlines()
+    assert lines[0] == "| check | figure | measured | truth | ratio | result |"
+    assert (
+        lines[2] == "| `jpeg` | 4 workers: real step | 80 ms | 78 ms | 1.026 | PASS (within 10%) |"
+    )
+    assert lines[3].endswith("| — | PASS (same); a / b |")
+
+
 # ---- the command ---------------------------------------------------------------------------
 
 
@@ -315,6 +344,24 @@ def test_dry_run_of_the_measuring_checks(tmp_path):
     assert by[("split", "the pair ran interleaved")]["status"] == "PASS"
     assert any(r["check"] == "observer" and "synchronize calls" in r["what"] for r in recs)
     assert doc["packages"]["bokeh"] != "missing"
+
+
+@pytest.mark.slow
+def test_dry_run_of_the_jpeg_pipeline(tmp_path):
+    # issue 49: the real image pipeline runs every line at a small size on CPU, so that the
+    # device call cannot fail on a typo: JPEGs made and decoded, each worker count's pair
+    # with its contended arm and variant, the ladder, the simulator
+    doc = dry_run(tmp_path, "jpeg")
+    whats = [r["what"] for r in doc["records"]]
+    for w, other in ((1, 2), (2, 1)):
+        for figure in ("real step", "ideal step", "speedup with an ideal loader", "verdict",
+                       "waiting for data (contended arm)", f"--try num_workers={other}"):  # fmt: skip
+            assert f"{w} workers: {figure}" in whats, whats
+    assert {"pipeline", "ladder: largest stage", "ladder: costliest transform step"} <= set(whats)
+    assert "simulator from 1 workers: real step with 2" in whats
+    assert next(r for r in doc["records"] if r["what"] == "pipeline")["measured"].startswith(
+        "48 JPEGs"
+    )
 
 
 @pytest.mark.slow

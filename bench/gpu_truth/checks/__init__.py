@@ -7,7 +7,7 @@ from typing import Callable
 
 from ..harness import Ctx
 from ..report import Record
-from . import ideal, observer, seed, split, suite, util
+from . import ideal, jpeg, observer, seed, split, suite, util
 
 CHECKS: dict[str, Callable[[Ctx], list[Record]]] = {
     "util": util.check,
@@ -15,5 +15,6 @@ CHECKS: dict[str, Callable[[Ctx], list[Record]]] = {
     "split": split.check,
     "observer": observer.check,
     "seed": seed.check,
+    "jpeg": jpeg.check,
     "suite": suite.check,
 }
