@@ -608,6 +608,17 @@ def _advice(d: Diagnosis) -> list[Piece]:
                 Action("ladder"),
                 ").",
             ]
+        elif (tried := _tried_workers(d)) is not None and tried < (d.num_workers or 0):
+            out += [  # fewer workers were measured in this pass, and bought nothing
+                f"Steps take {_longer(slower)} ideal ones although the loop hardly waits, "
+                f"and fewer workers (num_workers={tried}, measured in this pass) made them no "
+                "faster: the CPU the step lacks is not the workers'. Try fewer intra-op "
+                "threads (",
+                Action("sweep", "num_threads=1,2"),
+                "), or measure the stages of a batch (",
+                Action("ladder"),
+                ").",
+            ]
         else:
             out += [
                 f"Steps take {_longer(slower)} ideal ones although the loop hardly waits: "
@@ -738,10 +749,27 @@ def _sim_gist(d: Diagnosis) -> Optional[str]:
     return None
 
 
+def _tried_workers(d: Diagnosis) -> Optional[int]:
+    """The ``num_workers`` the pass's variant measured, where it made the steps no faster
+    (None: no such variant): advice never asks for more of what the pass just measured."""
+    t = d.tried
+    if t is None or t.speedup is None or t.outcome == "faster":
+        return None
+    w = t.settings.get("num_workers")
+    return w if isinstance(w, int) and not isinstance(w, bool) else None
+
+
 def _workers(d: Diagnosis) -> list[Piece]:
     """Whether more workers are the answer, as the simulator's line says (its gist only:
-    the whole line is the fact above the advice)."""
+    the whole line is the fact above the advice) — or as the pass's own variant measured."""
     line = d.prediction or ""
+    tried = _tried_workers(d)
+    if tried is not None and tried > (d.num_workers or 0):
+        return [
+            f"more workers are not the answer here: num_workers={tried}, measured in this "
+            "pass, did not make the steps measurably faster. The per-sample work is the cost: ",
+            *_PER_SAMPLE,
+        ]
     gist = _sim_gist(d)
     if gist:
         return [

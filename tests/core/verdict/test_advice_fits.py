@@ -123,3 +123,19 @@ def test_try_advice_with_no_prediction_says_so():
     assert "names no num_workers" in told
     untold = nothing_advised(dataclasses.replace(d, prediction=None))
     assert "made no prediction" in untold and "names no num_workers" not in untold
+
+
+def test_advice_never_asks_for_more_of_what_the_pass_measured_as_no_gain():
+    # dcgan on JPEGs, 0 workers, --try num_workers=1: "num_workers=1 made no difference
+    # that these steps can tell (1.14x). The loop waits for data 36% of the time: add
+    # DataLoader workers."
+    from loadeval_nb.core.verdict.diagnosis import Tried
+
+    d = diagnose(*_runs(30, 12, 18, workers=0))
+    assert "add DataLoader workers" in said(advice(d))  # without a variant: the advice
+    unclear = Tried({"num_workers": 1}, speedup=1.14, speedup_ci=(0.9, 1.4))
+    text = said(advice(dataclasses.replace(d, tried=unclear)))
+    assert "add DataLoader workers" not in text, text
+    assert "more workers are not the answer here: num_workers=1, measured in this pass" in text
+    faster = Tried({"num_workers": 1}, speedup=1.5, speedup_ci=(1.3, 1.6))
+    assert "Set num_workers=1" in said(advice(dataclasses.replace(d, tried=faster)))
