@@ -208,7 +208,7 @@ def test_the_verdicts_advice_is_spelled_as_runs_options(tmp_path):
     notes = [line for line in p.stderr.splitlines() if "note:" in line]
     assert any(
         "an epoch of the loader has 30 batches and interleaved blocks need" in n
-        and "so that run's real epochs are the real run" in n
+        and "measured the real run, and a second run measured the ideal run" in n
         and "ran twice" in n
         for n in notes
     ), notes

@@ -319,6 +319,8 @@ class InterleavedPass(Evaluator):
         self._open: Optional[weakref.ref[Generator[Any, None, None]]] = None
         """The pass being served (weakly: a loop that drops it, by ``break`` or as a zip
         left behind, ends it, as a DataLoader's own iterator stops its workers then)."""
+        self._closing = False
+        """A pass is being closed by :meth:`close` or a new ``iter()`` (not finalized)."""
         self.workers_seen: dict[str, set[int]] = {}
         """The worker pids each loader of the pass started, by arm (``real``, ``variant``)."""
         self._blocks: list[tuple[str, EpochRecord]] = []
@@ -351,7 +353,11 @@ class InterleavedPass(Evaluator):
     def __iter__(self) -> Iterator[Any]:
         old = self._open() if self._open is not None else None
         if old is not None and inspect.getgeneratorstate(old) != inspect.GEN_CREATED:
-            old.close()  # a pass left open: its generator's finally closes it
+            self._closing = True
+            try:
+                old.close()  # a pass left open: its generator's finally closes it
+            finally:
+                self._closing = False
         # (one never started is left as it is: started later, it says what went wrong,
         # where closing it would have made it an empty loop, silently)
         token = object()
@@ -499,17 +505,28 @@ class InterleavedPass(Evaluator):
             raise
         finally:
             sys.setswitchinterval(switch)
-            with interrupts_deferred():
-                if exhausted and not at_len:  # the loader ran out: its epoch, counted
-                    self.epoch_seen = self._drawn()
-                if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
-                    why = "loader exhausted" if exhausted else reason
-                    for s in self._sides.values():
-                        for r in s.epochs:
-                            r.auto_reason = r.auto_reason or why
-                self._end_pass(
-                    side, rec, status, exhausted, st, copies, everything, first_index, edges
-                )
+            try:
+                with interrupts_deferred():
+                    if exhausted and not at_len:  # the loader ran out: its epoch, counted
+                        self.epoch_seen = self._drawn()
+                    if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
+                        why = "loader exhausted" if exhausted else reason
+                        for s in self._sides.values():
+                            for r in s.epochs:
+                                r.auto_reason = r.auto_reason or why
+                    self._end_pass(
+                        side, rec, status, exhausted, st, copies, everything, first_index, edges
+                    )
+            except KeyboardInterrupt:
+                held = self._open() if self._open is not None else None  # (no call of
+                # ours here: a Ctrl-C at its return would be lost too)
+                if self._closing or (held is not None and self._pass_token is token):
+                    raise
+                # the loop let go of the pass (a break, a zip left behind) and Python is
+                # finalizing it: an exception cannot leave a finalizer (Python prints it as
+                # "ignored" and drops it), so the Ctrl-C that came meanwhile ends here, the
+                # finishing path above done (the first Ctrl-C, which let go of the loop, has
+                # already gone up to the user)
 
     def _end_block(self, side: _Side, rec: EpochRecord, now: int, write: bool) -> None:
         """A block is over: its closing stamp is the next step's start (taken now)."""
@@ -800,7 +817,11 @@ class InterleavedPass(Evaluator):
         and fold each side's journal into its run log."""
         gen = self._open() if self._open is not None else None
         if gen is not None:
-            gen.close()
+            self._closing = True
+            try:
+                gen.close()
+            finally:
+                self._closing = False
         if self._sampler is not None:
             self._sampler.stop()
         self._loader.close()

@@ -92,6 +92,10 @@ class ChildSpec:
     prove_straggler: bool = False
     """After the pair, in the same pass, the straggler proof (``--prove-straggler``; the
     side is the pair, under ranks)."""
+    one_pass: bool = False
+    """The parent cannot run another side (a rank of the user's launcher, the straggler
+    proof): a pair too short for blocks is refused, never measured as the real side
+    alone for a second run that will not come."""
     parent_pid: int = field(default_factory=os.getpid)
     """The process that runs the side (made where the spec is made): a child whose
     ``parent_pid`` is gone ends itself, with every process it started."""

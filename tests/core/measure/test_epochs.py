@@ -11,6 +11,8 @@ from loadeval_nb.core.measure.epochs import EPOCHS, MIN_EPOCHS, EpochPair, pair_
 class Side:
     """Stands for a side's wrapper: each ``iter()`` one epoch of ``n`` items."""
 
+    warmup = 1
+
     def __init__(self, name: str, n: int) -> None:
         self.name, self.n, self.closed = name, n, False
         self.log_settings: dict = {}
@@ -60,17 +62,27 @@ def test_the_loops_epochs_alternate_a_b_b_a_and_each_is_whole():
     assert real.closed and ideal.closed
 
 
-def test_an_epoch_left_unfinished_does_not_count():
+def test_an_epoch_left_inside_the_warm_up_does_not_count():
     pair = EpochPair(Side("real", 3), Side("ideal", 3))  # type: ignore[arg-type]
     it = iter(pair)
     next(it)
     assert pair.block_now == ("real", 1)
-    it.close()  # the loop broke out of its epoch
+    it.close()  # the loop broke out of its epoch within the warm-up (a glance)
     assert pair.block_now is None and pair.completed == {"real": 0, "ideal": 0}
     for _ in range(MIN_EPOCHS - 1):
         list(iter(pair))
     # 3 epochs ran whole (ideal, ideal, real): one of real's, two of ideal's: too few
     assert pair.completed == {"real": 1, "ideal": 2} and not pair.enough
+
+
+def test_an_epoch_left_past_the_warm_up_is_the_loops_own_and_counts():
+    # a loop with a step limit an epoch (20 of 32 batches): each epoch is its own length
+    pair = EpochPair(Side("real", 5), Side("ideal", 5))  # type: ignore[arg-type]
+    for _ in range(MIN_EPOCHS):
+        it = iter(pair)
+        next(it), next(it), next(it)  # past the warm-up of 1
+        it.close()
+    assert pair.completed == {"real": 2, "ideal": 2} and pair.enough
 
 
 @pytest.mark.parametrize(("steps", "n", "epochs"), [(200, 32, 12), (300, 32, 30), (64, 32, 12)])

@@ -99,7 +99,7 @@ def main(target: list[str]) -> int:
     elif spec.loader_index is not None:
         want = (spec.loader_index, spec.pass_index)
     picker = Picker(
-        side_for(spec.side, settings, spec.stamp, spec.label, spec.prove_straggler),
+        side_for(spec.side, settings, spec.stamp, spec.label, spec.prove_straggler, spec.one_pass),
         settings.warmup,
         want=want,
         expect=spec.expect.get(rank),

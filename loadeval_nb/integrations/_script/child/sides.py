@@ -52,14 +52,21 @@ def pair_evaluator(
 
 
 def side_for(
-    which: str, settings: RunSettings, stamp: str, label: str, prove_straggler: bool = False
+    which: str,
+    settings: RunSettings,
+    stamp: str,
+    label: str,
+    prove_straggler: bool = False,
+    one_pass: bool = False,
 ) -> Side:
     """The :class:`Side` a child of kind ``which`` ("real", "ideal", "pair") measures
     (a pair whose loader's epoch is too short for blocks: on the loop's own epochs, an
     :class:`~loadeval_nb.core.measure.epochs.EpochPair`), its logs named as the pair
     names them (``...-real.json``, ``...-real-rank0.json`` under ranks), for the runs it
     writes: a pair's, the arms its plan serves. ``prove_straggler``: the pair's pass goes
-    on with the straggler proof (:class:`~.proof.ProvedPair`)."""
+    on with the straggler proof (:class:`~.proof.ProvedPair`). ``one_pass``: no second run
+    will come (the user's launcher), so a pair too short is refused, not measured as its
+    real side alone."""
 
     def path(name: str) -> str:
         out = log_path(settings, stamp, label, name)
@@ -106,4 +113,5 @@ def side_for(
         return evaluator_for(loader, "real", settings, metrics_file=claim(("real",))["real"])
 
     pair = which == "pair" and not prove_straggler
-    return Side(make, path, make_epochs if pair else None, make_real if pair else None)
+    alone = pair and not one_pass  # (a second run measures the ideal side)
+    return Side(make, path, make_epochs if pair else None, make_real if alone else None)

@@ -704,6 +704,7 @@ def _run_sides(
                 timeout_s=timeout_s,
                 log_dir_temporary=temporary,
                 prove_straggler=prove_straggler,
+                one_pass=launcher is not None or prove_straggler,
             )
             child_env = {
                 **(env if env is not None else os.environ),
