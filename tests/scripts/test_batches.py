@@ -62,6 +62,16 @@ SCRIPT = textwrap.dedent(
         loader = Prefetch(DataLoader(data, batch_size=4, shuffle=True))
     elif kind == "iterable":
         loader = Batches(n)
+    elif kind == "webloader":  # webdataset's WebLoader over a shard the script writes
+        import os, webdataset as wds
+        shard = os.path.join(os.path.dirname(os.path.abspath(out)), "shard.tar")
+        if not os.path.exists(shard):
+            with wds.TarWriter(shard) as w:
+                for i in range(n):
+                    w.write({"__key__": f"{i:05d}", "x.pyd": data[i].tolist()})
+        ds = wds.WebDataset([shard], shardshuffle=False).decode().to_tuple("x.pyd")
+        ds = ds.map_tuple(torch.tensor).batched(4)
+        loader = wds.WebLoader(ds, batch_size=None).map(lambda b: b[0] + 0.25)
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     seen = []
@@ -132,7 +142,9 @@ def test_each_kind_of_loader_hands_the_loop_the_plain_runs_batches(tmp_path, kin
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["accelerate", "workers"])
+@pytest.mark.parametrize("kind", ["accelerate", "webloader", "workers"])
 def test_slow_kinds_and_a_variant_of_a_loader_with_workers(tmp_path, kind):
-    pytest.importorskip("accelerate")
-    check(tmp_path, kind, *(["--try", "num_workers=2"] if kind == "workers" else []))
+    pytest.importorskip({"accelerate": "accelerate", "webloader": "webdataset"}.get(kind, "torch"))
+    seen = check(tmp_path, kind, *(["--try", "num_workers=2"] if kind == "workers" else []))
+    if kind == "webloader":  # its own .map runs once per batch, too
+        assert {round(v % 1, 6) for b in seen for v in b} == {0.25}
