@@ -371,11 +371,13 @@ class NotInterleavable(LoadEvalError):
     def __init__(self, reason: str, epoch_limited: bool) -> None:
         self.reason = reason
         self.epoch_limited = epoch_limited
-        fix = (
-            "measure the real and the ideal run one after the other (interleave=False)"
-            if epoch_limited
-            else "pass more steps, or measure the sides one after the other (interleave=False)"
+        # (said to a LoaderEvaluator(mode="pair") user, the only one who sees it: the
+        # front ends and run_pair measure the sides in turn themselves, and say so)
+        turn = (
+            "measure the sides one after the other: LoaderEvaluator(loader, mode='log'), then "
+            "mode='replay'"
         )
+        fix = turn if epoch_limited else f"pass more steps, or {turn}"
         super().__init__(f"Cannot interleave: {reason}; {fix}.")
 
 

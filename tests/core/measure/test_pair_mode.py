@@ -211,3 +211,21 @@ def test_an_unknown_argument_is_one_sentence_naming_the_wrapper(mode):
         f"LoaderEvaluator(mode={mode!r}) got an unexpected argument 'stepz' (did you mean "
         "'steps'?); see help(LoaderEvaluator) for its arguments."
     )
+
+
+def test_a_refusal_names_only_keywords_the_api_raising_it_takes():
+    # LoaderEvaluator(mode="pair") over a 32-batch loader said "(interleave=False)", a
+    # keyword that class does not take (issue 47)
+    import inspect
+    import re
+
+    from loadeval_nb.core._shared import NotInterleavable
+
+    loader = DataLoader(TensorDataset(torch.zeros(32, 2)), batch_size=1)
+    with pytest.raises(NotInterleavable) as e:
+        LoaderEvaluator(loader, mode="pair", sample_interval_s=None)
+    said = str(e.value)
+    takes = set(inspect.signature(LoaderEvaluator).parameters)
+    suggested = set(re.findall(r"\b([a-z_]+)=", said))
+    assert suggested and suggested <= takes, (suggested - takes, said)
+    assert "mode='log'" in said and "mode='replay'" in said
