@@ -716,16 +716,6 @@ def _drifted(c: _Seen) -> Iterator[str]:
         )
 
 
-def _busy_blocks(c: _Seen) -> Iterator[str]:
-    """Other processes' load, faster than blocks can show: the interval widened."""
-    if c.busy is not None:
-        yield (
-            "other processes kept the machine busy while the blocks ran, and their load "
-            "changes faster than a few blocks can show: the interval holds the speedup give "
-            f"or take {c.busy:.0%} (half the share of the cores they took)"
-        )
-
-
 def _sides_apart(c: _Seen) -> Iterator[str]:
     """Sides one after the other (in two processes): the interval widened by what changed."""
     apart = c.apart
@@ -760,12 +750,27 @@ def _disagree(c: _Seen) -> Iterator[str]:
 
 
 def _busy_runs(c: _Seen) -> Iterator[str]:
-    """A run the machine disturbed (named in ``disturbed``)."""
+    """The machine busy with other work during the runs (named in ``disturbed``), said
+    once: what the load was in each run it disturbed and, under blocks, what it did to the
+    interval."""
+    said = []
     for name, run in (("real", c.r), ("ideal", c.i)):
-        busy = busy_note(run, name)
-        if busy:
+        load = busy_load(run)
+        if load:
             c.disturbed.append(name)
-            yield busy
+            said.append(f"{load} during the {name} run")
+    if not said:
+        return
+    widened = (
+        f"; their load changes faster than a few blocks can show, so the interval holds the "
+        f"speedup give or take {c.busy:.0%} (half the share of the cores they took)"
+        if c.busy is not None
+        else ""
+    )
+    yield (
+        f"the machine was busy with other work: {' and '.join(said)}{widened}; the "
+        "comparison may be disturbed: rerun when the machine is quiet"
+    )
 
 
 def _adaptive(c: _Seen) -> Iterator[str]:
@@ -891,7 +896,6 @@ NOTE_RULES: tuple[Callable[[_Seen], Iterator[str]], ...] = (
     _epoch_seen,
     _design,
     _drifted,
-    _busy_blocks,
     _sides_apart,
     _disagree,
     _busy_runs,
@@ -1153,23 +1157,29 @@ def _epoch_stats(run: Run) -> dict[int, tuple[float, float, int]]:
     return out
 
 
-def busy_note(run: Run, name: str) -> Optional[str]:
-    """The sentence for a run during which the machine was busy with other work, or None."""
+def busy_load(run: Run) -> Optional[str]:
+    """What other work took of the machine during ``run``, in words (``1.0 of 2 cores in
+    other processes``, ``other processes' work on the GPU (up to 2 at a time)``), where it
+    made the machine busy; None otherwise."""
     procs = [
         n for n in ((run.util or {}).get("gpu") or {}).get("other_procs") or [] if n is not None
     ]
     if procs and sum(1 for n in procs if n > 0) >= 0.3 * len(procs):
-        return (
-            f"other processes ran work on the GPU during the {name} run (up to {max(procs)} at "
-            "a time); the comparison is disturbed: rerun when the GPU is yours alone"
-        )
+        return f"other processes' work on the GPU (up to {max(procs)} at a time)"
     other = busy_cores(run)
     if other is None:
         return None
+    return f"{other:.1f} of {_cores(run)} cores in other processes"
+
+
+def busy_note(run: Run, name: str) -> Optional[str]:
+    """The sentence for a run during which the machine was busy with other work, or None."""
+    load = busy_load(run)
+    if load is None:
+        return None
     return (
-        f"the machine was busy with other work during the {name} run: {other:.1f} of "
-        f"{_cores(run)} cores in other processes; the comparison is disturbed: rerun when the "
-        "machine is quiet"
+        f"the machine was busy with other work during the {name} run: {load}; the "
+        "comparison is disturbed: rerun when the machine is quiet"
     )
 
 

@@ -193,7 +193,7 @@ def test_other_processes_on_the_gpu_are_counted_and_make_the_run_disturbed(fresh
     d = diagnose(run("log", None), run("replay", s.series()))
     assert d.disturbed == ["ideal"]
     assert any(
-        n.startswith("other processes ran work on the GPU during the ideal run (up to 1")
+        "other processes' work on the GPU (up to 1 at a time) during the ideal run" in n
         for n in d.notes
     )
 
