@@ -18,16 +18,19 @@ Workloads (batch of 4; the step is CPU work of a fixed size, one intra-op thread
 * ``near``     no workers, 1.5 ms a batch asleep, a 15 ms step: a gain near the line;
 * ``short32``  32 batches an epoch, 2 workers, a 20 ms step, 30 epochs: dcgan-like, too
                short for blocks (compute-bound);
-* ``epoch60``  60 batches an epoch, no workers, 2 ms a batch, a 10 ms step.
+* ``epoch60``  60 batches an epoch, no workers, 2 ms a batch, a 10 ms step;
+* ``input-seq`` ``input`` measured with ``--sequential`` (a child per side, one after the
+               other).
 
 Loads: ``quiet``; ``busy1`` (one process spinning on a core); ``busy1.5`` (that, and one
-spinning in bursts: 0.2 s on, 0.2 s off).
+spinning in bursts: 0.2 s on, 0.2 s off); ``heavy`` (two spinning, and the bursts: two
+cores kept busy on a two-core machine).
 
 For each cell it prints the truth (the median of the cell's stopwatches: one stopwatch
 on a busy machine is as noisy as one run of the tool), the interval's coverage of it and
 of each run's own stopwatch, the runs whose label agrees with the truth's (its own label,
-or NOT ENOUGH DATA with an interval that holds it), the median width of the interval, the
-worst miss as a share of the interval's width, and the mean time of a run of the tool.
+or NOT ENOUGH DATA with an interval that holds it), the median width of the interval (its
+sharpness), the share of runs that said NOT ENOUGH DATA, the worst miss as a share of the interval's width, and the mean time of a run of the tool.
 ``--from-log FILE`` prints the table again from the lines of an earlier run.
 
 Usage: python bench/coverage.py [--runs 10] [--only input,short32] [--loads quiet,busy1]
@@ -60,8 +63,11 @@ WORKLOADS = {
     "near": (0, 0.000375, 15.0, 400, 1),
     "short32": (2, 0.001, 20.0, 32, 30),
     "epoch60": (0, 0.0005, 10.0, 60, 4),
+    "input-seq": (2, 0.004, 5.0, 400, 1),
 }
-LOADS = ("quiet", "busy1", "busy1.5")
+OPTIONS = {"input-seq": ["--sequential"]}
+"""The tool's options a workload runs with (the rest: its defaults)."""
+LOADS = ("quiet", "busy1", "busy1.5", "heavy")
 
 SCRIPT = r"""
 import json, os, sys, time
@@ -170,7 +176,12 @@ class Load:
             "import time\nwhile True:\n t=time.perf_counter()\n"
             " while time.perf_counter()-t<0.2: pass\n time.sleep(0.2)"
         )
-        codes = {"quiet": [], "busy1": [spin], "busy1.5": [spin, burst]}[name]
+        codes = {
+            "quiet": [],
+            "busy1": [spin],
+            "busy1.5": [spin, burst],
+            "heavy": [spin, spin, burst],  # two busy loops and bursts on two cores
+        }[name]
         self.procs = [subprocess.Popen([sys.executable, "-c", c]) for c in codes]
 
     def stop(self) -> None:
@@ -185,7 +196,7 @@ def label_of(speedup: float) -> str:
     return PARTLY_INPUT_BOUND if speedup >= 1 / 0.95 else NOT_INPUT_BOUND
 
 
-def one(script: str, args: list[str], work: str) -> dict:
+def one(script: str, args: list[str], work: str, options: tuple[str, ...] = ()) -> dict:
     """A run of the tool between two stopwatches: its own truth is theirs together (a
     drift of the machine over the run, linear in time, lands on both)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -205,7 +216,17 @@ def one(script: str, args: list[str], work: str) -> dict:
         logs = tempfile.mkdtemp(dir=work)
         t = time.perf_counter()
         p = subprocess.run(
-            [sys.executable, "-m", "loadeval_nb", "run", "--log-dir", logs, script, *args],
+            [
+                sys.executable,
+                "-m",
+                "loadeval_nb",
+                "run",
+                *options,
+                "--log-dir",
+                logs,
+                script,
+                *args,
+            ],  # fmt: skip
             env=env,
             capture_output=True,
             text=True,
@@ -256,6 +277,7 @@ def summarise(name: str, load: str, rows: list[dict]) -> str:
         miss = max(math.log(r["lo"] / truth), math.log(truth / r["hi"]), 0.0)
         worst = max(worst, miss / width)
     widths = [r["hi"] / r["lo"] - 1 for r in ok]
+    ned = sum(1 for r in ok if r["verdict"] == NOT_ENOUGH_DATA)
     took = statistics.mean(r["took"] for r in rows if "took" in r)
     labels = ", ".join(
         f"{sum(1 for r in ok if r['verdict'] == v)} {SHORT[v]}"
@@ -265,8 +287,8 @@ def summarise(name: str, load: str, rows: list[dict]) -> str:
     return (
         f"| {name} | {load} | {truth:.2f}× {SHORT[want]} | {held}/{n} | {own}/{n} | "
         f"{agree}/{n} · {holds}/{n} ({labels}) | "
-        f"{statistics.median(widths) if widths else float('nan'):.0%} | {worst:.2f} | "
-        f"{took:.1f} s |"
+        f"{statistics.median(widths) if widths else float('nan'):.0%} | {ned}/{n} | "
+        f"{worst:.2f} | {took:.1f} s |"
     )
 
 
@@ -305,8 +327,9 @@ def from_log(path: str) -> None:
 
 TABLE_HEAD = (
     "| workload | load | truth (its label) | coverage | of each run's stopwatch | label: the "
-    "truth's · or its interval holds it | median width | worst miss / width | tool run |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+    "truth's · or its interval holds it | median width | NOT ENOUGH DATA | worst miss / "
+    "width | tool run |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -336,7 +359,7 @@ def main() -> None:
                 try:
                     time.sleep(0.5)
                     for k in range(args.runs):
-                        r = one(script, wargs, work)
+                        r = one(script, wargs, work, tuple(OPTIONS.get(name, ())))
                         rows.append(r)
                         if "failed" in r:
                             print(f"{name} {load} run {k + 1}: FAILED {r['failed']}", flush=True)
