@@ -246,8 +246,9 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def t975(df: int) -> float:
-    """Student's t, 97.5th percentile, for ``df`` degrees of freedom (exact: :func:`t_quantile`)."""
-    return t_quantile(0.975, df)
+    """Student's t, 97.5th percentile, for ``df`` degrees of freedom (exact: :func:`t_quantile`;
+    below one degree of freedom no interval can be had: infinity)."""
+    return t_quantile(0.975, df) if df >= 1 else math.inf
 
 
 SEGMENT_STEPS = 8

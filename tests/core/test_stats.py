@@ -30,6 +30,7 @@ def test_the_quantile_inverts_the_distribution_function():
             assert t_cdf(t_quantile(p, df), df) == pytest.approx(p, abs=1e-10)
     with pytest.raises(ValueError):
         t_quantile(1.0, 3)
+    assert t975(0) == float("inf")  # one value: no interval (the table said 2.0)
 
 
 def test_against_scipy_where_it_is_installed():

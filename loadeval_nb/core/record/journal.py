@@ -103,6 +103,13 @@ def _lock_path(key: str) -> str:
     return os.path.join(tempfile.gettempdir(), "loadeval_nb-locks", f"{digest}.lock")
 
 
+BUSY_WAIT_S = 0.5
+"""How long a lock file held by another process is tried again before its writer is called
+busy: another process's sweep of stale lock files holds each for microseconds (two ranks
+starting at once met it: "metrics_file ... is being written by another evaluator"); a
+writer holds its lock for the whole run."""
+
+
 def _busy(path: str, key: str, who: str) -> LoadEvalError:
     return LoadEvalError(
         f"metrics_file {path!r} is being written by another evaluator ({who}); give each "
@@ -116,7 +123,8 @@ def _lock_file(key: str, path: str) -> Optional[int]:
     if fcntl is None:
         return None
     lock = _lock_path(key)
-    for _ in range(10):
+    deadline = time.monotonic() + BUSY_WAIT_S
+    for _ in range(10 + int(BUSY_WAIT_S / 0.01)):
         try:
             os.makedirs(os.path.dirname(lock), exist_ok=True)
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
@@ -130,6 +138,10 @@ def _lock_file(key: str, path: str) -> Optional[int]:
             os.close(fd)
             if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 return None
+            if time.monotonic() < deadline:  # another process's sweep (_sweep) holds every
+                # lock file for a moment to see whether it is stale: not a writer
+                time.sleep(0.01)
+                continue
             raise _busy(path, key, _holder(lock)) from None
         try:  # the file a releasing writer removed is not the lock: take the new one
             same = os.fstat(fd).st_ino == os.stat(lock).st_ino

@@ -236,3 +236,31 @@ def test_lock_files_a_killed_writer_left_are_swept_and_the_folder_goes(tmp_path,
     epochs_of(ev, 1)
     ev.close()
     assert not locks.exists()
+
+
+def test_a_lock_held_for_a_moment_by_another_sweep_is_waited_for(tmp_path):
+    # two ranks starting at once: one's sweep of stale lock files holds each for a moment,
+    # and the other's claim of the same path read it as "being written by another
+    # evaluator" (a launch failed 1 time in 20; a notebook's torchrun job 1 time in 4)
+    import fcntl
+    import threading
+
+    path = str(tmp_path / "run.json")
+    lock = journal_mod._lock_path(journal_mod._key(path))
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: as another process
+    threading.Timer(0.1, lambda: fcntl.flock(fd, fcntl.LOCK_UN)).start()
+    try:
+        writer = journal_mod.MetricsWriter(path)  # waits out the sweep's moment
+        writer.release()
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+        held = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held for good: a writer
+        try:
+            with pytest.raises(LoadEvalError, match="is being written by another evaluator"):
+                journal_mod.MetricsWriter(path)
+        finally:
+            os.close(held)
+    finally:
+        os.close(fd)
