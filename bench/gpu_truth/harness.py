@@ -16,7 +16,8 @@ import torch
 
 from loadeval_nb import LoaderEvaluator
 
-from .report import Record
+from .maths import ms
+from .report import Record, fmt_value, same
 
 now = time.perf_counter_ns  # the tool's default clock: its stamps and ours share one origin
 
@@ -143,6 +144,86 @@ def hand_device_loop(ctx: Ctx, loader: Any, body: Callable[[Any], Any], steps: i
     cached = [to_device(next(it), ctx.dev) for _ in range(cache)]
     del it
     return hand_steps(ctx, (cached[i % cache] for i in range(steps)), body, steps)
+
+
+def hand_split(
+    steps: Iterable[Callable[[Any], Any]],
+    raw: Callable[[int], Any],
+    samples: int,
+    read: Optional[str] = None,
+) -> dict[str, float]:
+    """Seconds per sample of each step of a pipeline (``steps``, named by their class),
+    timed by hand in this process on one thread, as a DataLoader worker runs it, over the
+    raw samples ``raw(i)``; ``read``: the name under which ``raw`` itself is timed (the
+    file read), left out where None."""
+    steps = list(steps)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    per: dict[str, float] = {
+        **({read: 0.0} if read else {}),
+        **{type(t).__name__: 0.0 for t in steps},
+    }
+    try:
+        for i in range(samples):
+            t0 = now()
+            x = raw(i)
+            if read:
+                per[read] += (now() - t0) / 1e9
+            for t in steps:
+                t0 = now()
+                x = t(x)
+                per[type(t).__name__] += (now() - t0) / 1e9
+    finally:
+        torch.set_num_threads(threads)
+    return {k: v / samples for k, v in per.items()}
+
+
+def ladder_records(
+    check: str,
+    ladder: Any,
+    per: dict[str, float],
+    read: Optional[str],
+    batch: int,
+    workers: int,
+    ideal_s: Optional[float],
+) -> list[Record]:
+    """The ladder's largest stage and costliest transform step against the steps timed by
+    hand (:func:`hand_split`'s ``per``; ``read`` counted in the loading, not a step)."""
+    steps = {k: v for k, v in per.items() if k != read}
+    per_batch = sum(per.values()) * batch / workers  # what the workers need a step
+    truth_stage = "per-sample loading and transforms" if ideal_s and per_batch > ideal_s else "none"
+    got = ladder.largest.what if ladder.largest else "none"
+    total = sum(steps.values())
+    hand_top = max(steps, key=steps.__getitem__)
+    split = ladder.transforms
+    top = next((p for p in split.parts if not p.rest), None) if split is not None else None
+    got_name = top.name if top else None
+    # a near tie with the hand's top step is noise deciding, not a wrong name
+    close = got_name in steps and steps[hand_top] - steps[got_name] <= 0.05 * total
+    return [
+        same(
+            check,
+            "ladder: largest stage",
+            got,
+            truth_stage,
+            got == truth_stage,
+            "the loading's time a batch over the workers exceeds the ideal step",
+            f"hand: {ms(per_batch):.1f} ms of loading a step over {workers} workers vs "
+            f"{fmt_value(ms(ideal_s), 'ms')} ideal; {ladder.conclusion()}",
+        ),
+        same(
+            check,
+            "ladder: costliest transform step",
+            f"{got_name} ({fmt_value(100 * top.share if top and top.share else None, '%')})",
+            f"{hand_top} ({100 * steps[hand_top] / total:.1f} % by hand)",
+            got_name == hand_top or close,
+            "the same step (or within 5 points of it)",
+            "by hand, per sample: "
+            + ", ".join(
+                f"{k} {ms(v):.2f} ms" for k, v in sorted(per.items(), key=lambda kv: -kv[1])
+            ),
+        ),
+    ]
 
 
 def tool_gpu_series(ev: LoaderEvaluator) -> Optional[tuple[list[int], list[Any]]]:

@@ -6,7 +6,7 @@ ResNet-style network built here, in mixed precision on CUDA.
 The augmentations are torchvision's (``transforms.v2``) where it is installed and the
 same steps in plain torch where not; either way they are classes in a list
 ``.transforms`` (as torchvision's ``Compose`` keeps them), so that the ladder's split
-times each where it runs, in the workers, and :func:`hand_split` times the same steps by
+times each where it runs, in the workers, and ``harness.hand_split`` times the same steps by
 hand. Decoding is the list's first step (the file's bytes in, a uint8 image out)."""
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
-
-from .harness import now
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -208,27 +206,6 @@ def _version(name: str) -> str:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "?"
-
-
-def hand_split(ds: JpegFiles, samples: int) -> dict[str, float]:
-    """Seconds per sample of each step (decoding first), timed by hand in this process on
-    one thread (as a DataLoader worker runs), with the file read apart (``read``)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    steps = ds.transform.transforms  # type: ignore[attr-defined]
-    per: dict[str, float] = {"read": 0.0, **{type(t).__name__: 0.0 for t in steps}}
-    try:
-        for i in range(samples):
-            t0 = now()
-            x: Any = ds.raw(i % len(ds))
-            per["read"] += (now() - t0) / 1e9
-            for t in steps:
-                t0 = now()
-                x = t(x)
-                per[type(t).__name__] += (now() - t0) / 1e9
-    finally:
-        torch.set_num_threads(threads)
-    return {k: v / samples for k, v in per.items()}
 
 
 # ---- the network -------------------------------------------------------------------------

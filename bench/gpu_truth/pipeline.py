@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from .harness import now
 from .workloads import images
 
 
@@ -84,21 +83,3 @@ class Photos(Dataset):
 
 def pipeline(crop: int, k: int, out: int) -> Compose:
     return Compose([RandomCrop(crop), MaskDilation(k), ColourConvert(), Scale(out)])
-
-
-def hand_transform_split(ds: Photos, samples: int) -> dict[str, float]:
-    """Seconds per sample of each step, timed by hand in this process on one thread (as a
-    DataLoader worker runs)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    per: dict[str, float] = {type(t).__name__: 0.0 for t in ds.transform.transforms}
-    try:
-        for i in range(samples):
-            x = ds.pool[i % len(ds.pool)]
-            for t in ds.transform.transforms:
-                t0 = now()
-                x = t(x)
-                per[type(t).__name__] += (now() - t0) / 1e9
-    finally:
-        torch.set_num_threads(threads)
-    return {k: v / samples for k, v in per.items()}

@@ -88,16 +88,20 @@ def test_a_try_that_cannot_run_is_a_usage_error_before_the_script_starts(tmp_pat
     assert not marker.exists()  # the script never started
 
 
+NO_WORKERS = """
+import torch
+from torch.utils.data import DataLoader
+for x in DataLoader(torch.arange(1600.0).reshape(-1, 4), batch_size=4):
+    x.sum()
+"""
+"""A loop over 400 batches of a DataLoader without workers, nothing else."""
+
+
 def test_a_variant_that_cannot_differ_is_refused_before_it_costs_a_pass(tmp_path):
     # persistent_workers=True on a loader without workers measured, then said "no
     # difference": it cannot make one
     script = tmp_path / "train.py"
-    script.write_text(
-        "import torch\n"
-        "from torch.utils.data import DataLoader\n"
-        "for x in DataLoader(torch.arange(1600.0).reshape(-1, 4), batch_size=4):\n"
-        "    x.sum()\n"
-    )
+    script.write_text(NO_WORKERS)
     logs = tmp_path / "logs"
     p = loadeval("run", "--try", "persistent_workers=True", "--log-dir", str(logs), str(script))
     assert p.returncode != 0 and p.stdout == ""
@@ -385,12 +389,7 @@ def test_a_full_log_disk_after_the_measured_pass_is_named(tmp_path):
         pytest.skip("no tmpfs can be mounted here (root only)")
     try:
         script = tmp_path / "train.py"
-        script.write_text(
-            "import torch\n"
-            "from torch.utils.data import DataLoader\n"
-            "for x in DataLoader(torch.arange(1600.0).reshape(-1, 4), batch_size=4):\n"
-            "    x.sum()\n"
-        )
+        script.write_text(NO_WORKERS)
         p = loadeval("run", "--log-dir", str(small / "logs"), str(script))
     finally:
         sp.run(["umount", str(small)], capture_output=True)

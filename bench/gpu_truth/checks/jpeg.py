@@ -30,8 +30,8 @@ from loadeval_nb import RunSettings, run_ladder, run_pair
 from loadeval_nb.errors import LoadEvalError
 from loadeval_nb.whatif import predict_from_runs
 
-from ..harness import Ctx, hand_device_loop, hand_steps
-from ..jpegs import AmpTrainer, JpegFiles, ResNet, augment, hand_split, make_jpegs
+from ..harness import Ctx, hand_device_loop, hand_split, hand_steps, ladder_records
+from ..jpegs import AmpTrainer, JpegFiles, ResNet, augment, make_jpegs
 from ..maths import expected_verdict, mean, ms, steady, verdict_agrees
 from ..report import Record, fmt_value, rel, same
 
@@ -163,30 +163,11 @@ def _tried(tag: str, d: Any, other: int, real_s, changed_s) -> Record:
 
 def _ladder(ctx, dl, run_once, settings, ideal_s, batch, workers) -> list[Record]:
     """The ladder's largest stage and costliest transform step against the steps timed by
-    hand (decoding included), one sample at a time on one thread."""
+    hand (decoding included, the file read counted in the loading), one sample at a time on
+    one thread."""
     ladder = run_ladder(dl, run_once, replace(settings, variants=()))
     if not ladder.ok:
         raise RuntimeError(f"the ladder failed: {ladder.error!r}")
-    per = hand_split(dl.dataset, ctx.pick(64, 32, 8))
-    steps = {k: v for k, v in per.items() if k != "read"}
-    per_batch = sum(per.values()) * batch / workers  # what the workers need a step
-    truth_stage = "per-sample loading and transforms" if ideal_s and per_batch > ideal_s else "none"
-    got = ladder.largest.what if ladder.largest else "none"
-    total = sum(steps.values())
-    hand_top = max(steps, key=steps.get)
-    split = ladder.transforms
-    top = next((p for p in split.parts if not p.rest), None) if split is not None else None
-    got_name = top.name if top else None
-    close = got_name in steps and steps[hand_top] - steps[got_name] <= 0.05 * total
-    return [
-        same(CHECK, "ladder: largest stage", got, truth_stage, got == truth_stage,
-             "the loading's time a batch over the workers exceeds the ideal step",
-             f"hand: {ms(per_batch):.1f} ms a step over {workers} workers vs "
-             f"{fmt_value(ms(ideal_s), 'ms')} ideal; {ladder.conclusion()}"),
-        same(CHECK, "ladder: costliest transform step",
-             f"{got_name} ({fmt_value(100 * top.share if top and top.share else None, '%')})",
-             f"{hand_top} ({100 * steps[hand_top] / total:.1f} % by hand)",
-             got_name == hand_top or close, "the same step (or within 5 points of it)",
-             "by hand, per sample: " + ", ".join(
-                 f"{k} {ms(v):.2f} ms" for k, v in sorted(per.items(), key=lambda kv: -kv[1]))),
-    ]  # fmt: skip
+    ds = dl.dataset
+    per = hand_split(ds.transform.transforms, ds.raw, ctx.pick(64, 32, 8), read="read")
+    return ladder_records(CHECK, ladder, per, "read", batch, workers, ideal_s)

@@ -14,9 +14,9 @@ from torch.utils.data import DataLoader
 from loadeval_nb import RunSettings, run_ladder, run_pair
 from loadeval_nb.verdict import INPUT_BOUND
 
-from ..harness import Ctx, hand_device_loop, hand_steps
+from ..harness import Ctx, hand_device_loop, hand_split, hand_steps, ladder_records
 from ..maths import expected_verdict, mean, ms, steady, verdict_agrees
-from ..pipeline import Photos, hand_transform_split, pipeline
+from ..pipeline import Photos, pipeline
 from ..report import Record, fmt_value, rel, same
 from ..workloads import ConvNet, Trainer
 
@@ -116,38 +116,8 @@ def seed_ladder(ctx, dl, run_once, settings, ideal_s, batch, workers) -> list[Re
     ladder = run_ladder(dl, run_once, settings)
     if not ladder.ok:
         raise RuntimeError(f"the ladder failed: {ladder.error!r}")
-    per = hand_transform_split(dl.dataset, ctx.pick(8, 4, 4))
-    per_batch = sum(per.values()) * batch / workers  # what the workers need per step
-    truth_stage = "per-sample loading and transforms" if ideal_s and per_batch > ideal_s else "none"
-    got = ladder.largest.what if ladder.largest else "none"
-    total = sum(per.values())
-    hand_top = max(per, key=per.get)
-    split = ladder.transforms
-    top = next((p for p in split.parts if not p.rest), None) if split is not None else None
-    got_name = top.name if top else None
-    # a near tie with the hand's top step is noise deciding, not a wrong name
-    close = got_name in per and per[hand_top] - per[got_name] <= 0.05 * total
-    return [
-        same(
-            "seed",
-            "ladder: largest stage",
-            got,
-            truth_stage,
-            got == truth_stage,
-            "the transforms' time a batch over the workers exceeds the ideal step",
-            f"hand: {ms(per_batch):.1f} ms of transforms a step over {workers} workers vs "
-            f"{fmt_value(ms(ideal_s), 'ms')} ideal; {ladder.conclusion()}",
-        ),
-        same(
-            "seed",
-            "ladder: costliest transform step",
-            f"{got_name} ({fmt_value(100 * top.share if top and top.share else None, '%')})",
-            f"{hand_top} ({100 * per[hand_top] / total:.1f} % by hand)",
-            got_name == hand_top or close,
-            "the same step (or within 5 points of it)",
-            "by hand, per sample: "
-            + ", ".join(
-                f"{k} {ms(v):.1f} ms" for k, v in sorted(per.items(), key=lambda kv: -kv[1])
-            ),
-        ),
-    ]
+    ds = dl.dataset
+    per = hand_split(
+        ds.transform.transforms, lambda i: ds.pool[i % len(ds.pool)], ctx.pick(8, 4, 4)
+    )
+    return ladder_records("seed", ladder, per, None, batch, workers, ideal_s)

@@ -380,6 +380,20 @@ class Picker:
         except BaseException:
             self._release(loader)
             raise
+        return self._begin(wrapper, it, loader, k, p, chosen, info)
+
+    def _begin(
+        self,
+        wrapper: Any,
+        it: Iterator[Any],
+        loader: Any,
+        k: int,
+        p: int,
+        chosen: bool,
+        info: dict[str, Any],
+    ) -> Iterator[Any]:
+        """The measured pass of ``wrapper`` (its iterator ``it``) handed to the script: the
+        pass in progress until it ends."""
         gen = self._pass(wrapper, it, loader, k, p, chosen, info)
         self._measuring = wrapper
         self._active, self._active_loader = wrapper, loader
@@ -633,11 +647,7 @@ class Picker:
             self._release(loader)
             raise
         self._alone_why = why.reason
-        gen = self._pass(wrapper, it, loader, k, p, chosen, info)
-        self._measuring = wrapper
-        self._active, self._active_loader = wrapper, loader
-        self._active_pass = weakref.ref(gen)
-        return gen
+        return self._begin(wrapper, it, loader, k, p, chosen, info)
 
     def _unmeasured(
         self,
