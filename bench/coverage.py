@@ -31,9 +31,13 @@ on a busy machine is as noisy as one run of the tool), the interval's coverage o
 of each run's own stopwatch, the runs whose label agrees with the truth's (its own label,
 or NOT ENOUGH DATA with an interval that holds it), the median width of the interval (its
 sharpness), the share of runs that said NOT ENOUGH DATA, the worst miss as a share of the interval's width, and the mean time of a run of the tool.
-``--from-log FILE`` prints the table again from the lines of an earlier run.
+``--from-log FILE`` prints the table again from the lines of an earlier run;
+``--keep-logs DIR`` keeps each run's logs, and ``--rediagnose DIR`` prints the table from
+them again as the rules on ``sys.path`` read them (a before and an after from the same
+runs).
 
 Usage: python bench/coverage.py [--runs 10] [--only input,short32] [--loads quiet,busy1]
+       [--keep-logs DIR] | --rediagnose DIR
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -196,9 +201,12 @@ def label_of(speedup: float) -> str:
     return PARTLY_INPUT_BOUND if speedup >= 1 / 0.95 else NOT_INPUT_BOUND
 
 
-def one(script: str, args: list[str], work: str, options: tuple[str, ...] = ()) -> dict:
+def one(
+    script: str, args: list[str], work: str, options: tuple[str, ...] = (), keep: str = ""
+) -> dict:
     """A run of the tool between two stopwatches: its own truth is theirs together (a
-    drift of the machine over the run, linear in time, lands on both)."""
+    drift of the machine over the run, linear in time, lands on both). With ``keep``, the
+    run's logs and its row are kept in that folder (``--keep-logs``)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     row: dict = {}
     watches: list[tuple[float, float]] = []
@@ -238,9 +246,8 @@ def one(script: str, args: list[str], work: str, options: tuple[str, ...] = ()) 
         real = glob.glob(os.path.join(logs, "*-real.json"))
         ideal = glob.glob(os.path.join(logs, "*-ideal.json"))
         cont = glob.glob(os.path.join(logs, "*-contended.json"))
-        d = diagnose(real[0], ideal[0], contended=cont[0] if cont else None)
-        row.update(speedup=d.speedup, lo=d.speedup_ci[0], hi=d.speedup_ci[1], verdict=d.verdict)
-        row["steps"] = (d.real_step_s, d.ideal_step_s)
+        row["logs"] = [real[0], ideal[0], *cont[:1]]
+        row.update(judged(row["logs"]))
 
     stopwatch()
     tool()
@@ -250,7 +257,43 @@ def one(script: str, args: list[str], work: str, options: tuple[str, ...] = ()) 
     row["truth"] = real / ideal
     row["sw"] = (real, ideal)
     row["sws"] = [w[0] / w[1] for w in watches]
+    if keep and "logs" in row:
+        os.makedirs(keep, exist_ok=True)
+        for path in row["logs"]:
+            shutil.copy(path, keep)
+        row["logs"] = [os.path.basename(p) for p in row["logs"]]
+        with open(os.path.join(keep, "row.json"), "w") as f:
+            json.dump(row, f)
     return row
+
+
+def judged(logs: list[str]) -> dict:
+    """The tool's answer from a run's logs (real, ideal, and a contended one if any)."""
+    d = diagnose(logs[0], logs[1], contended=logs[2] if len(logs) > 2 else None)
+    return {
+        "speedup": d.speedup,
+        "lo": d.speedup_ci[0],
+        "hi": d.speedup_ci[1],
+        "verdict": d.verdict,
+        "steps": (d.real_step_s, d.ideal_step_s),
+    }
+
+
+def rediagnose(folder: str) -> None:
+    """The table again from the logs ``--keep-logs`` kept, each run diagnosed by the code
+    on ``sys.path`` now (the same runs read by two versions of the rules: a before and an
+    after that differ only in the rules)."""
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for kept in sorted(glob.glob(os.path.join(folder, "*", "row.json"))):
+        with open(kept) as f:
+            row = json.load(f)
+        here = os.path.dirname(kept)
+        name, load, _ = os.path.basename(here).rsplit("-", 2)
+        row.update(judged([os.path.join(here, p) for p in row["logs"]]))
+        cells.setdefault((name, load), []).append(row)
+    print(TABLE_HEAD)
+    for (name, load), rows in cells.items():
+        print(summarise(name, load, rows))
 
 
 def summarise(name: str, load: str, rows: list[dict]) -> str:
@@ -339,9 +382,14 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--loads", default=",".join(LOADS))
     ap.add_argument("--from-log", default="")
+    ap.add_argument("--keep-logs", default="", help="keep each run's logs in this folder")
+    ap.add_argument("--rediagnose", default="", help="the table from a --keep-logs folder")
     args = ap.parse_args()
     if args.from_log:
         from_log(args.from_log)
+        return
+    if args.rediagnose:
+        rediagnose(args.rediagnose)
         return
     names = [n for n in WORKLOADS if not args.only or n in args.only.split(",")]
     loads = [x for x in args.loads.split(",") if x]
@@ -359,7 +407,12 @@ def main() -> None:
                 try:
                     time.sleep(0.5)
                     for k in range(args.runs):
-                        r = one(script, wargs, work, tuple(OPTIONS.get(name, ())))
+                        keep = (
+                            os.path.join(args.keep_logs, f"{name}-{load}-{k + 1:02d}")
+                            if args.keep_logs
+                            else ""
+                        )
+                        r = one(script, wargs, work, tuple(OPTIONS.get(name, ())), keep)
                         rows.append(r)
                         if "failed" in r:
                             print(f"{name} {load} run {k + 1}: FAILED {r['failed']}", flush=True)

@@ -156,9 +156,10 @@ def steps_to_tell(
     across a line on one side of it (:data:`WORTH`, or :data:`LARGE` when it lies across
     that one alone), where its width beyond ``fixed`` shrinks as one over the square root
     of the steps: ``fixed`` is the share either side that no number of steps narrows (the
-    method's floor, a busy machine's share, the gap between two processes). None when the
-    interval lies across no line, when the fixed share alone reaches the line, or when a
-    gain that close to the line would take more than :data:`MAX_TELL` times the steps."""
+    method's floor, the gap in other processes' load between the sides, the share between
+    two processes). None when the interval lies across no line, when the fixed share alone
+    reaches the line, or when a gain that close to the line would take more than
+    :data:`MAX_TELL` times the steps."""
     lo, hi = ci
     if lo is None or hi is None or n <= 0 or hi <= lo:
         return None
@@ -411,7 +412,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
     cuda = True if copies else r.environment.get("cuda_available")  # (copies: CUDA events)
     seen = _Seen(
         r=r, i=i, rs=rs, is_=is_, rd=rd, idd=idd, blocks=k.blocks, unit=k.unit,
-        repeats=k.repeats, drift=k.terms.drift, busy=k.terms.busy, apart=k.terms.apart,
+        repeats=k.repeats, drift=k.terms.drift, load=k.terms.load, apart=k.terms.apart,
         speedup=k.speedup, verdict=k.verdict, reason=k.reason, real_wait=real_wait,
         real_other=real_other, spe=spe, endless=endless, limited=limited, cuda=cuda,
     )  # fmt: skip
@@ -521,16 +522,6 @@ def _claim(
             ci_label = f"range of {len(ratios)} {unit}s"
     terms = _widen(r, i, speedup, ci, repeats)
     verdict, reason = _verdict(len(rs), len(is_), headroom, terms.ci)
-    apart = terms.apart
-    if apart is not None and apart[1] is not None and verdict != NOT_ENOUGH_DATA:
-        verdict, reason = (
-            NOT_ENOUGH_DATA,
-            (
-                f"the sides ran one after the other while other processes used {apart[1]:.1f} "
-                f"of the machine's {_cores(r)} cores: a change in their load between the runs "
-                "cannot be told apart from the loader's cost"
-            ),
-        )
     on_epochs = isinstance((r.settings or {}).get(EPOCH_PAIR), dict)
     return _Claim(
         speedup, headroom, terms, ci_label, repeats, blocks, unit, on_epochs, verdict, reason
@@ -542,8 +533,7 @@ def _to_tell(
 ) -> tuple[Optional[int], Optional[int]]:
     """The steps a side (and, on the loop's epochs, the epochs a side) that would narrow
     an interval across a line; (None, None) where more steps would not tell."""
-    apart = k.terms.apart
-    if k.verdict not in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND) or (apart and apart[1]):
+    if k.verdict not in (NOT_ENOUGH_DATA, PARTLY_INPUT_BOUND):
         return None, None
     ci, fixed = k.terms.ci, k.terms.fixed
     if k.on_epochs and k.repeats is not None and spe:
@@ -634,7 +624,7 @@ class _Seen:
     unit: str
     repeats: Optional[tuple[list[float], tuple[float, float]]]
     drift: Optional[tuple[float, float, float]]
-    busy: Optional[float]
+    load: Optional[LoadGap]
     apart: Optional[tuple[float, Optional[float]]]
     speedup: Optional[float]
     verdict: str
@@ -717,23 +707,16 @@ def _drifted(c: _Seen) -> Iterator[str]:
 
 
 def _sides_apart(c: _Seen) -> Iterator[str]:
-    """Sides one after the other (in two processes): the interval widened by what changed."""
+    """Sides one after the other in two processes: the interval widened by what changes
+    between them."""
     apart = c.apart
     if apart is None or apart[0] < 0.005:
         return
-    two = two_processes(c.r, c.i)
     yield (
-        "the sides ran one after the other"
-        + (" in two processes" if two else "")
-        + ", so what changed on the machine between them is in the difference, beyond "
-        f"what either run shows: the interval holds the speedup give or take "
-        f"{apart[0]:.0%}"
-        + (
-            f" ({BETWEEN_RUNS:.0%} between two processes on a quiet machine, and the "
-            f"{apart[0] - BETWEEN_RUNS:.0%} of its cores other processes took)"
-            if two and apart[0] - BETWEEN_RUNS >= 0.005
-            else ""
-        )
+        "the sides ran one after the other in two processes, so what changes between two "
+        "processes (a start, memory and threads, the machine's clock) is in the difference, "
+        f"beyond what either run shows: the interval holds the speedup give or take "
+        f"{apart[0]:.0%} (measured between two processes on a quiet machine)"
     )
 
 
@@ -751,8 +734,7 @@ def _disagree(c: _Seen) -> Iterator[str]:
 
 def _busy_runs(c: _Seen) -> Iterator[str]:
     """The machine busy with other work during the runs (named in ``disturbed``), said
-    once: what the load was in each run it disturbed and, under blocks, what it did to the
-    interval."""
+    once: what the load was in each run it disturbed and what it did to the interval."""
     said = []
     for name, run in (("real", c.r), ("ideal", c.i)):
         load = busy_load(run)
@@ -761,15 +743,27 @@ def _busy_runs(c: _Seen) -> Iterator[str]:
             said.append(f"{load} during the {name} run")
     if not said:
         return
-    widened = (
-        f"; their load changes faster than a few blocks can show, so the interval holds the "
-        f"speedup give or take {c.busy:.0%} (half the share of the cores they took)"
-        if c.busy is not None
-        else ""
-    )
+    gap = c.load
+    widened = ""
+    if gap is not None:
+        sides = "the real and the ideal " + ("blocks" if c.repeats is not None else "runs")
+        widened = (
+            f"; their load differed by {abs(gap.cores):.2f} cores (± {gap.error:.2f}) between "
+            f"{sides}, which could move the speedup by {gap.share:.0%} either way on "
+            f"{gap.cpus} cores: the interval holds that"
+        )
+    alike = ""
+    if c.repeats is not None and len(c.repeats[0]) >= 4:
+        n = blocks_alike([math.log(x) for x in c.repeats[0]])
+        if n is not None and n < len(c.repeats[0]) - 0.5:
+            alike = (
+                f"; the load moved the loop's speed in spells longer than a {c.unit}, so "
+                f"neighbouring {c.unit}s agree: the interval counts the "
+                f"{len(c.repeats[0])} {c.unit}s as {n:.1f} independent ones"
+            )
     yield (
-        f"the machine was busy with other work: {' and '.join(said)}{widened}; the "
-        "comparison may be disturbed: rerun when the machine is quiet"
+        f"the machine was busy with other work: {' and '.join(said)}{widened}{alike}; "
+        "rerun when the machine is quiet for a narrower interval"
     )
 
 
@@ -923,16 +917,21 @@ class _Interval:
     ci: tuple[Optional[float], Optional[float]]
     drift: Optional[tuple[float, float, float]] = None
     """One run after the other, a drift within them: :func:`sequential_drift`."""
-    busy: Optional[float] = None
-    """Blocks on a busy machine: the share either side (:data:`BUSY_WIDEN`)."""
+    load: Optional[LoadGap] = None
+    """A busy machine: the gap in other processes' load between the sides
+    (:func:`load_gap`)."""
     apart: Optional[tuple[float, Optional[float]]] = None
     """One run after the other: :func:`between_runs` (the share, the cores taken)."""
 
     @property
     def fixed(self) -> float:
-        """The share either side that no number of steps narrows: the method's floor, a
-        busy machine's share, what changes between two runs."""
-        return max(METHOD_FLOOR, self.busy or 0.0, self.apart[0] if self.apart else 0.0)
+        """The share either side that no number of steps narrows: the method's floor, the
+        gap in other processes' load between the sides, what changes between two runs."""
+        return max(
+            METHOD_FLOOR,
+            self.load.share if self.load else 0.0,
+            self.apart[0] if self.apart else 0.0,
+        )
 
 
 def _widen(
@@ -944,8 +943,9 @@ def _widen(
 ) -> _Interval:
     """Every term that widens the speedup's interval ``ci`` (the steps' bootstrap, united
     with the blocks' or repeats' t-interval), in one place, each where its design calls
-    for it: a drift within runs measured one after the other, a busy machine under blocks,
-    what changes between two runs, and the method's floor under every interval."""
+    for it and each measured from the runs: a drift within runs measured one after the
+    other, what changes between two processes, the gap in other processes' load between
+    the sides on a busy machine, and the method's floor under every interval."""
     out = _Interval(ci)
     if ci[0] is None or ci[1] is None or not speedup:
         return out
@@ -955,24 +955,21 @@ def _widen(
         nonlocal lo, hi
         lo, hi = min(lo, mid / (1 + share)), max(hi, mid * (1 + share))
 
+    # other processes' load, measured on each side: where the sides saw different loads,
+    # the difference can have moved the speedup by as much as that load could do (a bias,
+    # not noise: both ends move)
+    out.load = load_gap(r, i)
+    if out.load is not None:
+        lo, hi = lo / (1 + out.load.share), hi * (1 + out.load.share)
     if repeats is None:
         # one run after the other: a drift within the runs is a drift between them too
         out.drift = sequential_drift(r, i)
         if out.drift is not None:
             lo, hi = min(lo, lo * out.drift[1]), max(hi, hi * out.drift[2])
-        # and what changed between them (another process's load, the clock, a second
-        # process's memory and threads) is in the difference, beyond what either run
-        # can see: the speedup give or take that much
+        # and what changed between two processes (a start, memory and threads, the
+        # machine's clock) is in the difference, beyond what either run can see
         out.apart = between_runs(r, i)
         around(out.apart[0])
-    else:
-        # blocks (or repeats) pair the sides, but other processes' load moves from block
-        # to block faster than a few blocks can show: give or take a share of the cores
-        # they took (the busier side's)
-        taken = max(busy_cores(r) or 0.0, busy_cores(i) or 0.0)
-        if taken:
-            out.busy = BUSY_WIDEN * taken / _cores(r)
-            around(out.busy)
     # the method's own error against a stopwatch of the same loop, quiet: never a
     # narrower claim than that (bench/coverage.py)
     around(METHOD_FLOOR)
@@ -980,10 +977,61 @@ def _widen(
     return out
 
 
+@dataclass(frozen=True)
+class LoadGap:
+    """The gap in other processes' load between the two sides of a pair on a busy
+    machine, measured by the CPU sampler on each side (:func:`load_gap`)."""
+
+    cores: float
+    """Other processes' mean load during the real side less theirs during the ideal side
+    (cores; positive: the real side saw more)."""
+    error: float
+    """That gap's 95 % sampling error (cores): the sampler's readings vary tick by tick."""
+    share: float
+    """The share either way the speedup is held to for it: ``(|cores| + error) / cpus``."""
+    cpus: int
+
+
+def load_gap(r: Run, i: Run) -> Optional[LoadGap]:
+    """On a busy machine (:func:`busy_cores` on either side): the gap in other processes'
+    load between the sides and what it could do to the speedup; None on a quiet machine
+    or without two readings a side.
+
+    Other processes' CPU (``other_pct``, one reading per sampler tick) is averaged over
+    each side's ticks. Under a fair scheduler a side's step time can grow with other
+    processes' load by at most ``d(load) / cpus`` in log terms (its threads' share of
+    ``cpus`` falls from at most ``cpus / (own + load)``), so a gap of ``g`` cores between
+    the sides moves their ratio by at most ``g / cpus`` either way: the interval holds the
+    speedup that much either side, with the gap's own 95 % sampling error added. A load
+    that lands on both sides alike (a process spinning throughout) is no gap: its effect
+    is in both sides' steps, the same in the measurement as in the training it stands
+    for, and in the blocks' spread."""
+    if busy_cores(r) is None and busy_cores(i) is None:
+        return None
+    sides = []
+    for run in (r, i):
+        cpu = (run.util or {}).get("cpu") or {}
+        v = [x / 100 for x in cpu.get("other_pct") or [] if x is not None]
+        if len(v) < 2:
+            return None
+        sides.append(np.asarray(v, dtype=float))
+    a, b = sides
+    gap = float(a.mean() - b.mean())
+    error = 1.96 * math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    cpus = _cores(r)
+    return LoadGap(gap, error, (abs(gap) + error) / cpus, cpus)
+
+
 def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, float]]]:
     """For a pair measured in blocks or repeats (one epoch of each side per block): the
     speedup of each block and an interval of their geometric mean: a 95 % t-interval from
-    ``MIN_T_BLOCKS`` blocks on, the blocks' own range below; None with fewer than two."""
+    ``MIN_T_BLOCKS`` blocks on, the blocks' own range below; None with fewer than two.
+
+    On a busy machine the load moves the loop's speed between states that outlast a block
+    (a step of 3.5 or 5.2 ms by turns, its process at a full core either way: the sibling
+    hyperthread's, the caches'), so neighbouring blocks agree more than blocks apart: the
+    t-interval counts the blocks as the fewer independent ones their lag-one correlation
+    leaves (:func:`blocks_alike`)."""
     a, b = epoch_means(r), epoch_means(i)
     ratios = [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
     if len(ratios) < 2:
@@ -993,8 +1041,37 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
     logs = [math.log(x) for x in ratios]
     m = sum(logs) / len(logs)
     sd = math.sqrt(sum((v - m) ** 2 for v in logs) / (len(logs) - 1))
-    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
+    n = float(len(logs))
+    if busy_cores(r) is not None or busy_cores(i) is not None:
+        n = blocks_alike(logs) or n
+    half = t975(max(int(n) - 1, 1)) * sd / math.sqrt(n)
     return ratios, (math.exp(m - half), math.exp(m + half))
+
+
+ALIKE_MAX = 0.8
+"""The lag-one correlation :func:`blocks_alike` takes at most (a few blocks estimate it
+roughly; beyond this the blocks would count as under a ninth of their number)."""
+
+
+def blocks_alike(logs: list[float]) -> Optional[float]:
+    """How many independent blocks ``logs`` (the blocks' log speedups, in time order) are
+    worth when neighbours agree: ``n (1 - rho) / (1 + rho)`` for their lag-one
+    correlation ``rho`` (an AR(1) series' effective sample size; ``rho`` at most
+    :data:`ALIKE_MAX`, two blocks at least); None where they do not agree (``rho <= 0``)
+    or there are fewer than four."""
+    n = len(logs)
+    if n < 4:
+        return None
+    m = sum(logs) / n
+    d = [v - m for v in logs]
+    var = sum(x * x for x in d)
+    if var <= 0:
+        return None
+    rho = sum(d[k] * d[k + 1] for k in range(n - 1)) / var
+    if rho <= 0:
+        return None
+    rho = min(rho, ALIKE_MAX)
+    return max(2.0, n * (1 - rho) / (1 + rho))
 
 
 def sequential_drift(r: Run, i: Run) -> Optional[tuple[float, float, float]]:
@@ -1045,11 +1122,6 @@ machine the tool's reading of a loop and a stopwatch's of the same loop in one p
 differ by up to 2 % beyond the steps' noise (``bench/coverage.py``: the blocks' edges,
 the cached batches' cost, the sampler's thread)."""
 
-BUSY_WIDEN = 0.5
-"""A pair measured in blocks on a busy machine: its interval holds the speedup give or
-take this much of the share of the cores other processes took (1 of 2 cores: ±25 %)
-(``bench/coverage.py``, busy)."""
-
 
 def _cores(run: Run) -> int:
     return int(run.environment.get("cpu_count") or os.cpu_count() or 1)
@@ -1057,14 +1129,12 @@ def _cores(run: Run) -> int:
 
 def between_runs(r: Run, i: Run) -> tuple[float, Optional[float]]:
     """For a pair measured one run after the other: the share the interval is widened by
-    either way (:data:`BETWEEN_RUNS` where the runs were two processes, and the share of
-    the machine's cores other processes took during the busier run), and those cores when
-    they make the machine busy (:func:`busy_cores`; None when it was quiet)."""
-    cores = _cores(r)
-    other = [x for x in (r.mean_cpu_pct("other_pct"), i.mean_cpu_pct("other_pct")) if x]
-    worst = max(other) / 100 if other else 0.0
+    either way for what changes between the runs beyond what either shows
+    (:data:`BETWEEN_RUNS` where the runs were two processes), and the cores other
+    processes took when they made the machine busy (:func:`busy_cores`; None when it was
+    quiet). The gap in their load between the runs is :func:`load_gap`'s."""
     busy = max(busy_cores(r) or 0.0, busy_cores(i) or 0.0) or None
-    return (BETWEEN_RUNS if two_processes(r, i) else 0.0) + worst / cores, busy
+    return (BETWEEN_RUNS if two_processes(r, i) else 0.0), busy
 
 
 def two_processes(r: Run, i: Run) -> bool:

@@ -536,8 +536,8 @@ def _not_enough_advice(d: Diagnosis) -> list[Piece]:
     if d.fixed_share is not None and d.fixed_share > FLOOR_SHARE:
         # the part of the interval that steps do not narrow reaches the line
         return [
-            "No number of steps narrows this interval: other processes' load on the "
-            f"machine (or what changes between two runs) keeps it the speedup give or "
+            "No number of steps narrows this interval: the gap in other processes' load "
+            f"between the sides (or what changes between two runs) keeps it the speedup give or "
             f"take {fmt_pct(d.fixed_share)} whatever the steps. Measure on a quiet "
             "machine, the sides interleaved in one process (the default)."
         ]
