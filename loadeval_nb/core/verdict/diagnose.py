@@ -223,8 +223,8 @@ def diagnose(
 def tried(r: Run, v: Run, seed: int = 0) -> Tried:
     """The variant arm ``v``'s gain over the real run ``r`` of the same pass: the real
     mean step over the variant's, its interval as the ideal's is taken (the bootstrap of
-    the steps, the spread between blocks paired block by block, a busy machine's
-    widening)."""
+    the steps, the spread between blocks paired block by block, on a busy machine the
+    gap in load between the arms and the blocks' correlation)."""
     g = _diagnose(r, v, seed)
     settings = (v.settings or {}).get(VARIANT)
     return Tried(
@@ -1031,7 +1031,7 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
     (a step of 3.5 or 5.2 ms by turns, its process at a full core either way: the sibling
     hyperthread's, the caches'), so neighbouring blocks agree more than blocks apart: the
     t-interval counts the blocks as the fewer independent ones their lag-one correlation
-    leaves (:func:`blocks_alike`)."""
+    leaves (:func:`blocks_alike`): their mean's variance is taken over that many."""
     a, b = epoch_means(r), epoch_means(i)
     ratios = [a[e] / b[e] for e in sorted(set(a) & set(b)) if a[e] > 0 and b[e] > 0]
     if len(ratios) < 2:
@@ -1041,10 +1041,13 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
     logs = [math.log(x) for x in ratios]
     m = sum(logs) / len(logs)
     sd = math.sqrt(sum((v - m) ** 2 for v in logs) / (len(logs) - 1))
-    n = float(len(logs))
+    n = len(logs)
+    worth = float(n)
     if busy_cores(r) is not None or busy_cores(i) is not None:
-        n = blocks_alike(logs) or n
-    half = t975(max(int(n) - 1, 1)) * sd / math.sqrt(n)
+        worth = blocks_alike(logs) or worth
+    # (the blocks' variance scaled to the fewer independent ones; the degrees of freedom
+    # stay the blocks': a t of one degree for two spells would be an interval of nothing)
+    half = t975(n - 1) * sd / math.sqrt(worth)
     return ratios, (math.exp(m - half), math.exp(m + half))
 
 

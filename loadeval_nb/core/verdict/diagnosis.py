@@ -60,10 +60,18 @@ class Tried:
         return ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
 
     @property
+    def too_few(self) -> bool:
+        """Whether the variant had too few blocks for a 95 % interval (its interval is the
+        range of two blocks): a range of two is no claim to rank or advise on."""
+        return self.speedup_ci_label.startswith("range of")
+
+    @property
     def outcome(self) -> str:
         """``"faster"`` (the whole interval above 1), ``"slower"`` (below 1), or
-        ``"unclear"`` (across 1, or no interval)."""
+        ``"unclear"`` (across 1, no interval, or too few blocks for one: :attr:`too_few`)."""
         lo, hi = self.speedup_ci
+        if self.too_few:
+            return "unclear"
         if lo is not None and lo > 1.0:
             return "faster"
         if hi is not None and hi < 1.0:
@@ -79,7 +87,12 @@ class Tried:
         said = {
             "faster": f"{fmt_times(self.speedup)} faster{ci}",
             "slower": f"slower: {fmt_times(self.speedup)} the speed{ci}",
-            "unclear": f"{fmt_times(self.speedup)}{ci}: not told apart from the loader as it is",
+            "unclear": f"{fmt_times(self.speedup)}{ci}: not told apart from the loader as it is"
+            + (
+                " (too few blocks a side for a 95% interval: a longer pass gives it more)"
+                if self.too_few
+                else ""
+            ),
         }[self.outcome]
         return f"{said}, measured in this pass"
 
@@ -485,6 +498,12 @@ def _tried_advice(d: Diagnosis) -> list[Piece]:
         ]
     if t.outcome == "slower":
         return [f"Leave out {t.words}: it made the steps slower, measured in this pass. "]
+    if t.too_few:
+        return [
+            f"{t.words} had too few blocks a side to tell ({fmt_times(t.speedup)}, "
+            f"{t.speedup_ci_label}): a longer pass (more steps, or more batches an epoch) "
+            "gives it the blocks to. "
+        ]
     return [f"{t.words} made no difference that these steps can tell ({fmt_times(t.speedup)}). "]
 
 
@@ -753,8 +772,8 @@ def _tried_workers(d: Diagnosis) -> Optional[int]:
     """The ``num_workers`` the pass's variant measured, where it made the steps no faster
     (None: no such variant): advice never asks for more of what the pass just measured."""
     t = d.tried
-    if t is None or t.speedup is None or t.outcome == "faster":
-        return None
+    if t is None or t.speedup is None or t.outcome == "faster" or t.too_few:
+        return None  # (too few blocks to tell: the pass measured nothing either way)
     w = t.settings.get("num_workers")
     return w if isinstance(w, int) and not isinstance(w, bool) else None
 

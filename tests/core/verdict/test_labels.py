@@ -253,3 +253,21 @@ def test_busy_blocks_that_agree_with_their_neighbours_count_as_fewer():
     # blocks that alternate (no spell) are not counted as fewer
     assert blocks_alike([math.log(x) for x in (2.5, 1.8, 2.5, 1.8, 2.5, 1.8)]) is None
     assert blocks_alike([0.1, 0.2, 0.3]) is None  # too few to estimate it
+
+
+def test_a_variant_with_two_blocks_a_side_says_it_cannot_tell():
+    # a range of 2 blocks all under 1 read "slower … Leave out num_workers=1" for a change
+    # a stopwatch read at 0.93-0.95x: two blocks make no claim to advise on
+    from loadeval_nb.core.verdict.diagnosis import Tried, _tried_advice, _tried_workers
+
+    t = Tried({"num_workers": 1}, 0.60, (0.43, 0.83), "range of 2 blocks", 0.02, 60)
+    assert t.too_few and t.outcome == "unclear"
+    assert "too few blocks a side for a 95% interval" in t.text()
+    real, ideal = blocks_pair([20] * 8, [10] * 8, [12] * 8)
+    d = replace(diagnose(real, ideal), tried=t, num_workers=0)
+    (said,) = _tried_advice(d)
+    assert said.startswith("num_workers=1 had too few blocks a side to tell (0.60×")
+    assert "Leave out" not in said and _tried_workers(d) is None
+    # from three blocks on, the t-interval's word stands
+    t3 = replace(t, speedup_ci_label="95% CI")
+    assert t3.outcome == "slower" and not t3.too_few
