@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
         log_path,
     )
     from .explore.sweep_spec import config_label
-    from .measure.epochs import MIN_EPOCHS, EpochPair, pair_epochs
+    from .measure.epochs import MIN_EPOCH_STEADY, MIN_EPOCHS, EpochPair, pair_epochs
     from .measure.interleave import NotInterleavable
     from .measure.live import LiveRun
     from .measure.loader import (
@@ -53,6 +53,7 @@ __all__ = [
     "HistoryRow",
     "LiveRun",
     "MIN_EPOCHS",
+    "MIN_EPOCH_STEADY",
     "NVML_SAID_ENV",
     "NotInterleavable",
     "RUNGS",

@@ -7,6 +7,7 @@ Framework-agnostic: ``run_once(wrapper)`` is whatever runs the user's loop with
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
@@ -15,6 +16,7 @@ from .._facts import Action, Facts, option_name, said
 from ..errors import CacheBudgetError, LoadEvalError, OptionError
 from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
+from ..measure.epochs import MIN_EPOCH_STEADY, EpochPair, pair_epochs
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import NotInterleavable, plan_pass
 from ..measure.loader import TUNABLE
@@ -155,8 +157,9 @@ def run_pair(
     )
     if settings.variants and settings.variant is None:  # "advice": a first pass decides it
         return _advised(loader, run_once, settings, hooks, label, loader_name)
-    planned, why_not = plan_pair(loader, settings)
-    if planned is not None:
+    plan = plan_pair(loader, settings)
+    planned, why_not = plan.planned, plan.reason
+    if plan.method == "blocks":
         runner = Runner(result, run_once, settings, hooks, loader_name, 1)
         runner.measure(
             "pair",
@@ -164,6 +167,8 @@ def run_pair(
             which="pair",
         )
         runs = runner.take_pair("pair")
+    elif plan.method == "epochs":
+        runs = _on_epochs(loader, settings, plan, result, run_once, hooks, loader_name)
     else:
         order = abba(which_runs, settings.repeat)
         runner = Runner(result, run_once, settings, hooks, loader_name, len(order))
@@ -185,8 +190,9 @@ def run_pair(
                 result.real, result.ideal, contended=result.contended, variant=result.variant
             )
             if why_not is not None:
-                result.diagnosis.notes.append(Note(why_not, "sequential"))
-            if planned is None and settings.variant is not None:
+                rule = "on_epochs" if plan.method == "epochs" else "sequential"
+                result.diagnosis.notes.append(Note(why_not, rule))
+            if plan.method == "runs" and settings.variant is not None:
                 result.diagnosis.notes.append(
                     Note(
                         f"the variant ({settings.variant.words}) was not measured: it is "
@@ -258,29 +264,67 @@ def nothing_advised(d: Diagnosis) -> Note:
     return NOTHING_ADVISED if d.prediction is not None else NOTHING_PREDICTED
 
 
-def plan_pair(loader: Any, settings: RunSettings) -> tuple[Any, Optional[str]]:
-    """The pair's plan, made once (and, under a process group, agreed once): ``(the pass's
-    plan, None)`` when a pair with these settings runs interleaved, the plan handed to the
-    pass as it is made (it does not plan again); else ``(None, the note that says why its
-    sides ran one after the other)``, the note None where the settings asked for whole
-    runs (``interleave=False``, ``only``, ``repeat``)."""
+@dataclass(frozen=True)
+class PairPlan:
+    """How a pair is measured, decided once, before anything runs (:func:`plan_pair`):
+
+    * ``"blocks"``: one pass of the loader, the sides interleaved in blocks within it
+      (``planned``: the pass's plan, handed to the pass, which does not plan again);
+    * ``"epochs"``: a loader whose epoch is too short for blocks, measured on the loop's
+      own epochs, whole epochs a side in A B B A order (``epochs`` of them; the loop is
+      run again where it ran fewer), ``reason`` saying why;
+    * ``"runs"``: the real run, then the ideal run (``reason`` says why, None where the
+      settings asked for whole runs: ``interleave=False``, ``only``, ``repeat``)."""
+
+    method: str
+    planned: Any = None
+    epochs: int = 0
+    reason: Optional[str] = None
+
+
+def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
+    """The pair's method and plan, made once (and, under a process group, agreed once):
+    blocks where the loader's epoch holds them, else the loop's own epochs where the
+    loader has a length that leaves steady steps an epoch (one process, no variant), else
+    whole runs in turn, each with the sentence that says why."""
     if not settings.interleave or settings.only is not None or settings.repeat != 1:
-        return None, None
+        return PairPlan("runs")
     if not _pass_steps(loader, settings):
-        return None, (
-            "the pair ran its real run, then its ideal run, because no steps were given and "
-            "the loader's epoch has none to split into blocks: a drift of the machine "
-            "between the two runs is in the difference"
+        return PairPlan(
+            "runs",
+            reason=(
+                "the pair ran its real run, then its ideal run, because no steps were given "
+                "and the loader's epoch has none to split into blocks: a drift of the machine "
+                "between the two runs is in the difference"
+            ),
         )
     try:
-        planned = pass_plan(loader, settings)
+        return PairPlan("blocks", planned=pass_plan(loader, settings))
     except NotInterleavable as e:
-        return None, (
-            f"the pair ran its real run, then its ideal run, because {e.reason}: a drift of "
-            "the machine between the two runs is in the difference"
-            + ("" if e.epoch_limited else "; pass more steps to interleave")
+        n = safe_len(loader)
+        if (
+            e.epoch_limited
+            and n
+            and n >= settings.warmup + MIN_EPOCH_STEADY
+            and settings.variant is None
+            and dist_rank() is None
+        ):
+            return PairPlan(
+                "epochs",
+                epochs=pair_epochs(settings.steps, n),
+                reason=(
+                    f"the pair was measured on the loop's own epochs, whole epochs a side in "
+                    f"A B B A order, because {e.reason}"
+                ),
+            )
+        return PairPlan(
+            "runs",
+            reason=(
+                f"the pair ran its real run, then its ideal run, because {e.reason}: a drift "
+                "of the machine between the two runs is in the difference"
+                + ("" if e.epoch_limited else "; pass more steps to interleave")
+            ),
         )
-    return planned, None
 
 
 def pass_plan(loader: Any, settings: RunSettings) -> Any:
@@ -315,6 +359,45 @@ def _pass_steps(loader: Any, settings: RunSettings) -> int:
         return int((settings.auto_stop or AutoStop()).min_steps + settings.warmup)
     n = safe_len(loader)
     return int(settings.steps if settings.steps is not None else (n // 2 if n else 0))
+
+
+def _on_epochs(
+    loader: Any,
+    settings: RunSettings,
+    plan: PairPlan,
+    result: PairResult,
+    run_once: Callable[[LoaderEvaluator], None],
+    hooks: RunHooks,
+    loader_name: str,
+) -> dict[str, Run]:
+    """The pair on the loop's own epochs (:class:`~..measure.epochs.EpochPair`): whole
+    epochs of the loader a side in A B B A order, each ``iter()`` the loop's next epoch.
+    The loop is run again (the cell, the function) while the schedule has epochs left and
+    the last run measured some, so a loop over one epoch gets its sides in turn as a loop
+    over several does; the schedule's epochs, not the loop's, end it."""
+    runner = Runner(result, run_once, settings, hooks, loader_name, 1)
+    n = safe_len(loader) or 0
+    whole = replace(settings, steps=n)  # a side's epoch is the loop's, never cut
+    made: list[EpochPair] = []
+
+    def make(_path: Optional[str]) -> Any:
+        pair = EpochPair(
+            evaluator_for(loader, "real", whole, metrics_file=runner.path_for("real")),
+            evaluator_for(loader, "ideal", whole, metrics_file=runner.path_for("ideal")),
+            epochs=plan.epochs,
+        )
+        made.append(pair)
+        return pair
+
+    error = runner.measure("pair", make, which="pair")
+    if made and made[0].started:  # the loop's epochs a run: the runs the schedule needs
+        runner.total = max(1, math.ceil(plan.epochs / made[0].started))
+    while error is None and made and not made[0].last:
+        before = made[0].started
+        error = runner.measure("pair", make, which="pair")
+        if made[0].started == before:
+            break
+    return runner.take_pair("pair")
 
 
 def _interleaved(

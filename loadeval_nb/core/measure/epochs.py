@@ -20,11 +20,12 @@ ones as it pairs an interleaved pass's blocks.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any, Optional
 
-from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, VARIANT
+from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, VARIANT, Run
 from .evaluator import LoaderEvaluator
 
 ORDER = ("real", "ideal", "ideal", "real")
@@ -37,6 +38,9 @@ from with some confidence (3 degrees of freedom)."""
 PER_SIDE = EPOCHS // 2
 MIN_EPOCHS = 4
 """Fewer epochs measured than this (the loop ended first): too few to pair, 2 a side."""
+MIN_EPOCH_STEADY = 8
+"""Fewest steady steps an epoch must leave after the warm-up to be a block of the pair
+measured on the loop's epochs."""
 
 
 def pair_epochs(steps: Any, epoch_len: int, sides: int = 2) -> int:
@@ -91,6 +95,7 @@ class EpochPair:
         self.handed = 0
         """Batches handed to the loop so far, over every epoch."""
         self._open: Optional[str] = None
+        self._sampler: Optional[SidesSampler] = None
 
     def side_of(self, k: int) -> str:
         """The side of epoch ``k`` (from 0)."""
@@ -139,6 +144,77 @@ class EpochPair:
             self._open = None
         self.completed[side] += 1
 
+    # -- live reading (:class:`~.live.LiveRun`: what a dashboard reads while it runs) --
+    @property
+    def sides(self) -> tuple[str, ...]:
+        """The sides it measures: ``("real", "ideal")`` (and the variant's)."""
+        return tuple(self.wrappers)
+
+    @property
+    def label(self) -> Optional[str]:
+        return getattr(self.wrappers["real"], "label", None)
+
+    @property
+    def total_steps(self) -> int:
+        """Steps measured so far, every side's."""
+        return sum(int(w.total_steps) for w in self.wrappers.values())
+
+    def to_run(self, side: Optional[str] = None) -> Run:
+        """``side``'s run so far (default: the real side's)."""
+        return self.wrappers[side or "real"].to_run()
+
+    def to_runs(self) -> dict[str, Run]:
+        """Each side's run so far."""
+        return {s: w.to_run() for s, w in self.wrappers.items()}
+
+    def steps_since(
+        self, side: Any = None, cursor: Optional[tuple[int, int]] = None
+    ) -> tuple[list[int], tuple[int, int]]:
+        """``side``'s step times (ns) completed since ``cursor`` (its epoch, step), and the
+        new cursor; ``steps_since(cursor)``: the real side's."""
+        if not isinstance(side, str):
+            side, cursor = "real", side if side is not None else cursor
+        out: tuple[list[int], tuple[int, int]] = self.wrappers[side].steps_since(cursor)
+        return out
+
+    @property
+    def started_ns(self) -> Optional[int]:
+        """The clock value the first side's first epoch began at (None before)."""
+        t = [x for w in self.wrappers.values() if (x := w.started_ns) is not None]
+        return min(t) if t else None
+
+    @property
+    def util_sampler(self) -> Optional[SidesSampler]:
+        """Every side's utilisation ticks as one series (each side samples during its own
+        epochs only); None where sampling is off."""
+        samplers = {s: w.util_sampler for s, w in self.wrappers.items()}
+        if any(x is None for x in samplers.values()):
+            return None
+        if self._sampler is None:
+            self._sampler = SidesSampler(samplers)
+        return self._sampler
+
+    def side_at(self, t_ns: int) -> Optional[str]:
+        """Which side ran at clock time ``t_ns``: the side whose sampler took that tick (the
+        ticks :attr:`util_sampler` handed out), else the side whose epochs began last
+        before it."""
+        if self._sampler is not None:
+            side = self._sampler.side_of(t_ns)
+            if side is not None:
+                return side
+        began = [(t, s) for s, w in self.wrappers.items() if (t := w.started_ns) is not None]
+        before = [x for x in began if x[0] <= t_ns]
+        return max(before)[1] if before else None
+
+    def worker_pids(self) -> set[int]:
+        """The pids of the DataLoader worker processes of the epoch running now."""
+        return set().union(*(w.worker_pids() for w in self.wrappers.values()))
+
+    def release(self) -> None:
+        """Let go of every side's replay cache (after :meth:`close`)."""
+        for w in self.wrappers.values():
+            w.release()
+
     def real_alone(self) -> None:
         """Before :meth:`close`: the real side's log is written as a run of its own (whole
         epochs of the loader measured, paired with none), for a pair that goes on in turn
@@ -151,3 +227,39 @@ class EpochPair:
         with ExitStack() as stack:  # (its callbacks run last in, first out)
             for wrapper in reversed(list(self.wrappers.values())):
                 stack.callback(wrapper.close)
+
+
+class SidesSampler:
+    """The sides' utilisation samplers read as one (for a live view: ``since(k)`` as
+    :class:`~.sampler.UtilSampler`'s): each side samples during its own epochs only, so
+    their ticks, merged in time, are the pass's; :meth:`side_of` says whose a tick was."""
+
+    def __init__(self, samplers: dict[str, Any]) -> None:
+        self.samplers = samplers
+        self._owner: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def since(self, k: Any) -> tuple[dict[str, list[Any]], dict[str, int]]:
+        """Every side's ticks from cursor ``k`` (0 at first: a cursor per side after),
+        merged in time order; the columns every side has."""
+        cursors: dict[str, int] = dict(k) if isinstance(k, dict) else {}
+        rows: list[tuple[int, str, dict[str, Any]]] = []
+        columns: Optional[set[str]] = None
+        for side, sampler in self.samplers.items():
+            data, cursors[side] = sampler.since(cursors.get(side, 0))
+            times = data.pop("t_ns")
+            columns = set(data) if columns is None else columns & set(data)
+            rows += [(t, side, {c: v[j] for c, v in data.items()}) for j, t in enumerate(times)]
+        rows.sort(key=lambda row: row[0])
+        with self._lock:
+            self._owner.update((t, side) for t, side, _ in rows)
+        out: dict[str, list[Any]] = {"t_ns": [t for t, _, _ in rows]}
+        for c in sorted(columns or ()):
+            out[c] = [row[c] for _, _, row in rows]
+        return out, cursors
+
+    def side_of(self, t_ns: int) -> Optional[str]:
+        """The side whose sampler took the tick at ``t_ns`` (one handed out by
+        :meth:`since`), or None."""
+        with self._lock:
+            return self._owner.get(t_ns)

@@ -182,8 +182,8 @@ class Diagnosis(Reported):
     """The pair was measured on the loop's own epochs (its run logs' ``epoch_pair``)."""
     fixed_share: Optional[float] = None
     """The share either side of the speedup that no number of steps narrows (the method's
-    floor, a busy machine's share, what changes between two runs), as the interval holds
-    it; None without an interval."""
+    floor, the gap in other processes' load between the sides, what changes between two
+    runs), as the interval holds it; None without an interval."""
     epoch_endless: bool = False
     """The loader's length is no epoch that will be run (a sampler that hardly ends: many
     times the steps measured, and days of steps): time saved is said per 1000 steps."""
@@ -508,7 +508,7 @@ def _tried_advice(d: Diagnosis) -> list[Piece]:
 
 
 FLOOR_SHARE = 0.0201
-"""A fixed share above the method's floor (±2 %): a busy machine's, or two runs'."""
+"""A fixed share above the method's floor (±2 %): the gap in load between the sides, or two runs'."""
 
 
 def _not_enough_advice(d: Diagnosis) -> list[Piece]:

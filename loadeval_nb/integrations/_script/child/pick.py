@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
 from ....core._shared import (
+    MIN_EPOCH_STEADY,
     MIN_EPOCHS,
     NotInterleavable,
     opened_by,
@@ -53,10 +54,6 @@ from ..loaders import patched_loaders
 from ..spec import ChildStatus
 from ..spec import rank_key as _rank
 from ..words import said_as_flag
-
-MIN_EPOCH_STEADY = 8
-"""Fewest steady steps an epoch must leave after the warm-up to be a block of the pair
-measured on the loop's epochs."""
 
 
 class Measured(SystemExit):
