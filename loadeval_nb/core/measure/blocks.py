@@ -372,12 +372,17 @@ class NotInterleavable(LoadEvalError):
         self.reason = reason
         self.epoch_limited = epoch_limited
         # (said to a LoaderEvaluator(mode="pair") user, the only one who sees it: the
-        # front ends and run_pair measure the sides in turn themselves, and say so)
+        # front ends and run_pair measure on the loop's epochs or in turn, and say so)
         turn = (
             "measure the sides one after the other: LoaderEvaluator(loader, mode='log'), then "
             "mode='replay'"
         )
-        fix = turn if epoch_limited else f"pass more steps, or {turn}"
+        fix = (
+            "measure it on the loop's own epochs, whole epochs a side in A B B A order, with "
+            f"run_pair(loader, train), or {turn}"
+            if epoch_limited
+            else f"pass more steps, or {turn}"
+        )
         super().__init__(f"Cannot interleave: {reason}; {fix}.")
 
 

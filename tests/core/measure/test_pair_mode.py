@@ -229,3 +229,5 @@ def test_a_refusal_names_only_keywords_the_api_raising_it_takes():
     suggested = set(re.findall(r"\b([a-z_]+)=", said))
     assert suggested and suggested <= takes, (suggested - takes, said)
     assert "mode='log'" in said and "mode='replay'" in said
+    # and the way to the epoch pair, which run_pair takes for such a loader
+    assert "on the loop's own epochs" in said and "run_pair(loader, train)" in said
