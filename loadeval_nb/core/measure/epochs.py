@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any, Optional
 
+from .._env import safe_len
 from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, VARIANT, Run
-from .evaluator import LoaderEvaluator
 
 ORDER = ("real", "ideal", "ideal", "real")
 """The sides of four epochs in turn (A B B A: a drift linear in time lands on both)."""
@@ -62,8 +62,9 @@ def pair_epochs(steps: Any, epoch_len: int, sides: int = 2) -> int:
 
 class EpochPair:
     """Real and ideal epochs of one loader in A B B A order (see the module's notes).
-    ``real`` and ``ideal`` are the two sides' wrappers (log and replay mode) over the same
-    loader, each measuring whole epochs; each ``iter()`` is the loop's next epoch.
+    ``real`` and ``ideal`` are the two sides' wrappers (log and replay mode
+    :class:`~.evaluator.LoaderEvaluator`, or their engines) over the same loader, each
+    measuring whole epochs; each ``iter()`` is the loop's next epoch.
     ``variant`` (with ``settings``, what it changed): a log-mode wrapper of the loader
     rebuilt with other settings, a third side (A B C C B A)."""
 
@@ -71,10 +72,10 @@ class EpochPair:
 
     def __init__(
         self,
-        real: LoaderEvaluator,
-        ideal: LoaderEvaluator,
+        real: Any,
+        ideal: Any,
         epochs: int = EPOCHS,
-        variant: Optional[LoaderEvaluator] = None,
+        variant: Optional[Any] = None,
         settings: Optional[dict[str, Any]] = None,
     ) -> None:
         self.order = ORDER if variant is None else ORDER_VARIANT
@@ -85,6 +86,7 @@ class EpochPair:
             variant.log_settings[VARIANT] = dict(settings or {})
         self.epochs = epochs
         words = "".join("ABC"[("real", "ideal", VARIANT).index(s)] for s in self.order)
+        self.order_words = words
         for side in self.wrappers.values():  # the logs say their blocks are the loop's epochs
             side.log_settings[EPOCH_PAIR] = {"epochs": epochs, "order": words}
         self.started = 0
@@ -215,6 +217,69 @@ class EpochPair:
         for w in self.wrappers.values():
             w.release()
 
+    # -- the engine of LoaderEvaluator(mode="pair") over a loader too short for blocks ---
+    @property
+    def cached_batches(self) -> list[Any]:
+        """The batches the ideal side replays."""
+        out: list[Any] = self.wrappers["ideal"].cached_batches
+        return out
+
+    @property
+    def cache_ready(self) -> bool:
+        return bool(self.wrappers["ideal"].cache_ready)
+
+    @property
+    def cache_bytes(self) -> Optional[int]:
+        out: Optional[int] = self.wrappers["ideal"].cache_bytes
+        return out
+
+    @property
+    def warmup(self) -> int:
+        return int(getattr(self.wrappers["real"], "warmup", 0))
+
+    def worker_load_ns(self) -> Optional[list[int]]:
+        """The real side's per-batch times inside its workers (``worker_timing``)."""
+        out: Optional[list[int]] = self.wrappers["real"].worker_load_ns()
+        return out
+
+    def get_metrics(self) -> dict[str, Any]:
+        """DALI's metrics at the top level (the real side's), and each side's by name;
+        ``{}`` before any batch."""
+        sides = {s: m for s, w in self.wrappers.items() if (m := w.get_metrics())}
+        if not sides:
+            return {}
+        return {**sides.get("real", {}), **sides}
+
+    def save_metrics(self, filename: Optional[str] = None, *, quiet: bool = False) -> Optional[str]:
+        """Write every side's run log: beside ``filename`` (``run.json``: ``run-real.json``,
+        ``run-ideal.json``), or where they were named. Returns the real side's path."""
+        if filename:
+            base, dot, ext = filename.rpartition(".")
+            if not dot or "/" in ext:
+                base, ext = filename, "json"
+            paths = [
+                w.save_metrics(f"{base}-{s}.{ext}", quiet=quiet) for s, w in self.wrappers.items()
+            ]
+        else:
+            paths = [w.save_metrics(None, quiet=quiet) for w in self.wrappers.values()]
+        return paths[0]
+
+    def print_summary(self, file: Any = None) -> None:
+        """Each side's summary, after a line on the schedule."""
+        print(
+            f"Pair on the loop's epochs: {self.epochs} epochs, whole epochs a side in "
+            f"{self.order_words} order",
+            file=file,
+        )
+        for w in self.wrappers.values():
+            w.print_summary(file)
+
+    def __repr__(self) -> str:
+        return (
+            f"<LoaderEvaluator mode=pair on the loop's epochs ({self.epochs}, "
+            f"{self.order_words}) of {len(self)} batches>"
+        )
+
     def real_alone(self) -> None:
         """Before :meth:`close`: the real side's log is written as a run of its own (whole
         epochs of the loader measured, paired with none), for a pair that goes on in turn
@@ -263,3 +328,11 @@ class SidesSampler:
         :meth:`since`), or None."""
         with self._lock:
             return self._owner.get(t_ns)
+
+
+def epochs_fit(loader: Any, warmup: int) -> Optional[int]:
+    """The loader's epoch where it can be a block of the pair on the loop's epochs: a
+    length that leaves :data:`MIN_EPOCH_STEADY` steady steps after the warm-up; None
+    otherwise."""
+    n = safe_len(loader)
+    return n if n and n >= warmup + MIN_EPOCH_STEADY else None

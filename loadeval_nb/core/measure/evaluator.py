@@ -18,8 +18,11 @@ from .._env import safe_len
 from .._errors import check_choice, close_match
 from ..errors import LoadEvalError
 from ..record.run import Run
+from ..record.runlog import expand_path
 from .base import Wrapper
-from .interleave import InterleavedPass
+from .blocks import NotInterleavable
+from .epochs import EpochPair, SidesSampler, epochs_fit, pair_epochs
+from .interleave import InterleavedPass, side_paths
 from .modes import MODES
 from .oneside import OneSide
 from .sampler import UtilSampler
@@ -33,7 +36,7 @@ PAIR_ONLY = tuple(n for n in _OWN[InterleavedPass] if n not in _OWN[OneSide])
 
 
 class LoaderEvaluator(Wrapper):
-    _engine: OneSide | InterleavedPass
+    _engine: OneSide | InterleavedPass | EpochPair
     """Wrap a DataLoader (or any iterable of batches) to measure what loading costs.
 
     * ``mode="log"``: iterate the real loader and time every step: the wait inside
@@ -113,7 +116,7 @@ class LoaderEvaluator(Wrapper):
                     f"LoaderEvaluator(mode={mode!r}) got an unexpected argument {name!r}"
                     f"{close_match(name, known)}; see help(LoaderEvaluator) for its arguments."
                 )
-        engine: OneSide | InterleavedPass
+        engine: OneSide | InterleavedPass | EpochPair
         if mode == "pair":
             if options.get("steps") is None and hasattr(dataloader, "__iter__"):
                 n = safe_len(dataloader)
@@ -122,12 +125,15 @@ class LoaderEvaluator(Wrapper):
                         "mode='pair' needs steps=N (steps per side) for a loader without len()."
                     )
                 options["steps"] = max(n // 2, 1)
-            engine = InterleavedPass(
-                dataloader,
-                num_cached_batches=num_cached_batches,
-                metrics_file=metrics_file,
-                **options,
-            )
+            try:
+                engine = InterleavedPass(
+                    dataloader,
+                    num_cached_batches=num_cached_batches,
+                    metrics_file=metrics_file,
+                    **options,
+                )
+            except NotInterleavable as why:
+                engine = _on_epochs(dataloader, why, num_cached_batches, metrics_file, options)
         else:
             engine = OneSide(dataloader, mode, num_cached_batches, metrics_file, **options)
         object.__setattr__(self, "_engine", engine)
@@ -191,9 +197,10 @@ class LoaderEvaluator(Wrapper):
         return self._engine.total_steps
 
     @property
-    def util_sampler(self) -> Optional[UtilSampler]:
-        """The utilisation sampler (None when sampling is off). (``ev.sampler`` is the
-        wrapped DataLoader's sampler, passed through.)"""
+    def util_sampler(self) -> Optional[UtilSampler | SidesSampler]:
+        """The utilisation sampler (None when sampling is off; on the loop's epochs, every
+        side's as one). (``ev.sampler`` is the wrapped DataLoader's sampler, passed
+        through.)"""
         return self._engine.util_sampler
 
     @property
@@ -268,3 +275,57 @@ class LoaderEvaluator(Wrapper):
     def side_at(self, t_ns: int) -> Optional[str]:
         """Which side ran at clock time ``t_ns`` (None: before the first pass)."""
         return self._engine.side_at(t_ns)
+
+
+_ON_EPOCHS_REFUSES = ("blocks", "contention", "variant", "planned", "arms", "auto_stop")
+"""The pass's arguments the pair on the loop's epochs has no place for: with any of them
+set, a loader too short for blocks is refused as before."""
+
+
+def _on_epochs(
+    dataloader: Any,
+    why: NotInterleavable,
+    num_cached_batches: int,
+    metrics_file: Optional[str],
+    options: dict[str, Any],
+) -> EpochPair:
+    """``mode="pair"`` over a loader whose epoch is too short for blocks: the pair on the
+    loop's own epochs (each ``iter()`` the next epoch of the schedule, whole epochs a side
+    in A B B A order), as ``run_pair`` and the script runner measure it. ``why`` is raised
+    again where that cannot be: a loader without a length or with too few steps an epoch
+    after the warm-up, or an argument only blocks have (:data:`_ON_EPOCHS_REFUSES`)."""
+    warmup = options.get("warmup", _OWN[InterleavedPass]["warmup"].default)
+    n = epochs_fit(dataloader, warmup)
+    if not why.epoch_limited or n is None or any(options.get(k) for k in _ON_EPOCHS_REFUSES):
+        raise why
+    files = (
+        options.get("metrics_files")
+        or (side_paths(expand_path(metrics_file)) if metrics_file is not None else None)
+        or {}
+    )
+    common = {
+        k: options[k]
+        for k in ("cache_on", "cache_budget_bytes", "device", "sample_interval_s", "label", "clock")
+        if k in options
+    }
+    real = OneSide(
+        dataloader,
+        "log",
+        num_cached_batches,
+        files.get("real"),
+        steps=n,
+        warmup=warmup,
+        worker_timing=bool(options.get("worker_timing")),
+        first_batch=options.get("first_batch"),
+        **common,
+    )
+    ideal = OneSide(
+        dataloader,
+        "replay",
+        num_cached_batches,
+        files.get("ideal"),
+        steps=n,
+        warmup=warmup,
+        **common,
+    )
+    return EpochPair(real, ideal, epochs=pair_epochs(options.get("steps"), n))

@@ -746,7 +746,9 @@ def _busy_runs(c: _Seen) -> Iterator[str]:
     gap = c.load
     widened = ""
     if gap is not None:
-        sides = "the real and the ideal " + ("blocks" if c.repeats is not None else "runs")
+        sides = "the real and the ideal " + (
+            "blocks" if isinstance(c.blocks, dict) else "epochs" if c.repeats else "runs"
+        )
         widened = (
             f"; their load differed by {abs(gap.cores):.2f} cores (± {gap.error:.2f}) between "
             f"{sides}, which could move the speedup by {gap.share:.0%} either way on "

@@ -221,7 +221,8 @@ def test_a_refusal_names_only_keywords_the_api_raising_it_takes():
 
     from loadeval_nb.core._shared import NotInterleavable
 
-    loader = DataLoader(TensorDataset(torch.zeros(32, 2)), batch_size=1)
+    # (12 batches: too few for blocks, and for the loop's epochs after a warm-up of 10)
+    loader = DataLoader(TensorDataset(torch.zeros(12, 2)), batch_size=1)
     with pytest.raises(NotInterleavable) as e:
         LoaderEvaluator(loader, mode="pair", sample_interval_s=None)
     said = str(e.value)
@@ -231,3 +232,36 @@ def test_a_refusal_names_only_keywords_the_api_raising_it_takes():
     assert "mode='log'" in said and "mode='replay'" in said
     # and the way to the epoch pair, which run_pair takes for such a loader
     assert "on the loop's own epochs" in said and "run_pair(loader, train)" in said
+
+
+def test_a_pair_over_a_short_loader_is_measured_on_the_loops_epochs(tmp_path):
+    # LoaderEvaluator(mode="pair") over a 32-batch loader refused ("Cannot interleave");
+    # it is the pair on the loop's own epochs now, as run_pair and the script runner
+    # measure it: each iter() the next epoch, real and ideal in A B B A order
+    from loadeval_nb import diagnose
+    from loadeval_nb.core._shared import NotInterleavable
+
+    loader = DataLoader(TensorDataset(torch.arange(32.0)), batch_size=1)
+    ev = LoaderEvaluator(
+        loader, mode="pair", warmup=2, sample_interval_s=None, metrics_file=str(tmp_path / "r.json")
+    )
+    assert type(ev) is LoaderEvaluator and ev.mode == "pair" and ev.sides == ("real", "ideal")
+    assert len(ev) == 32 and ev.cache_ready and len(ev.cached_batches) == 20
+    seen = []
+    for _epoch in range(8):
+        seen.append([float(b[0]) for b in ev])
+    ev.close()
+    # every epoch the loop's whole epoch: the real ones the loader's batches, in order
+    assert [len(e) for e in seen] == [32] * 8
+    for k in (0, 3, 4, 7):  # A B B A: epochs 1, 4, 5 and 8 are real
+        assert seen[k] == [float(i) for i in range(32)]
+    runs = ev.to_runs()
+    assert len(runs["real"].blocks) == 4 and len(runs["ideal"].blocks) == 4
+    assert runs["real"].settings["epoch_pair"] == {"epochs": 8, "order": "ABBA"}
+    assert (tmp_path / "r-real.json").exists() and (tmp_path / "r-ideal.json").exists()
+    assert set(ev.get_metrics()) >= {"real", "ideal"}
+    d = diagnose(runs["real"], runs["ideal"])
+    assert d.on_epochs and d.speedup is not None
+    # an argument only blocks have is still refused for such a loader, in one sentence
+    with pytest.raises(NotInterleavable):
+        LoaderEvaluator(loader, mode="pair", blocks=4, sample_interval_s=None)
