@@ -277,10 +277,12 @@ def test_repeats_in_abba_order_widen_the_interval_to_the_spread_between_them(fak
 def test_a_short_epoch_and_a_short_cache_are_noted(fake_time):
     from loadeval_nb import RunSettings, run_pair
 
+    # (the sides one after the other, as asked: by default such a loader is paired on
+    # the loop's epochs, whole epochs enough to hold the steps asked)
     res = run_pair(
         [torch.zeros(2)] * 30,
         sleep_steps(0.002, fake_time),
-        RunSettings(steps=50, warmup=2, num_cached_batches=40),
+        RunSettings(steps=50, warmup=2, num_cached_batches=40, interleave=False),
     )
     d = res.diagnosis
     assert d.loader_limited == "sequential" and d.steps_per_epoch == 30
