@@ -43,7 +43,10 @@ def run_cell(u: User, line: str, cell: str = "for b in train_loader:\n    pass")
             raise Refused(str(e)) from None
 
 
-QUIET = "--steps 24 --warmup 2 --cache 3 --quiet --log-dir logs"
+QUIET = "--steps 24 --warmup 2 --cache 3 --quiet --log-dir logs --sequential"
+"""(the sides one after the other: each case fails in one side's run; a loader this short
+is otherwise paired on the loop's epochs, whose faults tests/core/explore/test_faults.py
+checks)"""
 
 
 RAISE_AT_5 = "for k, b in enumerate(train_loader):\n    if k == 5:\n        raise {exc}\n"

@@ -16,7 +16,7 @@ from .._facts import Action, Facts, option_name, said
 from ..errors import CacheBudgetError, LoadEvalError, OptionError
 from ..measure.adaptive import AutoStop
 from ..measure.cache import budget_checker, nothing_to_measure
-from ..measure.epochs import MIN_EPOCH_STEADY, EpochPair, pair_epochs
+from ..measure.epochs import EpochPair, epochs_fit, pair_epochs
 from ..measure.evaluator import LoaderEvaluator
 from ..measure.interleave import NotInterleavable, plan_pass
 from ..measure.loader import TUNABLE
@@ -301,14 +301,8 @@ def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
     try:
         return PairPlan("blocks", planned=pass_plan(loader, settings))
     except NotInterleavable as e:
-        n = safe_len(loader)
-        if (
-            e.epoch_limited
-            and n
-            and n >= settings.warmup + MIN_EPOCH_STEADY
-            and settings.variant is None
-            and dist_rank() is None
-        ):
+        n = epochs_fit(loader, settings.warmup, settings.steps)
+        if e.epoch_limited and n and settings.variant is None and dist_rank() is None:
             return PairPlan(
                 "epochs",
                 epochs=pair_epochs(settings.steps, n),

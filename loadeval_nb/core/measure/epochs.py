@@ -330,9 +330,14 @@ class SidesSampler:
             return self._owner.get(t_ns)
 
 
-def epochs_fit(loader: Any, warmup: int) -> Optional[int]:
-    """The loader's epoch where it can be a block of the pair on the loop's epochs: a
-    length that leaves :data:`MIN_EPOCH_STEADY` steady steps after the warm-up; None
-    otherwise."""
+def epochs_fit(loader: Any, warmup: int, steps: Any = None) -> Optional[int]:
+    """The loader's epoch where the pair is measured on the loop's epochs: a length that
+    leaves :data:`MIN_EPOCH_STEADY` steady steps after the warm-up, and an epoch that is
+    what limits a side (no ``steps`` asked, the default, or at least the epoch's length:
+    fewer steps than an epoch are measured within one, as asked); None otherwise."""
     n = safe_len(loader)
-    return n if n and n >= warmup + MIN_EPOCH_STEADY else None
+    if not n or n < warmup + MIN_EPOCH_STEADY:
+        return None
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps != DEFAULT_STEPS:
+        return n if steps >= n else None
+    return n

@@ -118,6 +118,7 @@ class LoaderEvaluator(Wrapper):
                 )
         engine: OneSide | InterleavedPass | EpochPair
         if mode == "pair":
+            asked = options.get("steps")
             if options.get("steps") is None and hasattr(dataloader, "__iter__"):
                 n = safe_len(dataloader)
                 if not n:
@@ -133,7 +134,9 @@ class LoaderEvaluator(Wrapper):
                     **options,
                 )
             except NotInterleavable as why:
-                engine = _on_epochs(dataloader, why, num_cached_batches, metrics_file, options)
+                engine = _on_epochs(
+                    dataloader, why, num_cached_batches, metrics_file, options, asked
+                )
         else:
             engine = OneSide(dataloader, mode, num_cached_batches, metrics_file, **options)
         object.__setattr__(self, "_engine", engine)
@@ -288,14 +291,16 @@ def _on_epochs(
     num_cached_batches: int,
     metrics_file: Optional[str],
     options: dict[str, Any],
+    asked: Any,
 ) -> EpochPair:
     """``mode="pair"`` over a loader whose epoch is too short for blocks: the pair on the
     loop's own epochs (each ``iter()`` the next epoch of the schedule, whole epochs a side
     in A B B A order), as ``run_pair`` and the script runner measure it. ``why`` is raised
     again where that cannot be: a loader without a length or with too few steps an epoch
-    after the warm-up, or an argument only blocks have (:data:`_ON_EPOCHS_REFUSES`)."""
+    after the warm-up, ``steps`` (``asked``) fewer than an epoch, or an argument only
+    blocks have (:data:`_ON_EPOCHS_REFUSES`)."""
     warmup = options.get("warmup", _OWN[InterleavedPass]["warmup"].default)
-    n = epochs_fit(dataloader, warmup)
+    n = epochs_fit(dataloader, warmup, asked)
     if not why.epoch_limited or n is None or any(options.get(k) for k in _ON_EPOCHS_REFUSES):
         raise why
     files = (
@@ -328,4 +333,4 @@ def _on_epochs(
         warmup=warmup,
         **common,
     )
-    return EpochPair(real, ideal, epochs=pair_epochs(options.get("steps"), n))
+    return EpochPair(real, ideal, epochs=pair_epochs(asked, n))

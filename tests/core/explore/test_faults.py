@@ -209,8 +209,12 @@ def test_a_failed_pair_whose_loop_holds_its_iterator_puts_sigint_back(user, fake
 def test_a_pair_that_fails(user, name, run_once, failed, kind, real_steps, ideal_steps):
     loader = user.loader(num_workers=1)
     before, data = loader_state(loader), user.data.clone()
+    # (the sides one after the other, as asked: a loader this short is otherwise paired on
+    # the loop's epochs, test_a_pair_on_the_loops_epochs_that_fails below)
     res = run_pair(
-        loader, run_once, RunSettings(steps=20, warmup=2, num_cached_batches=3, log_dir="logs")
+        loader,
+        run_once,
+        RunSettings(steps=20, warmup=2, num_cached_batches=3, log_dir="logs", interleave=False),
     )
     assert isinstance(res.error, kind) and res.failed == failed
     logs = sorted(os.listdir("logs"))
@@ -225,11 +229,39 @@ def test_a_pair_that_fails(user, name, run_once, failed, kind, real_steps, ideal
     nothing_left("logs", tuple(logs))
 
 
+@pytest.mark.parametrize("kind", [Boom, KeyboardInterrupt])
+def test_a_pair_on_the_loops_epochs_that_fails(user, kind):
+    # a loader too short for blocks, paired on the loop's epochs: a failure in its third
+    # epoch (an ideal one) keeps both sides' logs so far, names the pair, and no verdict
+    loader = user.loader(num_workers=1)
+    before, data = loader_state(loader), user.data.clone()
+    epochs: list[int] = []
+
+    def run_once(ev: LoaderEvaluator) -> None:
+        for _ in range(8):
+            epochs.append(1)
+            for k, _b in enumerate(ev):
+                if len(epochs) == 3 and k == 5:
+                    raise kind("the third epoch failed")
+
+    res = run_pair(loader, run_once, RunSettings(warmup=2, num_cached_batches=3, log_dir="logs"))
+    assert isinstance(res.error, kind) and res.failed == "pair" and res.diagnosis is None
+    assert len(epochs) == 3  # not run again after a failure
+    logs = sorted(os.listdir("logs"))
+    assert len(logs) == 2
+    real = load_run(os.path.join("logs", next(f for f in logs if "real" in f)))
+    ideal = load_run(os.path.join("logs", next(f for f in logs if "ideal" in f)))
+    assert len(real.blocks) == 1 and [b["status"] for b in ideal.blocks] == ["complete", "stopped"]
+    assert torch.equal(user.data, data) and loader_state(loader) == before
+    nothing_left("logs", tuple(logs))
+
+
 def test_two_pairs_in_the_same_second_keep_four_logs(tmp_path):
     loader = DataLoader(TensorDataset(torch.zeros(40, 3)), batch_size=4)
     s = RunSettings(
-        steps=6, warmup=1, num_cached_batches=2, log_dir=str(tmp_path), sample_interval_s=None
-    )
+        steps=6, warmup=1, num_cached_batches=2, log_dir=str(tmp_path), sample_interval_s=None,
+        interleave=False,
+    )  # fmt: skip
     a = run_pair(loader, loop, s, label="same")
     b = run_pair(loader, loop, s, label="same")
     paths = {*a.log_paths.values(), *b.log_paths.values()}

@@ -269,8 +269,9 @@ def test_a_loop_that_breaks_keeps_what_it_measured(fake_time):
 def test_bad_input_to_the_interleaved_wrapper_is_one_sentence():
     with pytest.raises(LoadEvalError, match="iterable of batches"):
         LoaderEvaluator(42, mode="pair")
-    with pytest.raises(LoadEvalError, match="an epoch of the loader has 10 batches"):
-        LoaderEvaluator(list(range(10)), mode="pair", steps=12, warmup=2)
+    # (9 batches: too few for blocks, and for the loop's epochs after a warm-up of 2)
+    with pytest.raises(LoadEvalError, match="an epoch of the loader has 9 batches"):
+        LoaderEvaluator(list(range(9)), mode="pair", steps=12, warmup=2)
     with pytest.raises(LoadEvalError, match="12 steps a side are too few"):
         LoaderEvaluator(list(range(1000)), mode="pair", steps=12, warmup=2)
     with pytest.raises(LoadEvalError, match="blocks must be an integer >= 2"):
