@@ -262,19 +262,23 @@ def _widen(
         nonlocal lo, hi
         lo, hi = min(lo, mid / (1 + share)), max(hi, mid * (1 + share))
 
-    # other processes' load, measured on each side: where the sides saw different loads,
-    # the difference can have moved the speedup by as much as that load could do (a bias,
-    # not noise: both ends move)
-    out.load = load_gap(r, i)
-    if out.load is not None:
-        lo, hi = lo / (1 + out.load.share), hi * (1 + out.load.share)
-    if repeats is None:
+    if repeats is not None:
+        # blocks (or repeats) in one process share the machine's state: other processes'
+        # load, measured on each side, biases the speedup only where the sides saw
+        # different loads, by as much as that gap could do (a bias: both ends move)
+        out.load = load_gap(r, i)
+        if out.load is not None:
+            lo, hi = lo / (1 + out.load.share), hi * (1 + out.load.share)
+    else:
         # one run after the other: a drift within the runs is a drift between them too
         out.drift = sequential_drift(r, i)
         if out.drift is not None:
             lo, hi = min(lo, lo * out.drift[1]), max(hi, hi * out.drift[2])
-        # and what changed between two processes (a start, memory and threads, the
-        # machine's clock) is in the difference, beyond what either run can see
+        # and what changed between them (a second process's start, memory and threads,
+        # the clock; on a busy machine, the state each run's process landed in: a loop
+        # at a full core in one run and sharing one with another process in the next,
+        # as far as the cores other processes took allow) is in the difference, beyond
+        # what either run can see
         out.apart = between_runs(r, i)
         around(out.apart[0])
     # the method's own error against a stopwatch of the same loop, quiet: never a
@@ -439,12 +443,18 @@ def _cores(run: Run) -> int:
 
 def between_runs(r: Run, i: Run) -> tuple[float, Optional[float]]:
     """For a pair measured one run after the other: the share the interval is widened by
-    either way for what changes between the runs beyond what either shows
-    (:data:`BETWEEN_RUNS` where the runs were two processes), and the cores other
-    processes took when they made the machine busy (:func:`busy_cores`; None when it was
-    quiet). The gap in their load between the runs is :func:`load_gap`'s."""
+    either way (:data:`BETWEEN_RUNS` where the runs were two processes, and the share of
+    the machine's cores other processes took during the busier run: measured, it bounds
+    how far a run's process can have landed in another state than the other's — on two
+    cores, one taken, a single-threaded loop at a full core in one run can share a core
+    in the next, 0.90× for a 1.4× on ``bench/coverage.py``'s ``input-seq``), and those
+    cores when they make the machine busy (:func:`busy_cores`; None when it was
+    quiet)."""
+    cores = _cores(r)
+    other = [x for x in (r.mean_cpu_pct("other_pct"), i.mean_cpu_pct("other_pct")) if x]
+    worst = max(other) / 100 if other else 0.0
     busy = max(busy_cores(r) or 0.0, busy_cores(i) or 0.0) or None
-    return (BETWEEN_RUNS if two_processes(r, i) else 0.0), busy
+    return (BETWEEN_RUNS if two_processes(r, i) else 0.0) + worst / cores, busy
 
 
 def two_processes(r: Run, i: Run) -> bool:

@@ -19,11 +19,13 @@ from .diagnosis import (
     PARTLY_INPUT_BOUND,
 )
 from .interval import (
+    BETWEEN_RUNS,
     MIN_T_BLOCKS,
     LoadGap,
     blocks_alike,
     blocks_disagree,
     busy_load,
+    two_processes,
 )
 
 
@@ -158,16 +160,26 @@ def _drifted(c: _Seen) -> Iterator[str]:
 
 
 def _sides_apart(c: _Seen) -> Iterator[str]:
-    """Sides one after the other in two processes: the interval widened by what changes
-    between them."""
+    """Sides one after the other: the interval widened by what changes between them
+    (two processes, and on a busy machine the share of the cores other processes took)."""
     apart = c.apart
     if apart is None or apart[0] < 0.005:
         return
+    two = two_processes(c.r, c.i)
+    load = apart[0] - (BETWEEN_RUNS if two else 0.0)
+    parts = [f"{BETWEEN_RUNS:.0%} between two processes on a quiet machine"] if two else []
+    if load >= 0.005:
+        parts.append(
+            f"{load:.0%}, the share of its cores other processes took: as far as a run's "
+            "process can have landed in another state than the other's (a full core in "
+            "one, a shared one in the next)"
+        )
     yield (
-        "the sides ran one after the other in two processes, so what changes between two "
-        "processes (a start, memory and threads, the machine's clock) is in the difference, "
-        f"beyond what either run shows: the interval holds the speedup give or take "
-        f"{apart[0]:.0%} (measured between two processes on a quiet machine)"
+        "the sides ran one after the other"
+        + (" in two processes" if two else "")
+        + ", so what changed on the machine between them is in the difference, beyond "
+        f"what either run shows: the interval holds the speedup give or take "
+        f"{apart[0]:.0%} (" + "; ".join(parts) + ")"
     )
 
 
@@ -197,9 +209,7 @@ def _busy_runs(c: _Seen) -> Iterator[str]:
     gap = c.load
     widened = ""
     if gap is not None:
-        sides = "the real and the ideal " + (
-            "blocks" if isinstance(c.blocks, dict) else "epochs" if c.repeats else "runs"
-        )
+        sides = "the real and the ideal " + ("blocks" if isinstance(c.blocks, dict) else "epochs")
         widened = (
             f"; their load differed by {abs(gap.cores):.2f} cores (± {gap.error:.2f}) between "
             f"{sides}, which could move the speedup by {gap.share:.0%} either way on "

@@ -186,27 +186,23 @@ def test_a_pair_in_two_processes_holds_ten_percent_more():
 
 
 def test_a_pair_in_two_processes_on_a_busy_machine_holds_what_its_load_could_do():
-    # one core of other work through both runs lands on both sides (as in the training it
-    # stands for): no gap between them, the label the steps support (it was NOT ENOUGH
-    # DATA for any difference, "a change in their load between the runs cannot be told
-    # apart")
-    real = _pid(_busy(trust_run_of(_noisy(20, 200, rel=0.01)), 100.0), 7)
+    # one run after the other while other processes took 1 of 2 cores: a run's process can
+    # land at a full core in one run and share one in the next (0.90x read for a 1.4x on
+    # bench/coverage.py's input-seq), so the interval holds the speedup give or take 10 %
+    # and the share of the cores they took, measured — and the label is the interval's,
+    # never NOT ENOUGH DATA whatever it measured (it was, for any difference)
+    real = _pid(_busy(trust_run_of(_noisy(25, 200, rel=0.01)), 100.0), 7)
     ideal = _pid(_busy(trust_run_of(_noisy(10, 200, rel=0.01, seed=2), "replay"), 100.0), 8)
     d = diagnose(real, ideal)
-    assert d.verdict == INPUT_BOUND
-    assert d.speedup_ci[0] == pytest.approx(d.speedup / 1.1)  # two processes: ±10 %
-    assert d.disturbed == ["real", "ideal"]
-    (note,) = [n for n in d.notes if n.rule == "busy_runs"]
-    assert "their load differed by 0.00 cores (± 0.00) between the real and the ideal runs" in note
-    # 1.5 cores of it during the real run and 0.5 during the ideal one: a gap of one core
-    # on two can move the speedup by half either way, and the interval holds that
-    gapped = diagnose(_busy(real, 150.0), _busy(ideal, 50.0))
-    assert gapped.speedup_ci[0] == pytest.approx(gapped.speedup / 1.01 / 1.5, rel=0.02)
-    assert gapped.fixed_share == pytest.approx(0.5)
-    # 2x less half is still over the line: a difference that load cannot explain is told
-    assert gapped.verdict == INPUT_BOUND
-    (note,) = [n for n in gapped.notes if n.rule == "busy_runs"]
-    assert "differed by 1.00 cores" in note and "by 50% either way on 2 cores" in note
+    assert d.speedup_ci[0] == pytest.approx(d.speedup / 1.6)
+    assert d.verdict == INPUT_BOUND  # 2.5x: more than that load could do
+    assert "cannot be told apart" not in d.reason
+    (note,) = [n for n in d.notes if n.rule == "sides_apart"]
+    assert "give or take 60% (10% between two processes on a quiet machine; 50%, the share" in note
+    # 1.4x is within its reach: the range is said, not a label
+    close = diagnose(_pid(_busy(trust_run_of(_noisy(14, 200, rel=0.01)), 100.0), 7), ideal)
+    assert close.verdict == NOT_ENOUGH_DATA and close.speedup_ci[0] < 1.0
+    assert close.steps_to_tell is None  # the share no steps narrow reaches the line
 
 
 def test_a_pair_in_blocks_on_a_busy_machine_keeps_its_label_in_a_wider_interval():
