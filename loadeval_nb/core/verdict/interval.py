@@ -362,6 +362,8 @@ def between_repeats(r: Run, i: Run) -> Optional[tuple[list[float], tuple[float, 
     return ratios, (math.exp(m - half), math.exp(m + half))
 
 
+ALIKE_MIN = 6
+"""Fewest blocks whose lag-one correlation :func:`blocks_alike` estimates."""
 ALIKE_MAX = 0.8
 """The lag-one correlation :func:`blocks_alike` takes at most (a few blocks estimate it
 roughly; beyond this the blocks would count as under a ninth of their number)."""
@@ -372,9 +374,10 @@ def blocks_alike(logs: list[float]) -> Optional[float]:
     worth when neighbours agree: ``n (1 - rho) / (1 + rho)`` for their lag-one
     correlation ``rho`` (an AR(1) series' effective sample size; ``rho`` at most
     :data:`ALIKE_MAX`, two blocks at least); None where they do not agree (``rho <= 0``)
-    or there are fewer than four."""
+    or there are fewer than :data:`ALIKE_MIN` (three neighbour pairs estimate ``rho`` to
+    ±0.5: noise that would only widen)."""
     n = len(logs)
-    if n < 4:
+    if n < ALIKE_MIN:
         return None
     m = sum(logs) / n
     d = [v - m for v in logs]

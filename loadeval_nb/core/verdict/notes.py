@@ -216,7 +216,7 @@ def _busy_runs(c: _Seen) -> Iterator[str]:
             f"{gap.cpus} cores: the interval holds that"
         )
     alike = ""
-    if c.repeats is not None and len(c.repeats[0]) >= 4:
+    if c.repeats is not None:
         n = blocks_alike([math.log(x) for x in c.repeats[0]])
         if n is not None and n < len(c.repeats[0]) - 0.5:
             alike = (
