@@ -63,7 +63,7 @@ def setup_changes(a: Run, b: Run) -> str:
 
 @dataclass
 class _Seen:
-    """What the verdict's notes are said from: the two runs and what :func:`_diagnose`
+    """What the verdict's notes are said from: the two runs and what the diagnosis
     worked out of them. A rule may add to the reason (``reason``) and name a run the
     machine disturbed (``disturbed``)."""
 
