@@ -24,19 +24,10 @@ from itertools import islice
 from typing import Any, Callable, Optional
 
 from .._errors import check_int
+from .._stats import t975
 from ..errors import LoadEvalError
 
 _Z = {0.90: 1.6449, 0.95: 1.96, 0.99: 2.5758}
-# two-sided Student t quantiles (level 0.95) for small numbers of batch means
-_T95 = {
-    5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131,
-    20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}  # fmt: skip
-
-
-def _t95(df: int) -> float:
-    keys = [k for k in sorted(_T95) if k <= df]
-    return _T95[keys[-1]] if keys else 12.706
 
 
 def median_ci(xs: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
@@ -69,7 +60,7 @@ def mean_ci(xs: Sequence[float], n_batches: int = 10) -> tuple[float, float, flo
     means = [sum(xs[i * b : (i + 1) * b]) / b for i in range(n_batches)]
     mm = sum(means) / n_batches
     var = sum((m - mm) ** 2 for m in means) / (n_batches - 1)
-    half = _t95(n_batches - 1) * math.sqrt(var / n_batches)
+    half = t975(n_batches - 1) * math.sqrt(var / n_batches)
     return mean - half, mean, mean + half
 
 
