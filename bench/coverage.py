@@ -36,8 +36,10 @@ sharpness), the share of runs that said NOT ENOUGH DATA, the worst miss as a sha
 them again as the rules on ``sys.path`` read them (a before and an after from the same
 runs).
 
+``--tool-args '--steps auto'`` gives every run of the tool those options.
+
 Usage: python bench/coverage.py [--runs 10] [--only input,short32] [--loads quiet,busy1]
-       [--keep-logs DIR] | --rediagnose DIR
+       [--keep-logs DIR] [--tool-args ARGS] | --rediagnose DIR
 """
 
 from __future__ import annotations
@@ -384,6 +386,9 @@ def main() -> None:
     ap.add_argument("--from-log", default="")
     ap.add_argument("--keep-logs", default="", help="keep each run's logs in this folder")
     ap.add_argument("--rediagnose", default="", help="the table from a --keep-logs folder")
+    ap.add_argument(
+        "--tool-args", default="", help="options for every run of the tool (e.g. '--steps auto')"
+    )
     args = ap.parse_args()
     if args.from_log:
         from_log(args.from_log)
@@ -412,7 +417,8 @@ def main() -> None:
                             if args.keep_logs
                             else ""
                         )
-                        r = one(script, wargs, work, tuple(OPTIONS.get(name, ())), keep)
+                        options = (*OPTIONS.get(name, ()), *args.tool_args.split())
+                        r = one(script, wargs, work, options, keep)
                         rows.append(r)
                         if "failed" in r:
                             print(f"{name} {load} run {k + 1}: FAILED {r['failed']}", flush=True)

@@ -25,14 +25,23 @@ class Action(NamedTuple):
 
     setting: str
     """``steps``, ``cache_on``, ``num_cached_batches``, ``interleave``, ``repeat``, ``only``,
-    ``ladder`` or ``sweep``."""
+    ``variants`` (``--try``: a change of the loader measured in the pass), ``ladder`` or
+    ``sweep``."""
     value: Any = None
 
 
-_OPTION_NAMES = {"num_cached_batches": "--cache"}
+_OPTION_NAMES = {"num_cached_batches": "--cache", "variants": "--try"}
 """Settings whose option is not their name with dashes (the same in the magic and the
 command)."""
-CLI_OPTIONS = ("steps", "warmup", "num_cached_batches", "cache_on", "log_dir", "interleave")
+CLI_OPTIONS = (
+    "steps",
+    "warmup",
+    "num_cached_batches",
+    "cache_on",
+    "log_dir",
+    "interleave",
+    "variants",
+)
 """The settings ``python -m loadeval_nb run`` has an option for; the others are the
 notebook's (``%%loadeval --ladder``)."""
 

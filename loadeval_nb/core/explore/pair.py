@@ -25,6 +25,7 @@ from ..record.history import HistoryRow
 from ..record.run import Run
 from ..verdict.diagnose import Diagnosis, diagnose
 from ..verdict.diagnosis import Note
+from ..verdict.interval import told
 from .result import Result
 from .runner import (
     PAIR_NEEDS_TWO_PASSES,
@@ -339,11 +340,30 @@ def pass_plan(loader: Any, settings: RunSettings) -> Any:
         steps=steps,
         warmup=settings.warmup,
         num_cached_batches=settings.num_cached_batches,
-        auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
+        auto_stop=pair_auto(settings),
         contention=settings.contention,
         # (a loader that cannot be rebuilt is one sentence here, before anything runs)
         variant=v.rebuild(loader) if (v := settings.variant) else None,
     )
+
+
+def pair_auto(settings: RunSettings) -> Optional[AutoStop]:
+    """A pair's adaptive stop (``steps="auto"``; None without it): the settings' own
+    :class:`AutoStop` (or the defaults) and, unless it names its own ``until``, the
+    verdict's: the A B B A cycles go on until the blocks' interval, with every term the
+    verdict adds, decides its label and is no wider than ``4 * rel`` (20 % by default),
+    or until ``max_steps`` a side or the loader's epoch."""
+    if not settings.auto:
+        return None
+    auto = settings.auto_stop or AutoStop()
+    if auto.until is not None:
+        return auto
+    width = 4 * auto.rel
+
+    def tells(real: Run, ideal: Run) -> bool:
+        return told(real, ideal, width)
+
+    return replace(auto, until=tells)
 
 
 def _pass_steps(loader: Any, settings: RunSettings) -> int:
@@ -412,7 +432,7 @@ def _interleaved(
         num_cached_batches=settings.num_cached_batches,
         cache_on=settings.cache_on,
         sample_interval_s=settings.sample_interval_s,
-        auto_stop=(settings.auto_stop or AutoStop()) if settings.auto else None,
+        auto_stop=pair_auto(settings),
         worker_timing=settings.worker_timing,
         label=runner.result.label or None,
         metrics_files=files,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from itertools import islice
 from typing import Any, Callable, Optional
 
@@ -73,12 +73,18 @@ class AutoStop:
         min_steps: steady (post warm-up) steps before the first check.
         max_steps: stop here whatever the intervals say (counts warm-up steps).
         check_every: smallest number of steps between two checks.
+        until: for a pair measured in blocks, what settles it besides each side's
+            precision: a function of the real and the ideal runs so far, true when the
+            pass may stop (``run_pair`` and the script runner give the verdict's: the
+            blocks' interval decides its label and is within ``4 * rel``); checked once
+            per A B B A cycle. Not kept in the run log.
     """
 
     rel: float = 0.05
     min_steps: int = 30
     max_steps: int = 2000
     check_every: int = 10
+    until: Optional[Callable[[Any, Any], bool]] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.rel, (int, float)) and 0 < self.rel < 1):
@@ -103,7 +109,10 @@ class AutoStop:
         return mean > 0 and (mhi - mean) / mean <= self.rel
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "until"}
+        if self.until is not None:
+            out["until"] = getattr(self.until, "__name__", "until")
+        return out
 
 
 class AutoChunker:

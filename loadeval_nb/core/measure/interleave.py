@@ -716,13 +716,17 @@ class InterleavedPass(Evaluator):
         return sum(len(r.starts) for r in self._sides[name].epochs)
 
     def _converged(self) -> bool:
-        """Adaptive: each side's step time known to ± ``rel`` (as :class:`AutoStop` asks of
-        one run), over two A B B A cycles at least."""
+        """Adaptive: over two A B B A cycles at least, the :class:`AutoStop`'s ``until``
+        says the runs so far settle the pair, or, without one, each side's step time is
+        known to ± ``rel`` (as it asks of one run)."""
         assert self.auto_stop is not None
         # the pair's sides: the split's arm is measured alongside, its interval as it comes
         runs = [self._run(s) for s in SIDES]
-        mine = min(len(r.blocks) for r in runs) >= 2 * MIN_BLOCKS and all(
-            self.auto_stop.precise_enough(r.steady_step_s()) for r in runs
+        until = self.auto_stop.until
+        mine = min(len(r.blocks) for r in runs) >= 2 * MIN_BLOCKS and (
+            until(*runs)
+            if until is not None  # (the pair's own rule: its interval tells)
+            else all(self.auto_stop.precise_enough(r.steady_step_s()) for r in runs)
         )
         agreed = agree("adaptive stop of the interleaved pass", mine)
         # under a process group every rank stops at the same cycle: when all are precise

@@ -50,6 +50,7 @@ from typing import Any, Optional
 from .._format import fmt_bytes, fmt_pct
 
 __all__ = [
+    "CLOSE_SHARE",
     "IDLE_SHARE",
     "LOOP_KEEPS_UP",
     "MAIN_COMPETES_PCT",
@@ -77,6 +78,11 @@ MAIN_COMPETES_PCT = 50.0
 """The training process using this much CPU (100 = one core) or more competes."""
 STORAGE_BYTES_PER_S = 1 << 20
 """Bytes from storage per second of off-CPU wait that make the wait a wait on storage."""
+CLOSE_SHARE = 0.10
+"""On a CPU and off it (blocked on I/O, or waiting otherwise) within this share of the
+workers' time of each other: a close call. Advice that turns on which of the two holds
+the workers says neither for it (two runs that read a few points apart would name each
+in turn: "fewer workers", then "fewer workers would not buy it back")."""
 
 KINDS = {
     "cpu": "the workers are CPU-bound",
@@ -181,6 +187,15 @@ class WorkerResource:
             other = f" ({self.other_cpu_pct:.0f}% CPU)" if self.other_cpu_pct else ""
             text += f", and wait for a CPU behind other processes{other}"
         return text
+
+    def close_call(self) -> bool:
+        """The workers were read about as long on a CPU as off it (within
+        :data:`CLOSE_SHARE` of their time): whether they take CPU from the step is not
+        told by this reading."""
+        if self.kind not in ("cpu", "threads", "storage", "waiting") or self.on_cpu is None:
+            return False
+        off = max(self.blocked_io or 0.0, self.waiting or 0.0)
+        return abs(self.on_cpu - off) < CLOSE_SHARE
 
     def contended(self) -> bool:
         """The workers waited for a CPU :data:`RUNQ_SHARE` or more of the time they

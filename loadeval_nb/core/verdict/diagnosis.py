@@ -609,12 +609,40 @@ def _advice(d: Diagnosis) -> list[Piece]:
         else None
     )
     if slower is not None and slower > CONTENTION and not out:
-        if d.num_workers == 0:  # no workers to compete: loading runs in the step itself
+        if d.num_workers == 0 and (tried := _tried_workers(d)):
+            out += [  # workers were measured in this pass, and bought nothing
+                f"Steps take {_longer(slower)} ideal ones although the loop hardly waits, "
+                f"and num_workers={tried}, measured in this pass, made them no faster: the "
+                "loading in the loop's thread is not what slows the step. Try fewer "
+                "intra-op threads (",
+                Action("sweep", "num_threads=1,2"),
+                "), or measure the stages of a batch (",
+                Action("ladder"),
+                ").",
+            ]
+        elif d.num_workers == 0:  # no workers to compete: loading runs in the step itself
             out += [
                 f"Steps take {_longer(slower)} ideal ones although the loop hardly waits: "
                 "with num_workers=0 the loading runs inside the training process, between "
                 "the steps' work. Try DataLoader workers, or fewer intra-op threads (",
                 Action("sweep", "num_workers=0,1,2; num_threads=1,2"),
+                ").",
+            ]
+        elif (
+            (r := d.worker_resource) is not None
+            and r.close_call()
+            and d.num_workers
+            and _tried_workers(d) is None
+        ):
+            # on a CPU and off it within a few points: which holds them is not told, so
+            # the advice is the measurement that tells, the same for either side of it
+            off = max(r.blocked_io or 0.0, r.waiting or 0.0)
+            out += [
+                f"Steps take {_longer(slower)} ideal ones although the loop hardly waits, "
+                f"and the workers were read about as long on a CPU ({fmt_pct(r.on_cpu)}) as "
+                f"off it ({fmt_pct(off)}): whether fewer of them would give the step its CPU "
+                "back is not told by that reading. Measure it in the same pass (",
+                Action("variants", f"num_workers={max(d.num_workers - 1, 0)}"),
                 ").",
             ]
         elif d.resource in _OFF_CPU:  # read to be off the CPU: not what takes it
@@ -646,6 +674,16 @@ def _advice(d: Diagnosis) -> list[Piece]:
                 Action("sweep", "num_workers=1,2; num_threads=1,2"),
                 ").",
             ]
+    if not out and d.num_workers == 0 and (tried := _tried_workers(d)):
+        # workers were measured in this pass and bought nothing: never advise them again
+        return [
+            f"With num_workers=0 every batch is loaded in the loop's own thread, but "
+            f"num_workers={tried}, measured in this pass, did not make the steps measurably "
+            "faster: the loading is not what holds the step back. Measure the stages of a "
+            "batch (",
+            Action("ladder"),
+            ") before you change the loader.",
+        ]
     if not out and d.num_workers == 0:
         # no workers: every batch is loaded in the loop's own thread, between the steps
         gist = _sim_gist(d)
@@ -736,6 +774,20 @@ def _waits(d: Diagnosis) -> list[Piece]:
             f"More workers would make it worse. Try {REMEDIES['threads']} (",
             Action("sweep", "num_workers=1,2; num_threads=1,2"),
             ").",
+        ]
+    tried = _tried_workers(d)
+    if kind in ("storage", "waiting") and tried is not None and tried > (d.num_workers or 0):
+        # more workers were measured in this pass and bought nothing: what they wait on
+        return [
+            said,
+            f"More workers did not shorten the wait (num_workers={tried}, measured in this "
+            "pass): "
+            + (
+                "faster storage or caching the files (in memory, on a local disk, or packed "
+                "into fewer, larger files) is what is left."
+                if kind == "storage"
+                else "remove what they wait on (a sleep, a lock, the network)."
+            ),
         ]
     if kind == "storage":
         return [said, f"Cheaper transforms will not help; try {REMEDIES['storage']}."]

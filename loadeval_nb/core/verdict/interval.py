@@ -117,6 +117,26 @@ def steps_to_tell(
     return int(math.ceil(n * times * 1.2))
 
 
+def told(r: Run, i: Run, width: float) -> bool:
+    """For a pair measured in blocks that goes on until it can tell (``steps="auto"``):
+    whether the blocks so far settle it: their t-interval, with every term the verdict
+    adds (the gap in other processes' load, neighbours that agree, the method's floor),
+    gives a label other than NOT ENOUGH DATA and is no wider than ``width`` (``hi / lo - 1``).
+
+    The steps' bootstrap is left out (it is the verdict's, and costs a resampling per
+    check); where the blocks are at least :data:`MIN_T_BLOCKS` it is the narrower part."""
+    repeats = between_repeats(r, i)
+    if repeats is None or len(repeats[0]) < MIN_T_BLOCKS:
+        return False
+    ratios, ci = repeats
+    speedup = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    lo, hi = _widen(r, i, speedup, ci, repeats).ci
+    if lo is None or hi is None or lo <= 0:
+        return False
+    label, _ = _verdict(MIN_STEADY_STEPS, MIN_STEADY_STEPS, 1.0 - 1.0 / speedup, (lo, hi))
+    return label != NOT_ENOUGH_DATA and hi / lo - 1.0 <= width
+
+
 MAX_TELL = 16.0
 """More than this many times the steps measured to tell a gain from its line: the gain
 is too close to the line to place, and the verdict says so instead of a number."""

@@ -248,6 +248,22 @@ def _adaptive(c: _Seen) -> Iterator[str]:
         said = ", ".join(dict.fromkeys(map(str, stops)))
         rel = auto.get("rel") if isinstance(auto, dict) else None
         known = f"±{rel * 100:g} %" if isinstance(rel, (int, float)) else "the precision asked"
+        if isinstance(auto, dict) and auto.get("until") and isinstance(c.blocks, dict):
+            # a pair in blocks that goes on until its interval tells: one pass, said once
+            wide = f" and at most {4 * rel * 100:g} % wide" if isinstance(rel, float) else ""
+            ended = set(stops) == {"loader exhausted"}
+            more = (
+                "the loader's epoch is the limit, not the number of steps: measure more "
+                "epochs or use a longer loader"
+                if ended
+                else "a larger max_steps for the adaptive stop would narrow it"
+            )
+            yield (
+                f"not settled: the pass stopped ({said}) before its interval decided the "
+                f"label{wide}; {more}"
+            )
+            c.reason = f"{c.reason} (the pass stopped before its interval could tell)"
+            return
         if set(stops) == {"loader exhausted"}:  # every epoch ran out of batches first
             yield (
                 f"not converged: the {name} run stopped ({said}) before its step time was "

@@ -41,7 +41,8 @@ def settings_from_dict(values: dict[str, Any]) -> RunSettings:
     """The settings :func:`settings_to_dict` wrote, checked again as they are made."""
     values = dict(values)
     if values.get("auto_stop") is not None:
-        values["auto_stop"] = AutoStop(**values["auto_stop"])
+        auto = {k: v for k, v in values["auto_stop"].items() if k != "until"}
+        values["auto_stop"] = AutoStop(**auto)  # (the child gives the pair its own until)
     return RunSettings(**values)
 
 

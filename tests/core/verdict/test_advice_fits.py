@@ -139,3 +139,54 @@ def test_advice_never_asks_for_more_of_what_the_pass_measured_as_no_gain():
     assert "more workers are not the answer here: num_workers=1, measured in this pass" in text
     faster = Tried({"num_workers": 1}, speedup=1.5, speedup_ci=(1.3, 1.6))
     assert "Set num_workers=1" in said(advice(dataclasses.replace(d, tried=faster)))
+
+
+def test_workers_measured_as_no_gain_are_not_advised_where_the_loop_hardly_waits():
+    # 0 workers, steps far longer than ideal ones with little wait: without a variant the
+    # advice is workers; after num_workers=1 measured no gain in the same pass it is not
+    from loadeval_nb.core.verdict.diagnosis import Tried
+
+    d = diagnose(*_runs(30, 0.5, 10, workers=0))
+    assert "Try DataLoader workers" in said(advice(d))
+    none = Tried({"num_workers": 1}, speedup=1.01, speedup_ci=(0.97, 1.05))
+    text = said(advice(dataclasses.replace(d, tried=none)))
+    assert "Try DataLoader workers" not in text and "add DataLoader workers" not in text
+    assert "num_workers=1, measured in this pass, made them no faster" in text, text
+
+
+def test_workers_that_wait_are_not_advised_more_of_them_after_more_bought_nothing():
+    from loadeval_nb.core.measure.resource import WorkerResource
+    from loadeval_nb.core.verdict.diagnosis import Tried
+
+    d = diagnose(*_runs(30, 12, 18, workers=2))
+    none = Tried({"num_workers": 4}, speedup=1.02, speedup_ci=(0.95, 1.08))
+    for kind, left in (("waiting", "remove what they wait on"), ("storage", "faster storage")):
+        r = WorkerResource(kind=kind, workers=2, worker_s=10.0, on_cpu=0.1, runq=0.0, idle=0.0)
+        base = dataclasses.replace(d, worker_resource=r)
+        assert "more workers" in said(advice(base)).lower()  # without a variant: the remedy
+        text = said(advice(dataclasses.replace(base, tried=none)))
+        assert "More workers did not shorten the wait (num_workers=4" in text, text
+        assert left in text and "more workers, to overlap" not in text
+
+
+def test_readings_a_few_points_apart_give_the_same_advice():
+    # timm, two runs, the workers' readings within 2 points of each other across the
+    # on-CPU / off-CPU line: "Try fewer workers" and "fewer workers would not buy it back"
+    from loadeval_nb.core.measure.resource import WorkerResource
+
+    d = diagnose(*_runs(30, 0.5, 10, workers=2))
+    texts = set()
+    for on, wait in ((0.45, 0.43), (0.43, 0.45), (0.40, 0.47), (0.47, 0.40)):
+        kind = "cpu" if on >= wait else "waiting"
+        r = WorkerResource(kind=kind, workers=2, worker_s=10.0, on_cpu=on, waiting=wait, idle=0.1)
+        texts.add(said(advice(dataclasses.replace(d, worker_resource=r)), "cli"))
+    assert len({t.split(": whether")[1] for t in texts}) == 1, texts
+    text = texts.pop()
+    assert "Try fewer workers" not in text and "would not buy it back" not in text
+    assert "--try num_workers=1" in text, text
+    # far apart, each its own advice
+    cpu = WorkerResource(kind="cpu", workers=2, worker_s=10.0, on_cpu=0.8, waiting=0.1, idle=0.1)
+    assert "Try fewer workers" in said(advice(dataclasses.replace(d, worker_resource=cpu)))
+    off = WorkerResource(kind="waiting", workers=2, worker_s=10.0, on_cpu=0.1, waiting=0.8)
+    text = said(advice(dataclasses.replace(d, worker_resource=off)))
+    assert "would not buy it back" in text

@@ -14,6 +14,7 @@ from ....core._shared import (
     EpochPair,
     evaluator_for,
     log_path,
+    pair_auto,
     pair_epochs,
     pass_plan,
 )
@@ -42,7 +43,7 @@ def pair_evaluator(
         num_cached_batches=settings.num_cached_batches,
         cache_on=settings.cache_on,
         sample_interval_s=settings.sample_interval_s,
-        auto_stop=settings.auto_stop,
+        auto_stop=pair_auto(settings),
         worker_timing=settings.worker_timing,
         metrics_files=files,
         contention=settings.contention,
