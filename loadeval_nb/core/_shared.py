@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._files import write_text_atomic
     from ._format import fmt_rate, fmt_seconds, fmt_times
     from .explore.ladder import RUNGS
-    from .explore.pair import nothing_advised, pair_auto, pass_plan
+    from .explore.pair import nothing_advised, pair_keywords, pass_plan
     from .explore.runner import (
         check_writable_dir,
         evaluator_for,
@@ -86,8 +86,8 @@ __all__ = [
     "log_path",
     "nothing_advised",
     "opened_by",
-    "pair_auto",
     "pair_epochs",
+    "pair_keywords",
     "pass_plan",
     "said",
     "save_history",

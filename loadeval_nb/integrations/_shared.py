@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ._huggingface import is_hf_trainer
 from ._lightning import is_lightning_datamodule, is_lightning_trainer
+from ._options import CELL, arguments, flags, settings_from
 from ._script.loaders import KNOWN as KNOWN_LOADERS
 from ._script.parent.command import CLI, run_command, save_script_report
 from ._script.parent.options import (
-    PAIR_OPTIONS,
     RUN_USAGE,
     RUN_VALUED,
     add_run_parser,
@@ -19,7 +19,6 @@ from ._script.parent.options import (
     run_parser,
     script_settings,
     split_run,
-    steps_option,
 )
 from ._script.parent.run import TUNABLE, check_target, label_of
 from ._script.spec import MEASURES
@@ -28,19 +27,21 @@ from ._target import Target, target_for
 from .trackers import check_log_to, log_result
 
 __all__ = [
+    "CELL",
     "CLI",
     "KNOWN_LOADERS",
     "MEASURES",
-    "PAIR_OPTIONS",
     "RUN_USAGE",
     "RUN_VALUED",
     "TUNABLE",
     "Target",
     "add_run_parser",
+    "arguments",
     "check_log_to",
     "check_target",
     "describe_target",
     "description",
+    "flags",
     "is_hf_trainer",
     "is_lightning_datamodule",
     "is_lightning_trainer",
@@ -51,7 +52,7 @@ __all__ = [
     "run_parser",
     "save_script_report",
     "script_settings",
+    "settings_from",
     "split_run",
-    "steps_option",
     "target_for",
 ]

@@ -18,13 +18,15 @@ from ..core._shared import a_kind, said
 from ..core.errors import LoadEvalError, OptionError
 from ..core.explore import RunSettings, plan_run, prepare_sweep
 from ..integrations._shared import (
-    PAIR_OPTIONS,
+    CELL,
     Target,
+    arguments,
     check_log_to,
+    flags,
     is_hf_trainer,
     is_lightning_datamodule,
     is_lightning_trainer,
-    steps_option,
+    settings_from,
     target_for,
 )
 from ._busy import reads_busy
@@ -32,20 +34,18 @@ from ._cell import LoaderRef, find_callers, find_loader_names, find_names, train
 from ._session import Session, sessions
 from ._view import choose_view
 
-FLAGS = {
-    "steps": "--steps",
-    "warmup": "--warmup",
-    "num_cached_batches": "--cache",
-    "cache_on": "--cache-on",
-    "only": "--only",
-    "log_dir": "--log-dir",
-    "repeat": "--repeat",
-    "interleave": "--sequential",
-    "contention": "--contention",
-    "variants": "--try",
-    "log_to": "--log-to",
-}
-"""The option behind each setting, so an error names what the user typed."""
+FLAGS = flags(CELL)
+"""The option behind each setting, so an error names what the user typed (the one
+table's: ``integrations/_options.py``)."""
+
+
+def _pair_arguments(func: Any) -> Any:
+    """``%%loadeval``'s options that make its settings, from the one table, in its order
+    (IPython's ``@argument`` for each)."""
+    for names, keywords, _ in reversed(list(arguments(CELL))):
+        func = argument(*names, **keywords)(func)
+    return func
+
 
 _latest: Optional[Session] = None
 
@@ -187,27 +187,7 @@ class LoadEvalMagics(Magics):
         help="the DataLoader's name in the notebook, or a dotted path (trainer.train_loader); "
         "optional when the cell refers to exactly one DataLoader",
     )
-    @argument("--steps", **PAIR_OPTIONS["--steps"])
-    @argument("--warmup", **PAIR_OPTIONS["--warmup"])
-    @argument("--cache", **PAIR_OPTIONS["--cache"])
-    @argument("--cache-on", **PAIR_OPTIONS["--cache-on"])
-    @argument("--log-dir", default=None, help="also save both runs' JSON logs in this folder")
-    @argument("--log-to", **PAIR_OPTIONS["--log-to"])
-    @argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="run the pair N times in ABBA order (real, ideal, ideal, real, ...); the "
-        "verdict's interval then holds the spread between repeats (default 1)",
-    )
-    @argument(
-        "--sequential",
-        action="store_true",
-        help="run the real run, then the ideal run (default: their steps interleaved in "
-        "blocks in one loop, so that a drift of the machine lands on both)",
-    )
-    @argument("--contention", **PAIR_OPTIONS["--contention"])
-    @argument("--try", **PAIR_OPTIONS["--try"])
+    @_pair_arguments
     @argument(
         "--no-live", action="store_true", help="no live plots (status, verdict and panel only)"
     )
@@ -219,12 +199,6 @@ class LoadEvalMagics(Magics):
         "(a chart redrawn about once a second, needs no widget JavaScript: VS Code, Colab) "
         "or text (a line that updates, a terminal IPython); default: $LOADEVAL_VIEW, else "
         "the one that works where the cell runs",
-    )
-    @argument(
-        "--only",
-        choices=["real", "ideal"],
-        default=None,
-        help="run only the real or only the ideal run",
     )
     @argument(
         "--quiet", action="store_true", help="show nothing; the result is in the variable _loadeval"
@@ -298,28 +272,12 @@ class LoadEvalMagics(Magics):
             args.loader = names[0]
         target = _target(LoaderRef(shell, args.loader), cell, shell)
         loader = target.loader
-        try:
-            steps = steps_option(_unquote(args.steps))
-        except LoadEvalError as e:
-            raise UsageError(str(e)) from None
         if args.ladder and args.sweep:
             raise UsageError("Use --ladder or --sweep, not both: run them in two cells.")
         kind = "ladder" if args.ladder else "sweep" if args.sweep else "pair"
         try:
             try:
-                settings = RunSettings(
-                    steps=steps,
-                    warmup=args.warmup,
-                    num_cached_batches=args.cache,
-                    cache_on=args.cache_on,
-                    only=args.only,
-                    log_dir=_unquote(args.log_dir) if args.log_dir else None,  # 'runs/my runs'
-                    repeat=args.repeat,
-                    interleave=not args.sequential,
-                    contention=args.contention,
-                    log_to=tuple(_unquote(t) for t in args.log_to or ()),
-                    variants=tuple(_unquote(v) for v in args.variants or ()),
-                )
+                settings = settings_from(args, CELL, _unquote)
             except OptionError:  # what the loader is comes first, then the numbers
                 plan_run(kind, loader, RunSettings(only=args.only), loader_name=args.loader,
                          spelling="options")  # fmt: skip

@@ -423,24 +423,33 @@ def _interleaved(
     path: Optional[str],
 ) -> LoaderEvaluator:
     files = {w: runner.path_for(w) for w in planned[0].arms}  # the plan's arms, never guessed
-    n = safe_len(loader)
     return LoaderEvaluator(
         loader,
         mode="pair",
-        steps=settings.steps if settings.steps is not None else (n or 0) // 2,
-        warmup=settings.warmup,
-        num_cached_batches=settings.num_cached_batches,
-        cache_on=settings.cache_on,
-        sample_interval_s=settings.sample_interval_s,
-        auto_stop=pair_auto(settings),
-        worker_timing=settings.worker_timing,
+        **pair_keywords(loader, settings),
         label=runner.result.label or None,
         metrics_files=files,
         first_batch=budget_check,
-        contention=settings.contention,
-        variant=settings.variant,
         planned=planned,
     )
+
+
+def pair_keywords(loader: Any, settings: RunSettings) -> dict[str, Any]:
+    """What ``settings`` make of an interleaved pass, as ``LoaderEvaluator(loader,
+    mode="pair", ...)``'s keywords: one place for every front end's pair (``run_pair``
+    here, the script runner's child), so that a setting reaches the pass from one line."""
+    n = safe_len(loader)
+    return {
+        "steps": settings.steps if settings.steps is not None else (n or 0) // 2,
+        "warmup": settings.warmup,
+        "num_cached_batches": settings.num_cached_batches,
+        "cache_on": settings.cache_on,
+        "sample_interval_s": settings.sample_interval_s,
+        "auto_stop": pair_auto(settings),
+        "worker_timing": settings.worker_timing,
+        "contention": settings.contention,
+        "variant": settings.variant,
+    }
 
 
 def _evaluator(

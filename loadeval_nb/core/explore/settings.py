@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._errors import check_choice, check_int, check_interval
@@ -13,7 +13,7 @@ from ..measure.adaptive import AutoStop
 from ..measure.variant import ADVICE, Variant
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class RunSettings:
     """How each run of a pair, a ladder or a sweep is measured. Checked when made (an
     :class:`OptionError` names the bad option), so a settings object is always valid;
@@ -52,15 +52,7 @@ class RunSettings:
     shortening the pair's blocks; True: whenever the loader has workers
     (``--contention``); False: never (``--no-contention``). A loader without workers gets
     none, and the verdict says why."""
-    variants: tuple[Any, ...] = ()
-    """A variant arm in the interleaved pass (``--try``): the loader rebuilt with other
-    settings (``"num_workers=4, pin_memory=True"``, ``{"num_workers": 4}``, a
-    :class:`~loadeval_nb.core.measure.variant.Variant`), its blocks interleaved with the
-    real ones, and the verdict says what it bought, with its interval, measured in the same
-    pass; ``"advice"``: what the first pass's advice names, measured in a second pass. One
-    variant a pass; given as one entry or a sequence of one, kept as a tuple of
-    :class:`Variant` (or ``"advice"``)."""
-    log_to: tuple[str, ...] = ()
+    log_to: Any = ()
     """Trackers the verdict is also written to when the run ends (``--log-to``):
     ``"tensorboard:DIR"``, ``"mlflow"``, ``"wandb"``, ``"trainer"`` (a Lightning or Hugging
     Face Trainer's own loggers); one entry or a sequence. Written by the front ends and
@@ -69,35 +61,28 @@ class RunSettings:
     checked: bool = field(default=False, repr=False, compare=False)
     """Set by a front end that made a run's checks (one-shot loader, writable ``log_dir``,
     options that do not apply) before it ran: the runner does not make them again."""
+    variants: Any = ()
+    """A variant arm in the interleaved pass (``--try``): the loader rebuilt with other
+    settings (``"num_workers=4, pin_memory=True"``, ``{"num_workers": 4}``, a
+    :class:`~loadeval_nb.core.measure.variant.Variant`), its blocks interleaved with the
+    real ones, and the verdict says what it bought, with its interval, measured in the same
+    pass; ``"advice"``: what the first pass's advice names, measured in a second pass. One
+    variant a pass; given as one entry or a sequence of one, kept as a tuple of
+    :class:`Variant` (or ``"advice"``)."""
 
-    def __init__(
-        self,
-        steps: Any = 200,
-        warmup: int = 10,
-        num_cached_batches: int = 20,
-        cache_on: str = "host",
-        only: Optional[str] = None,
-        log_dir: Optional[str] = None,
-        sample_interval_s: Optional[float] = 0.1,
-        auto_stop: Optional[AutoStop] = None,
-        worker_timing: bool = True,
-        repeat: int = 1,
-        interleave: bool = True,
-        contention: Optional[bool] = None,
-        log_to: Any = (),
-        checked: bool = False,
-        variants: Any = (),
-    ) -> None:
+    def __post_init__(self) -> None:
+        # the dataclass's own __init__ takes every field; what a field may be given as
+        # (a path with ~, one tracker, one variant) becomes what it is kept as, then checked
+        log_dir, log_to = self.log_dir, self.log_to
         if isinstance(log_dir, (str, os.PathLike)):
             log_dir = expand_path(log_dir)  # ~/runs and $SCRATCH/runs, as a shell reads them
         if isinstance(log_to, str):
             log_to = (log_to,)
-        elif isinstance(log_to, (list, tuple)):
+        elif isinstance(log_to, list):
             log_to = tuple(log_to)
-        variants = _variants(variants)
-        values = dict(locals())
-        for f in fields(self):
-            object.__setattr__(self, f.name, values[f.name])
+        object.__setattr__(self, "log_dir", log_dir)
+        object.__setattr__(self, "log_to", log_to)
+        object.__setattr__(self, "variants", _variants(self.variants))
         self.validate()
 
     @property

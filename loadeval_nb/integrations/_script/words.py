@@ -9,21 +9,11 @@ import os
 from collections.abc import Sequence
 from typing import Optional
 
-RUN_FLAGS = {
-    "steps": "--steps",
-    "warmup": "--warmup",
-    "num_cached_batches": "--cache",
-    "cache_on": "--cache-on",
-    "loader_index": "--loader",
-    "loader_from": "--loader-from",
-    "timeout": "--timeout",
-    "log_to": "--log-to",
-    "contention": "--contention",
-    "variants": "--try",
-    "prove_straggler": "--prove-straggler",
-}
+from .._options import RUN, flags
+
+RUN_FLAGS = flags(RUN)
 """Each setting a sentence may name (an :class:`OptionError`'s ``option``), as the
-command's option."""
+command's option (the one table's)."""
 
 
 def said_as_flag(e: Exception) -> str:

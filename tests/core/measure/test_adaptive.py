@@ -257,7 +257,7 @@ def test_a_pair_in_blocks_goes_on_until_its_interval_tells(fake_time):
 
 
 def test_the_pairs_until_is_not_carried_to_the_child_as_a_function():
-    from loadeval_nb.core._shared import pair_auto
+    from loadeval_nb.core.explore.pair import pair_auto
     from loadeval_nb.integrations._script.spec import settings_from_dict, settings_to_dict
 
     auto = pair_auto(RunSettings(steps="auto"))

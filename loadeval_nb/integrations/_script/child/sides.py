@@ -14,8 +14,8 @@ from ....core._shared import (
     EpochPair,
     evaluator_for,
     log_path,
-    pair_auto,
     pair_epochs,
+    pair_keywords,
     pass_plan,
 )
 from ....core.errors import LoadEvalError
@@ -36,19 +36,7 @@ def pair_evaluator(
     planned = pass_plan(loader, settings)
     files: dict[str, Optional[str]] = dict(claim(tuple(planned[0].arms)))
     return LoaderEvaluator(
-        loader,
-        mode="pair",
-        steps=settings.steps,
-        warmup=settings.warmup,
-        num_cached_batches=settings.num_cached_batches,
-        cache_on=settings.cache_on,
-        sample_interval_s=settings.sample_interval_s,
-        auto_stop=pair_auto(settings),
-        worker_timing=settings.worker_timing,
-        metrics_files=files,
-        contention=settings.contention,
-        variant=settings.variant,
-        planned=planned,
+        loader, mode="pair", **pair_keywords(loader, settings), metrics_files=files, planned=planned
     )
 
 
