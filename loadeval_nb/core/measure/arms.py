@@ -23,18 +23,15 @@ in :data:`KINDS` (or in the ``arms`` a pass is given).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
-from itertools import cycle, islice, repeat
-from operator import itemgetter
-from queue import SimpleQueue
+from itertools import cycle, islice
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from ..errors import LoadEvalError
 from ..record.run import CONTENDED, VARIANT
-from .batches import cost_size
 from .cache import nothing_to_measure
+from .stream import Drain, Stream
 from .timing import EpochRecord, block_log_iter, block_replay_iter
 
 if TYPE_CHECKING:
@@ -80,29 +77,20 @@ class Pass(Protocol):
     bound: Optional[int]
     variant: Optional[Variant]
 
-    @property
-    def _loader(self) -> Started: ...
-    @property
-    def _variant(self) -> Optional[Started]: ...
-
-    _sides: dict[str, Any]
-    _served: dict[str, list[Optional[int]]]
-    _stream_sizes: list[int]
-    _stream_positions: list[int]
-    _paid: int
-    _dropped: int
+    stream: Stream
+    """The real stream: what was drawn, its sizes, the cache's reservoir."""
 
     @property
-    def _cache_sizes(self) -> list[Optional[int]]: ...
-    def _sampled_steps(
-        self, src: Iterator[Any], n: int, rec: EpochRecord, clock: Clock
-    ) -> Iterator[Any]: ...
-    def _sample(self, batch: Any, cached: bool = False) -> None: ...
-    def _drained(self, rec: EpochRecord, depth: Optional[int] = None, most: int = 0) -> int: ...
-    def _drain(self, src: Iterator[Any], most: int) -> Drain: ...
-    def _fold_dropped(self, drain: Drain) -> None: ...
-    def _drawn(self) -> int: ...
-    def _variant_settings(self) -> dict[str, Any]: ...
+    def real_start(self) -> Started:
+        """The real loader, as the pass started it."""
+
+    @property
+    def variant_start(self) -> Optional[Started]:
+        """The variant's loader, as the pass started it (None: no variant arm)."""
+
+    def epochs_of(self, arm: str) -> list[EpochRecord]: ...
+    def drained(self, rec: EpochRecord, depth: Optional[int] = None, most: int = 0) -> int: ...
+    def variant_settings(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -191,7 +179,7 @@ class Arm:
 
     def loader(self, p: Pass) -> Started:
         """The loader whose workers run in its blocks."""
-        return p._loader
+        return p.real_start
 
     def most_steps(self, p: Pass) -> int:
         """The most steps its blocks take in an adaptive pass."""
@@ -241,7 +229,7 @@ class Live(Arm):
 
 class Real(Live):
     """The user's loader as it is. Its blocks after another arm's leave out the steps the
-    workers' queue served early (:meth:`~.interleave.InterleavedPass._drained`)."""
+    workers' queue served early (:meth:`~.interleave.InterleavedPass.drained`)."""
 
     serves_real = True
     pays_ahead = False
@@ -253,7 +241,7 @@ class Real(Live):
         if b.skip and b.k and p.representative:
             # the steps left out anyway: their batches sampled (their size, and the
             # cache's reservoir) by a loop of our own
-            yield from p._sampled_steps(st.src, b.skip, b.rec, p.clock)
+            yield from p.stream.sampled_steps(st.src, b.skip, b.rec, p.clock)
         return (yield from super().steady(p, st, b))
 
     def step(self, p: Pass, st: PassState, b: Block, i: int) -> Any:
@@ -261,30 +249,30 @@ class Real(Live):
         if st.filling:  # the first pass's first batches: cached
             if st.first:
                 st.first = False
-                p._loader.first(batch)
+                p.real_start.first(batch)
             p.cache.add(batch)
-            p._sample(batch, cached=True)
+            p.stream.sample(batch, cached=True)
             if p.cache.full:
                 p.cache.seal()
                 st.filling = False
         elif b.k and i < b.skip and p.representative:
-            p._sample(batch)
+            p.stream.sample(batch)
         return batch
 
     def end_block(self, p: Pass, rec: EpochRecord, now: int) -> None:
         super().end_block(p, rec, now)
-        if self.by_queue and rec.warmup == p.plan.drain and len(p._sides[self.name].epochs) > 1:
-            rec.warmup = p._drained(rec)
+        if self.by_queue and rec.warmup == p.plan.drain and len(p.epochs_of(self.name)) > 1:
+            rec.warmup = p.drained(rec)
 
     def most_steps(self, p: Pass) -> int:
         return p.steps + p.plan.warmup + p.plan.most_left_out(p.steps, p.plan.drain)
 
     def log_settings(self, p: Pass) -> dict[str, Any]:
         return {
-            "stream_sizes": list(p._stream_sizes),
-            "stream_positions": list(p._stream_positions),
-            "stream_drawn": p._drawn(),
-            **({"paid_ahead": p._paid} if p.bound is None else {}),
+            "stream_sizes": list(p.stream.sizes),
+            "stream_positions": list(p.stream.positions),
+            "stream_drawn": p.stream.drawn(),
+            **({"paid_ahead": p.stream.paid} if p.bound is None else {}),
         }
 
 
@@ -306,8 +294,8 @@ class Replay(Arm):
     def _order(self, p: Pass, st: PassState, n: int) -> list[Any]:
         batches = p.cache.batches
         j = st.k_cache % len(batches)
-        sizes = p._cache_sizes
-        p._served[self.name] += [sizes[(j + x) % len(sizes)] for x in range(n)]
+        sizes = p.stream.cache_sizes
+        p.stream.serve(self.name, [sizes[(j + x) % len(sizes)] for x in range(n)])
         st.k_cache += n
         return list(islice(cycle(batches), j, j + n))
 
@@ -323,12 +311,12 @@ class Replay(Arm):
                 raise LoadEvalError(nothing_to_measure(p.dataloader))
         batches = p.cache.batches
         at = st.k_cache % len(batches)
-        p._served[self.name].append(p._cache_sizes[at])
+        p.stream.serve(self.name, [p.stream.cache_sizes[at]])
         st.k_cache += 1
         return batches[at]
 
     def log_settings(self, p: Pass) -> dict[str, Any]:
-        return {"served_sizes": list(p._served.get(self.name, []))}
+        return {"served_sizes": list(p.stream.served.get(self.name, []))}
 
 
 class Freed(Replay):
@@ -348,16 +336,16 @@ class Contended(Replay):
 
     def steady(self, p: Pass, st: PassState, b: Block) -> Generator[Any, None, bool]:
         order = self._order(p, st, b.n)
-        drain = p._drain(st.src, b.n)
+        drain = p.stream.drain(st.src, b.n)
         try:
             yield from block_replay_iter(drain.paced(order), b.rec, p.clock)  # type: ignore[arg-type]
         finally:  # (its end is stamped: the join is not in it)
             drain.stop()
-            p._fold_dropped(drain)
+            p.stream.fold_dropped(drain)
         return drain.exhausted
 
     def open_steps(self, p: Pass, st: PassState, b: Block, todo: int) -> None:
-        st.drain = p._drain(st.src, todo) if todo else None
+        st.drain = p.stream.drain(st.src, todo) if todo else None
 
     def step(self, p: Pass, st: PassState, b: Block, i: int) -> Any:
         batch = super().step(p, st, b, i)
@@ -372,11 +360,11 @@ class Contended(Replay):
         if len(b.rec.starts) == b.rec.expected:  # the block's end, before the join
             b.rec.starts.append(p.clock())
         drain.stop()
-        p._fold_dropped(drain)
+        p.stream.fold_dropped(drain)
         return drain.exhausted
 
     def log_settings(self, p: Pass) -> dict[str, Any]:
-        return {**super().log_settings(p), "dropped": p._dropped}
+        return {**super().log_settings(p), "dropped": p.stream.dropped}
 
 
 class Rebuilt(Live):
@@ -392,11 +380,11 @@ class Rebuilt(Live):
     def end_block(self, p: Pass, rec: EpochRecord, now: int) -> None:
         super().end_block(p, rec, now)
         if rec.warmup == p.plan.variant_drain:
-            rec.warmup = p._drained(rec, p.variant_depth, p.plan.variant_drain)
+            rec.warmup = p.drained(rec, p.variant_depth, p.plan.variant_drain)
 
     def loader(self, p: Pass) -> Started:
-        assert p._variant is not None
-        return p._variant
+        assert p.variant_start is not None
+        return p.variant_start
 
     def most_steps(self, p: Pass) -> int:
         return p.steps + p.plan.most_left_out(p.steps, p.plan.variant_drain)
@@ -405,58 +393,7 @@ class Rebuilt(Live):
         return {VARIANT: p.variant.settings} if p.variant is not None else {}
 
     def loader_settings(self, p: Pass) -> Optional[dict[str, Any]]:
-        return p._variant_settings()
-
-
-class Drain:
-    """The contended arm's loader: a thread that draws batches from ``src`` and drops
-    them, so that the workers go on producing (and the loop's process goes on receiving)
-    while the loop is served cached batches. It draws one batch for each step served (a
-    token each, :meth:`paced`), as the real loop asks for one, up to ``most``: a loader
-    that keeps ahead works at the pace it would in a real block, spread over the block,
-    not all at its start (where the steps left out would hide it); one that falls behind
-    is drawn from as fast as it delivers. :meth:`stop` ends it after the batch it is
-    waiting for, and raises what the loader raised. (The pass runs with a short switch
-    interval, :data:`DRAW_SWITCH_S`, so that a step that holds the GIL does not starve it.)"""
-
-    def __init__(self, src: Iterator[Any], most: int, sized: bool = False) -> None:
-        self.src, self.most, self.sized = src, most, sized
-        self.taken = 0
-        self.sizes: list[Optional[int]] = []
-        """Each dropped batch's size (:func:`~.batches.cost_size`) where ``sized``."""
-        self.exhausted = False
-        self.error: Optional[BaseException] = None
-        self.tokens: SimpleQueue[Optional[int]] = SimpleQueue()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="loadeval-drain", daemon=True)
-        self._thread.start()
-
-    def paced(self, order: list[Any]) -> Iterator[Any]:
-        """``order``, a token given at each batch served (C-level iterators: no Python
-        frame on the step's path)."""
-        return map(itemgetter(0), zip(order, map(self.tokens.put, repeat(1))))
-
-    def _run(self) -> None:
-        try:
-            while self.taken < self.most and self.tokens.get() is not None:
-                if self._stop.is_set():
-                    break
-                batch = next(self.src)
-                self.taken += 1
-                if self.sized:
-                    self.sizes.append(cost_size(batch))
-                del batch
-        except StopIteration:
-            self.exhausted = True
-        except BaseException as e:  # the loader's own error: the pass raises it
-            self.error = e
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.tokens.put(None)
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
+        return p.variant_settings()
 
 
 DRAW_SWITCH_S = 1e-4

@@ -67,7 +67,6 @@ come in (4 batches each with 2 workers and ``prefetch_factor=2``).
 from __future__ import annotations
 
 import inspect
-import random
 import sys
 import weakref
 from collections.abc import Generator, Iterator
@@ -89,9 +88,8 @@ from ..record.run import Run, step_metrics
 from ..record.runlog import check_metrics_file
 from .adaptive import AutoStop
 from .arms import DRAW_SWITCH_S as DRAW_SWITCH_S
-from .arms import Arm, Block, Drain, PassState, arms_for
+from .arms import Arm, Block, PassState, arms_for
 from .base import Evaluator
-from .batches import cost_size
 from .blocks import CONTENDED, MIN_BLOCKS, SIDES, WAITED_NS, BlockPlan, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
@@ -104,6 +102,7 @@ from .loader import TUNABLE, shutdown_persistent_workers
 from .modes import LoaderStart
 from .resource import resource_text
 from .sampler import ticks_within
+from .stream import Stream
 from .timing import (
     Clock,
     EpochRecord,
@@ -265,7 +264,7 @@ class InterleavedPass(Evaluator):
             s: _Side(s, (label or s) if s == "real" else s, files.get(s)) for s in self.sides
         }
         # the real side's loader, started as a real run starts it (LogMode's LoaderStart)
-        self._loader = LoaderStart(
+        self.real_start = LoaderStart(
             EvaluatorConfig(
                 dataloader=dataloader,
                 clock=self.clock,
@@ -281,41 +280,27 @@ class InterleavedPass(Evaluator):
             )
         )
         # the variant arm's loader, started as the real one is, never timed in its workers
-        self._variant: Optional[LoaderStart] = None
+        self.variant_start: Optional[LoaderStart] = None
+        """The variant's loader, as the pass starts it (None: no variant arm)."""
         if self._variant_loader is not None:
-            self._variant = LoaderStart(
+            self.variant_start = LoaderStart(
                 replace(
-                    self._loader.ev,
+                    self.real_start.ev,
                     dataloader=self._variant_loader,
                     worker_timing=False,
                     first_batch=None,
                 )
             )
-        self.variant_depth = queue_depth(self._variant_loader) if self._variant else 0
+        self.variant_depth = queue_depth(self._variant_loader) if self.variant_start else 0
         self.representative = bool(representative)
-        self._stream_sizes: list[int] = []
-        """Sizes (:func:`~.batches.cost_size`) of the real batches sampled across the pass."""
-        self._served: dict[str, list[Optional[int]]] = {s: [] for s in self.sides}
-        """Each replaying arm's batch sizes, step by step."""
-        self._stream_positions: list[int] = []
-        """Where in the real stream each size was sampled (real batches drawn by then,
-        the contended arm's dropped ones among them)."""
-        self._dropped = 0
-        """Real batches the contended arm drew and dropped: the stream it moved past."""
         self.bound = epoch_bound(dataloader)
         """The loader's ``len()`` where it bounds an epoch; None: replayed steps are paid for
         ahead (see the module's notes)."""
-        self._paid = 0
-        """Real batches drawn and dropped ahead of the other arms' blocks."""
-        self._credit = 0
-        """Of those (and the contended arm's), how many no replayed step has used yet."""
         self.epoch_seen: Optional[int] = None
         """Batches the loader held, where a pass drew them all (it ran out)."""
-        self._keys: list[float] = []
-        """The weighted reservoir's key of each cached batch."""
-        self._sizes_of_cache: list[Optional[int]] = []
-        self._seen = 0
-        self._rng = random.Random(0)
+        self.stream = Stream(self.cache, self.representative, self._served_real)
+        """The real stream: what was drawn, a sample of its sizes, the cache's reservoir
+        (the arms are given it)."""
         self._open: Optional[weakref.ref[Generator[Any, None, None]]] = None
         """The pass being served (weakly: a loop that drops it, by ``break`` or as a zip
         left behind, ends it, as a DataLoader's own iterator stops its workers then)."""
@@ -376,19 +361,19 @@ class InterleavedPass(Evaluator):
             )
         clock, arms = self.clock, self._arms
         self._begin_pass()
-        self._credit = 0  # (a new start of the loader: nothing paid for yet)
+        self.stream.restart()  # (a new start of the loader: nothing paid for yet)
         self._blocks = []
         first_pass = not self.cache.ready
         filling = first_pass and any(a.replays for a in arms.values())
         if filling:
             self.cache.start(self.dataloader)
         t = clock()
-        src = self._loader.open()
+        src = self.real_start.open()
         setup = clock() - t
         # the variant's loader starts now too: its workers start while the warm-up runs
         st = PassState(src, filling=filling, first=first_pass)
-        st.vsrc = self._variant.open() if self._variant is not None else None
-        for name, start in (("real", self._loader), (VARIANT, self._variant)):
+        st.vsrc = self.variant_start.open() if self.variant_start is not None else None
+        for name, start in (("real", self.real_start), (VARIANT, self.variant_start)):
             if start is not None:
                 self.workers_seen.setdefault(name, set()).update(start.worker_pids())
         everything: list[int] = []  # every step's start, for the copy timer
@@ -429,7 +414,11 @@ class InterleavedPass(Evaluator):
                     blocks += cycle_  # one more A B B A cycle
                 name, n_steps, skip = blocks[k]
                 arm = arms[name]
-                if arm.pays_ahead and self.bound is None and not self._pay_ahead(src, n_steps):
+                if (
+                    arm.pays_ahead
+                    and self.bound is None
+                    and not self.stream.pay_ahead(src, n_steps)
+                ):
                     exhausted = True  # the loader's epoch ends before this block's steps
                     break
                 side = self._sides[name]
@@ -508,7 +497,7 @@ class InterleavedPass(Evaluator):
             try:
                 with interrupts_deferred():
                     if exhausted and not at_len:  # the loader ran out: its epoch, counted
-                        self.epoch_seen = self._drawn()
+                        self.epoch_seen = self.stream.drawn()
                     if self.auto_stop is not None:  # why the adaptive pass ended, on its blocks
                         why = "loader exhausted" if exhausted else reason
                         for s in self._sides.values():
@@ -572,10 +561,10 @@ class InterleavedPass(Evaluator):
                             r.copies = per[i : i + len(r.starts)]
             if self._sampler is not None:
                 self._sampler.pause()
-            self._loader.end_pass(st.src, left_early=True)
-            if self._variant is not None:  # the pass's own loader: its workers go with it,
+            self.real_start.end_pass(st.src, left_early=True)
+            if self.variant_start is not None:  # the pass's own loader: its workers go with it,
                 # persistent or not (the user's loader keeps its persistent ones)
-                self._variant.end_pass(st.vsrc, left_early=True)
+                self.variant_start.end_pass(st.vsrc, left_early=True)
                 st.vsrc = None
                 shutdown_persistent_workers(self._variant_loader)
             if not self.cache.ready:
@@ -583,14 +572,9 @@ class InterleavedPass(Evaluator):
             else:
                 self.cache.check_mutation()
         finally:
-            self._loader.src = None
+            self.real_start.src = None
             self._open = None
             self._sigint.uninstall()
-
-    def _drawn(self) -> int:
-        """Every real batch drawn so far: the real steps', the contended arm's dropped ones
-        and those paid ahead."""
-        return self._served_real() + self._dropped + self._paid
 
     def _served_real(self) -> int:
         """The real loader's batches the loop was served."""
@@ -601,93 +585,7 @@ class InterleavedPass(Evaluator):
             for r in self._sides[n].epochs
         )
 
-    def _pay_ahead(self, src: Iterator[Any], n: int) -> bool:
-        """Before a block of ``n`` replayed steps on a loader whose ``len()`` does not bound
-        its epoch: draw and drop real batches until ``n`` are paid for (each batch's size a
-        sample of the stream). False where the loader ends first: the loop must not be
-        handed more batches than the loader holds."""
-        while self._credit < n:
-            try:
-                batch = next(src)
-            except StopIteration:
-                return False
-            self._paid += 1
-            self._credit += 1
-            if self.representative:
-                self._sample(batch)
-            del batch
-        self._credit -= n
-        return True
-
-    def _sampled_steps(
-        self, src: Iterator[Any], n: int, rec: EpochRecord, clock: Clock
-    ) -> Iterator[Any]:
-        """``n`` real steps stamped as a block's are, each batch sampled (see
-        :meth:`_sample`): the steps a block leaves out at its start."""
-        starts, ready = rec.starts, rec.ready
-        for _ in range(n):
-            starts.append(clock())
-            try:
-                batch = next(src)
-            except StopIteration:
-                return
-            ready.append(clock())
-            self._sample(batch)
-            yield batch
-
-    def _drain(self, src: Iterator[Any], most: int) -> Drain:
-        """The contended arm's block's drawing thread: it sizes the batches it drops
-        where the cache is representative."""
-        return Drain(src, most, sized=self.representative)
-
-    def _fold_dropped(self, drain: Drain) -> None:
-        """The batches ``drain`` drew and dropped: the stretch of the stream the contended
-        block moved past, each batch's size a sample of it (weight one: every batch was
-        seen)."""
-        real = self._served_real() + self._paid
-        self._credit += drain.taken
-        for size in drain.sizes:
-            self._dropped += 1
-            if size is not None:
-                self._seen = real + self._dropped
-                self._stream_sizes.append(size)
-                self._stream_positions.append(self._seen)
-        self._dropped += drain.taken - len(drain.sizes)
-
-    def _sample(self, batch: Any, cached: bool = False) -> None:
-        """A real batch seen outside the measured steps: its size joins the stream's
-        sample, weighted by the stretch of the stream it stands for (the real batches drawn
-        since the last one sampled), and it may take a cached batch's place: weighted
-        reservoir sampling (Efraimidis and Spirakis: the cache keeps the batches of the
-        largest ``u ** (1 / weight)``), so that the cache is a sample of the whole stream
-        drawn so far, not of its first batches."""
-        size = cost_size(batch)
-        if size is None:
-            return
-        drawn = self._drawn()
-        weight = max(drawn - self._seen, 1)
-        self._seen = drawn
-        self._stream_sizes.append(size)
-        self._stream_positions.append(drawn)
-        key = self._rng.random() ** (1.0 / weight)
-        if cached:
-            self._keys.append(key)
-            return
-        if not self.cache.ready or not self._keys:
-            return
-        slot = min(range(len(self._keys)), key=self._keys.__getitem__)
-        if key > self._keys[slot] and slot < len(self.cache.batches):
-            self.cache.replace(slot, batch)
-            self._cache_sizes[slot] = size
-            self._keys[slot] = key
-
-    @property
-    def _cache_sizes(self) -> list[Optional[int]]:
-        if len(self._sizes_of_cache) != len(self.cache.batches):
-            self._sizes_of_cache = [cost_size(b) for b in self.cache.batches]
-        return self._sizes_of_cache
-
-    def _drained(self, rec: EpochRecord, depth: Optional[int] = None, most: int = 0) -> int:
+    def drained(self, rec: EpochRecord, depth: Optional[int] = None, most: int = 0) -> int:
         """Steps at the start of a real block that follows an ideal one, to leave out.
 
         The first ``prefetch_factor × num_workers`` came from the queue the workers filled
@@ -712,6 +610,10 @@ class InterleavedPass(Evaluator):
                 return min(i, most)
         return depth  # no step waited: the loader keeps ahead, only the queue came early
 
+    def epochs_of(self, arm: str) -> list[EpochRecord]:
+        """The blocks ``arm`` has served so far, as its run's epochs."""
+        return self._sides[arm].epochs
+
     def _side_steps(self, name: str) -> int:
         return sum(len(r.starts) for r in self._sides[name].epochs)
 
@@ -732,7 +634,7 @@ class InterleavedPass(Evaluator):
         # under a process group every rank stops at the same cycle: when all are precise
         return mine if agreed is None else all(agreed)
 
-    def _variant_settings(self) -> dict[str, Any]:
+    def variant_settings(self) -> dict[str, Any]:
         """The variant's loader's settings, as its run log keeps them: the real loader's,
         with what the variant changed as the rebuilt loader took it (a loader rebuilt
         around the real one's batch sampler reports no ``batch_size`` of its own)."""
@@ -809,10 +711,10 @@ class InterleavedPass(Evaluator):
                 **({"contention": self.contention} if self.contention else {}),
                 **arm.log_settings(self),
             ),
-            samples_per_batch=self._loader.samples if live else self.cache.samples_per_batch,
+            samples_per_batch=self.real_start.samples if live else self.cache.samples_per_batch,
             short_last_batch=False,
             util=util,
-            worker_load_ns=self._loader.worker_load_ns() if name == "real" else None,
+            worker_load_ns=self.real_start.worker_load_ns() if name == "real" else None,
         )
 
     # -- life cycle ------------------------------------------------------------------
@@ -828,9 +730,9 @@ class InterleavedPass(Evaluator):
                 self._closing = False
         if self._sampler is not None:
             self._sampler.stop()
-        self._loader.close()
-        if self._variant is not None:
-            self._variant.close()
+        self.real_start.close()
+        if self.variant_start is not None:
+            self.variant_start.close()
         if not self._closed:
             self._closed = True
             for s in self._sides.values():
@@ -855,7 +757,7 @@ class InterleavedPass(Evaluator):
 
     def worker_load_ns(self) -> Optional[list[int]]:
         """The real side's per-batch production times in the workers (``worker_timing``)."""
-        return self._loader.worker_load_ns()
+        return self.real_start.worker_load_ns()
 
     def get_metrics(self) -> dict[str, Any]:
         """DALI's metrics (seconds) at the top level, as :meth:`LoaderEvaluator.get_metrics`
