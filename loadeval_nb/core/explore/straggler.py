@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import LoadEvalError
 from ..measure.arms import Arm, Freed, Served
-from ..measure.blocks import MAX_BLOCKS, MIN_BLOCK, MIN_BLOCKS, BlockPlan, plan_blocks
+from ..measure.blocks import MAX_BLOCKS, MIN_BLOCK, MIN_BLOCKS, BlockPlan, PassPlan, plan_blocks
 from ..measure.interleave import InterleavedPass
 from ..measure.timing import DEFAULT_CLOCK, Clock
 
@@ -148,7 +148,7 @@ class StragglerPass:
             sample_interval_s=None,
             clock=self.clock,
             representative=False,
-            planned=(plan, None, 1),
+            planned=PassPlan(plan, None, 1),
             arms=proof_arms(plan.arms, self.replay_in),
         )
         return iter(self._engine)

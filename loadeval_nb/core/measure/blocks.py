@@ -12,7 +12,7 @@ rank's; the front ends (``explore/pair.py``, the script runner) ask the same fun
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from .._env import agree, loader_settings, safe_len
 from ..errors import LoadEvalError
@@ -285,6 +285,21 @@ def _first_words(warmup: int, num_cached_batches: int) -> str:
     return f"warm-up {max(warmup, 1)}"
 
 
+class PassPlan(NamedTuple):
+    """A pass's plan as :func:`plan_pass` made it, handed to the pass (``planned=``),
+    which does not plan again."""
+
+    blocks: BlockPlan
+    """The arms' blocks, in their order."""
+    loader_len: Optional[int]
+    """The epoch the pass fits in (None: the loader's ``len()`` does not bound it)."""
+    ranks: int
+    """Ranks that agreed on it (1 without a process group)."""
+    variant: Any = None
+    """The variant arm's rebuilt loader: built once, for the plan (its queue's depth) and
+    the pass (its batches)."""
+
+
 def plan_pass(
     loader: Any,
     *,
@@ -295,7 +310,7 @@ def plan_pass(
     auto_stop: Optional[AutoStop] = None,
     contention: Optional[bool] = False,
     variant: Any = None,
-) -> tuple[BlockPlan, Optional[int], int]:
+) -> PassPlan:
     """The one rule for whether, and how, a pass over ``loader`` interleaves: its plan,
     made before its first step from the settings, the loader's ``len()`` and queue depth,
     and the process group — never from timing seen on the way. Under
@@ -308,7 +323,8 @@ def plan_pass(
     ``variant``: the rebuilt loader of a variant arm (:mod:`.variant`), its blocks in every
     round after the ideal's (R I V V I R), its queue's depth setting the steps its blocks
     leave out.
-    Returns ``(plan, the epoch it fits in, ranks that agreed)``; raises
+    Returns the :class:`PassPlan` (the plan, the epoch it fits in, the ranks that agreed,
+    the variant's loader); raises
     :class:`NotInterleavable` when the pass is too short."""
     depth, n, ranks = queue_depth(loader), safe_len(loader), 1
     vdepth = queue_depth(variant) if variant is not None else 0
@@ -353,7 +369,7 @@ def plan_pass(
             plan = replace(plan, no_contention=NO_WORKERS)
         else:
             plan = add_contention(plan, n, cheap_only=contention is None)
-    return plan, n, ranks
+    return PassPlan(plan, n, ranks, variant)
 
 
 NO_WORKERS = (

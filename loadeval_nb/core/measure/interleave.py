@@ -90,7 +90,7 @@ from .adaptive import AutoStop
 from .arms import DRAW_SWITCH_S as DRAW_SWITCH_S
 from .arms import Arm, Block, PassState, arms_for
 from .base import Evaluator
-from .blocks import CONTENDED, MIN_BLOCKS, SIDES, WAITED_NS, BlockPlan, queue_depth
+from .blocks import CONTENDED, MIN_BLOCKS, SIDES, WAITED_NS, PassPlan, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
 from .blocks import plan_pass as plan_pass
@@ -188,7 +188,7 @@ class InterleavedPass(Evaluator):
         contention: Optional[bool] = False,
         representative: bool = True,
         variant: Any = None,
-        planned: Optional[tuple[BlockPlan, Optional[int], int]] = None,
+        planned: Optional[PassPlan] = None,
         arms: Optional[dict[str, Arm]] = None,
     ) -> None:
         self.variant: Optional[Variant] = Variant.of(variant) if variant is not None else None
@@ -228,10 +228,11 @@ class InterleavedPass(Evaluator):
         if auto_stop is None:
             check_int("steps", steps, 1)
         per_side = auto_stop.max_steps if auto_stop is not None else steps
-        self._variant_loader: Any = None
-        if self.variant is not None:  # (one sentence for a loader that cannot be rebuilt)
+        self._variant_loader: Any = planned.variant if planned is not None else None
+        if self.variant is not None and self._variant_loader is None:
+            # (one sentence for a loader that cannot be rebuilt; a plan made for it has it)
             self._variant_loader = self.variant.rebuild(dataloader)
-        plan, self.loader_len, self.ranks = planned or plan_pass(
+        plan, self.loader_len, self.ranks, _ = planned or plan_pass(
             dataloader,
             steps=per_side,
             warmup=warmup,

@@ -67,9 +67,9 @@ def test_on_by_default_only_where_it_is_cheap_and_always_when_asked():
 @pytest.mark.parametrize(("asked", "workers", "arm"), [(None, 2, True), (None, 0, False),
                                                        (True, 0, False), (False, 2, False)])  # fmt: skip
 def test_plan_pass_resolves_the_default_from_the_loader(asked, workers, arm):
-    plan, _, _ = plan_pass(
+    plan = plan_pass(
         _loader(workers), steps=200, warmup=10, num_cached_batches=8, contention=asked
-    )
+    ).blocks
     assert (CONTENDED in plan.arms) is arm
     if workers == 0 and asked is not False:
         assert plan.no_contention == NO_WORKERS and "num_workers=0" in NO_WORKERS

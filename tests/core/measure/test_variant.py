@@ -212,6 +212,24 @@ def test_a_loader_too_short_for_the_variants_blocks_says_so_and_measures_the_pai
     assert any("the variant (num_workers=2) was not measured" in n for n in result.diagnosis.notes)
 
 
+def test_the_variants_loader_is_built_once_a_pair(monkeypatch):
+    """The plan needs the variant's loader (its queue's depth) and so does the pass (its
+    batches): one rebuild serves both, as the plan hands it to the pass."""
+    from loadeval_nb.core.measure import variant as variant_module
+
+    built = []
+    rebuild = variant_module.rebuild_loader
+    monkeypatch.setattr(
+        variant_module, "rebuild_loader", lambda *a, **k: built.append(1) or rebuild(*a, **k)
+    )
+    loader = DataLoader(torch.arange(800.0), batch_size=2, num_workers=0)
+    result = run_pair(loader, lambda ev: [None for _ in ev],
+                      RunSettings(steps=60, warmup=2, num_cached_batches=3,
+                                  sample_interval_s=None, variants="num_workers=1"))  # fmt: skip
+    assert result.ok and result.variant is not None, result.error
+    assert len(built) == 1
+
+
 def test_the_plan_says_when_the_epoch_set_its_blocks():
     """A variant arm takes a side's steps from the epoch: where the loader's epoch, not
     the steps asked, set the blocks' length, the plan says so, its run logs keep it, and
