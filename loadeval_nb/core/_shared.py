@@ -20,14 +20,14 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._files import write_text_atomic
     from ._format import fmt_rate, fmt_seconds, fmt_times
     from .explore.ladder import RUNGS
-    from .explore.pair import nothing_advised, pair_keywords, pass_plan
+    from .explore.pair import epoch_pair, nothing_advised, pair_keywords, pass_plan
     from .explore.runner import (
         check_writable_dir,
         evaluator_for,
         log_path,
     )
     from .explore.sweep_spec import config_label
-    from .measure.epochs import MIN_EPOCH_STEADY, MIN_EPOCHS, EpochPair, pair_epochs
+    from .measure.epochs import MIN_EPOCH_STEADY, MIN_EPOCHS, EpochPair
     from .measure.interleave import NotInterleavable
     from .measure.live import LiveRun
     from .measure.loader import (
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from .record.history import HistoryRow, load_history, save_history
     from .record.journal import drop_locks, sweep_locks
     from .record.lognames import ARMS
-    from .record.run import SIDES, VARIANT
+    from .record.run import SIDES
     from .verdict.diagnose import as_run
 
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
     "RunFollower",
     "SIDES",
     "TUNABLE",
-    "VARIANT",
     "a_kind",
     "as_run",
     "check_choice",
@@ -74,6 +73,7 @@ __all__ = [
     "deprecated",
     "drop_locks",
     "env_rank",
+    "epoch_pair",
     "evaluator_for",
     "fmt_rate",
     "fmt_seconds",
@@ -86,7 +86,6 @@ __all__ = [
     "log_path",
     "nothing_advised",
     "opened_by",
-    "pair_epochs",
     "pair_keywords",
     "pass_plan",
     "said",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
@@ -22,7 +23,7 @@ from ..measure.interleave import NotInterleavable, plan_pass
 from ..measure.loader import TUNABLE
 from ..measure.variant import VARIANT, Variant
 from ..record.history import HistoryRow
-from ..record.run import Run
+from ..record.run import SIDES, Run
 from ..verdict.diagnose import Diagnosis, diagnose
 from ..verdict.diagnosis import Note
 from ..verdict.interval import told
@@ -303,10 +304,11 @@ def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
         return PairPlan("blocks", planned=pass_plan(loader, settings))
     except NotInterleavable as e:
         n = epochs_fit(loader, settings.warmup, settings.steps)
-        if e.epoch_limited and n and settings.variant is None and dist_rank() is None:
+        if e.epoch_limited and n and dist_rank() is None:
+            sides = 3 if settings.variant is not None else 2  # (the variant: a third side)
             return PairPlan(
                 "epochs",
-                epochs=pair_epochs(settings.steps, n),
+                epochs=pair_epochs(settings.steps, n, sides),
                 reason=(
                     f"the pair was measured on the loop's own epochs, whole epochs a side in "
                     f"A B B A order, because {e.reason}"
@@ -375,6 +377,35 @@ def _pass_steps(loader: Any, settings: RunSettings) -> int:
     return int(settings.steps if settings.steps is not None else (n // 2 if n else 0))
 
 
+def epoch_pair(
+    loader: Any,
+    settings: RunSettings,
+    paths: Callable[[tuple[str, ...]], Mapping[str, Optional[str]]],
+) -> EpochPair:
+    """The pair on the loop's own epochs for ``loader`` with these settings, for every
+    front end (``run_pair``, what ``%%loadeval`` runs, and the script runner's child):
+    whole epochs a side (the loop's epoch is the block, never cut) in A B B A order,
+    ``steps`` saying how many (enough to hold that many steps a side), the variant a
+    third side where one is asked (the loader rebuilt once); ``paths`` names the logs of
+    the sides it is given."""
+    n = len(loader)
+    whole = replace(settings, steps=n)
+    v = settings.variant
+    rebuilt = v.rebuild(loader) if v is not None else None
+    files = paths((*SIDES, VARIANT) if rebuilt is not None else SIDES)
+    return EpochPair(
+        evaluator_for(loader, "real", whole, metrics_file=files["real"]),
+        evaluator_for(loader, "ideal", whole, metrics_file=files["ideal"]),
+        epochs=pair_epochs(settings.steps, n, 3 if rebuilt is not None else 2),
+        variant=(
+            evaluator_for(rebuilt, "real", whole, metrics_file=files[VARIANT])
+            if rebuilt is not None
+            else None
+        ),
+        settings=v.settings if v is not None else None,
+    )
+
+
 def _on_epochs(
     loader: Any,
     settings: RunSettings,
@@ -390,16 +421,10 @@ def _on_epochs(
     the last run measured some, so a loop over one epoch gets its sides in turn as a loop
     over several does; the schedule's epochs, not the loop's, end it."""
     runner = Runner(result, run_once, settings, hooks, loader_name, 1)
-    n = safe_len(loader) or 0
-    whole = replace(settings, steps=n)  # a side's epoch is the loop's, never cut
     made: list[EpochPair] = []
 
     def make(_path: Optional[str]) -> Any:
-        pair = EpochPair(
-            evaluator_for(loader, "real", whole, metrics_file=runner.path_for("real")),
-            evaluator_for(loader, "ideal", whole, metrics_file=runner.path_for("ideal")),
-            epochs=plan.epochs,
-        )
+        pair = epoch_pair(loader, settings, lambda arms: {w: runner.path_for(w) for w in arms})
         made.append(pair)
         return pair
 

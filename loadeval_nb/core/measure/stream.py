@@ -12,11 +12,20 @@ from collections.abc import Iterator
 from itertools import repeat
 from operator import itemgetter
 from queue import SimpleQueue
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from .batches import cost_size
-from .cache import ReplayCache
 from .timing import Clock, EpochRecord
+
+
+class Cache(Protocol):
+    """What the stream reads and changes of the replay cache (:class:`~.cache.ReplayCache`)."""
+
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def batches(self) -> list[Any]: ...
+    def replace(self, slot: int, batch: Any) -> None: ...
 
 
 class Stream:
@@ -26,9 +35,7 @@ class Stream:
     records know them); ``representative``: the cache is kept a sample of the whole
     stream (else the first batches, as DALI's)."""
 
-    def __init__(
-        self, cache: ReplayCache, representative: bool, served_real: Callable[[], int]
-    ) -> None:
+    def __init__(self, cache: Cache, representative: bool, served_real: Callable[[], int]) -> None:
         self.cache = cache
         self.representative = representative
         self._served_real = served_real

@@ -87,3 +87,28 @@ def test_a_pair_that_asked_for_whole_runs_still_gets_them():
     )
     d = result.diagnosis
     assert d is not None and not d.on_epochs
+
+
+def test_a_variant_is_a_third_side_on_the_loops_epochs_as_the_script_runner_has_it():
+    """``--try`` on a loader too short for blocks: the variant is measured on the loop's
+    epochs beside the pair (the script runner did; the notebook said it was not
+    measured), its loader built once, the user's loader left as it was."""
+    loader = _loader()
+    calls: list[int] = []
+
+    def run_once(ev):
+        calls.append(1)
+        for _batch in ev:
+            time.sleep(0.001)
+
+    settings = RunSettings(
+        warmup=4, num_cached_batches=4, sample_interval_s=0.05, variants="num_workers=1"
+    )
+    result = run_pair(loader, run_once, settings)
+    d = result.diagnosis
+    assert d is not None and d.on_epochs, result.error
+    assert result.variant is not None and d.tried is not None, d.notes
+    assert d.tried.settings == {"num_workers": 1}
+    assert len(result.variant.blocks) == 4 and len(result.real.blocks) == 4
+    assert not any(n.rule == "variant_not_served" for n in d.notes)
+    assert loader.num_workers == 0  # the user's loader: as it was

@@ -18,7 +18,7 @@ from loadeval_nb.core.measure.arms import (
     Served,
     arms_for,
 )
-from loadeval_nb.core.measure.blocks import BlockPlan
+from loadeval_nb.core.measure.blocks import BlockPlan, PassPlan
 from loadeval_nb.core.measure.timing import block_replay_iter
 
 MS = 1_000_000
@@ -47,7 +47,7 @@ def _engine(arms, clock, loader=None, plan=None):
         sample_interval_s=None,
         clock=clock,
         representative=False,
-        planned=(plan, None, 1),
+        planned=PassPlan(plan, None, 1),
         arms=arms,
     )
 

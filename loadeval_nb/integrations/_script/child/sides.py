@@ -5,16 +5,13 @@ each built from the run's settings as the parent checked them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from ....core._shared import (
-    SIDES,
-    VARIANT,
     EpochPair,
+    epoch_pair,
     evaluator_for,
     log_path,
-    pair_epochs,
     pair_keywords,
     pass_plan,
 )
@@ -74,27 +71,10 @@ def side_for(
         )
 
     def make_epochs(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> EpochPair:
-        # whole epochs a side: the loop's epoch is the block, never cut; --steps says how
-        # many of them (enough to hold that many steps a side)
-        n = len(loader)
-        whole = replace(settings, steps=n)
-        v = settings.variant  # a third side: the loader rebuilt
-        try:
-            rebuilt = v.rebuild(loader) if v is not None else None
+        try:  # (the core's one builder: whole epochs a side, the variant a third)
+            return epoch_pair(loader, settings, claim)
         except LoadEvalError as e:  # one sentence, as a pass of blocks says it
             raise Refused(said_as_flag(e)) from None
-        files = claim((*SIDES, VARIANT) if rebuilt is not None else SIDES)
-        return EpochPair(
-            evaluator_for(loader, "real", whole, metrics_file=files["real"]),
-            evaluator_for(loader, "ideal", whole, metrics_file=files["ideal"]),
-            epochs=pair_epochs(settings.steps, n, 3 if rebuilt is not None else 2),
-            variant=(
-                evaluator_for(rebuilt, "real", whole, metrics_file=files[VARIANT])
-                if rebuilt is not None
-                else None
-            ),
-            settings=v.settings if v is not None else None,
-        )
 
     def make_real(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> Any:
         # a pair too short for blocks and for the loop's epochs: this run measures the
