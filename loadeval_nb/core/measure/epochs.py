@@ -89,6 +89,7 @@ class EpochPair:
         self.order_words = words
         for side in self.wrappers.values():  # the logs say their blocks are the loop's epochs
             side.log_settings[EPOCH_PAIR] = {"epochs": epochs, "order": words}
+            side.log_settings["method"] = "epochs"
         self.started = 0
         """Epochs handed out so far."""
         self.completed = dict.fromkeys(self.wrappers, 0)
@@ -285,6 +286,7 @@ class EpochPair:
         epochs of the loader measured, paired with none), for a pair that goes on in turn
         from there (a script that ended after too few epochs to pair)."""
         self.wrappers["real"].log_settings.pop(EPOCH_PAIR, None)
+        self.wrappers["real"].log_settings["method"] = "runs"
 
     def close(self) -> None:
         """Close every side's wrapper, real first (the variant's stops the workers it

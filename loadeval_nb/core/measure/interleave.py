@@ -697,6 +697,7 @@ class InterleavedPass(Evaluator):
                 cache=None if live else self.cache,
                 cache_on=self.cache_on,
                 batches_cached=len(self.cache.batches) if self.cache.ready else 0,
+                method="blocks",
                 interleaved={
                     "block": plan.block,
                     "blocks": plan.blocks,

@@ -57,8 +57,8 @@ def looks_final(run: Run, journal_waiting: bool = False) -> bool:
     settings = run.settings or {}
     if settings.get("auto_stop"):
         return False
-    plan = settings.get("interleaved")
-    if isinstance(plan, dict):
+    plan = run.plan
+    if plan is not None:
         blocks = plan.get("blocks")
         return isinstance(blocks, int) and len(run.blocks) >= blocks
     return True

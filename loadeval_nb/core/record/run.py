@@ -148,19 +148,43 @@ class Run:
             return None
         return (np.asarray(self.wait_ns, dtype=float)[self._steady()] / 1e9).tolist()
 
+    @property
+    def method(self) -> str:
+        """How this run's pair was measured, the verdict's one place to read it:
+        ``"blocks"`` (interleaved with the other side in one pass), ``"epochs"`` (the
+        loop's own epochs, paired in A B B A order) or ``"runs"`` (a run of its own: one
+        side after the other, or a run alone). The log's ``settings.method``; in a log
+        written before it, the plan kept there says it."""
+        settings = self.settings or {}
+        said = settings.get("method")
+        if said in METHODS:
+            return str(said)
+        if isinstance(settings.get("interleaved"), dict):
+            return "blocks"
+        if isinstance(settings.get(EPOCH_PAIR), dict):
+            return "epochs"
+        return "runs"
+
+    @property
+    def plan(self) -> Optional[dict[str, Any]]:
+        """An interleaved pass's plan as its log keeps it (``settings.interleaved``: its
+        blocks, their steps, the epoch); None for another method."""
+        plan = (self.settings or {}).get("interleaved")
+        return plan if isinstance(plan, dict) else None
+
     def steps_per_epoch(self) -> Optional[int]:
         """Length of an epoch: the batches the loader held where a pass drew them all, else
         its ``len()`` if known, else the longest epoch seen (an interleaved pass's blocks
         are no epochs: None there)."""
-        plan = (self.settings or {}).get("interleaved")
-        if isinstance(plan, dict):
+        plan = self.plan
+        if plan is not None:
             seen = plan.get("epoch_seen")
             if isinstance(seen, int) and not isinstance(seen, bool) and seen > 0:
                 return seen
         n = self.loader_settings.get("len") if self.loader_settings else None
         if isinstance(n, int) and n > 0:
             return n
-        if isinstance(plan, dict):
+        if plan is not None:
             return None
         counts: dict[int, int] = {}
         for e in self.block:
@@ -307,6 +331,8 @@ SCHEMA_VERSION = 4
 """4: ``steps.block`` and ``blocks`` (3 said ``steps.epoch`` and ``epochs``); 3:
 ``settings.steps``, ``settings.warmup`` and ``loader_settings`` (2 said ``max_steps``,
 ``warmup_steps`` and ``loader``). Every older key is still read."""
+METHODS = ("blocks", "epochs", "runs")
+"""How a pair is measured (a run log's ``settings.method``; :attr:`Run.method`)."""
 EPOCH_PAIR = "epoch_pair"
 """The key of a run log's ``settings`` that says its blocks are the loop's own epochs,
 paired with the other side's in A B B A order (``{"epochs": 8, "order": "ABBA"}``)."""

@@ -317,11 +317,7 @@ def _diagnose(real: RunLike, ideal: RunLike, seed: int = 0) -> Diagnosis:
         cuda=cuda if isinstance(cuda, bool) else None,
         speedup_ci_label=k.ci_label,
         loader_limited=(
-            None
-            if limited is None
-            else "interleaved"
-            if isinstance(k.blocks, dict)
-            else "sequential"
+            None if limited is None else "interleaved" if r.method == "blocks" else "sequential"
         ),
         epoch_endless=endless,
         steps_to_tell=tell,

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._format import fmt_pct
 from .._stats import bootstrap_ratio_ci, drift_slope, t975
-from ..record.run import DEFAULT_STEPS, EPOCH_PAIR, Run
+from ..record.run import DEFAULT_STEPS, Run
 from .diagnosis import (
     CI_LEVEL,
     INPUT_BOUND,
@@ -177,8 +177,8 @@ def _claim(
         headroom = 1.0 - ideal_mean / real_mean
         if min(len(rs), len(is_)) >= MIN_STEADY_STEPS:  # (fewer: an interval of nothing,
             ci = bootstrap_ratio_ci(rs, is_, level=CI_LEVEL, seed=seed)  # 2.10–2.10×)
-    blocks = r.settings.get("interleaved") if isinstance(r.settings, dict) else None
-    unit = "block" if isinstance(blocks, dict) else "epoch"
+    blocks = r.plan
+    unit = "block" if r.method == "blocks" else "epoch"
     ci_label = f"{CI_LEVEL:.0%} CI"
     repeats = between_repeats(r, i)
     if repeats is not None and ci[0] is not None and ci[1] is not None:
@@ -188,7 +188,7 @@ def _claim(
             ci_label = f"range of {len(ratios)} {unit}s"
     terms = _widen(r, i, speedup, ci, repeats)
     verdict, reason = _verdict(len(rs), len(is_), headroom, terms.ci)
-    on_epochs = isinstance((r.settings or {}).get(EPOCH_PAIR), dict)
+    on_epochs = r.method == "epochs"
     return _Claim(
         speedup, headroom, terms, ci_label, repeats, blocks, unit, on_epochs, verdict, reason
     )
@@ -503,8 +503,8 @@ def loader_limited(r: Run) -> Optional[tuple[int, int]]:
     asked, got = settings.get("steps"), r.steps_per_epoch()
     if not isinstance(asked, int) or not got or r.status != "complete":
         return None
-    plan = settings.get("interleaved")
-    if isinstance(plan, dict):
+    plan = r.plan
+    if plan is not None:
         # the loader's epoch as the plan knew it (its len()); a block is no epoch: a loader
         # without len() limits nothing
         got = plan.get("epoch_seen") or plan.get("epoch") or (r.loader_settings or {}).get("len")

@@ -111,7 +111,7 @@ def _setups(c: _Seen) -> Iterator[str]:
 
 def _epoch_seen(c: _Seen) -> Iterator[str]:
     """A loader whose epoch ended before its ``len()`` said."""
-    if isinstance(c.blocks, dict):
+    if c.r.method == "blocks":
         said, seen = c.blocks.get("epoch"), c.blocks.get("epoch_seen")
         if isinstance(said, int) and isinstance(seen, int) and seen < said:
             yield (
@@ -132,7 +132,7 @@ def _design(c: _Seen) -> Iterator[str]:
         if len(ratios) < MIN_T_BLOCKS
         else "the interval holds the spread between them"
     )
-    if isinstance(c.blocks, dict):
+    if c.r.method == "blocks":
         yield (
             f"real and ideal steps interleaved in {len(ratios)} blocks each (A B B A, "
             f"{c.blocks.get('block')} steady steps a block), so a drift of the machine lands "
@@ -188,7 +188,7 @@ def _disagree(c: _Seen) -> Iterator[str]:
     disagree = blocks_disagree(c.r, c.i)
     if disagree is not None:
         yield (
-            f"the {'blocks' if isinstance(c.blocks, dict) else 'epochs'} disagree beyond "
+            f"the {'blocks' if c.r.method == 'blocks' else 'epochs'} disagree beyond "
             f"their noise (speedup {disagree[0]:.2f}× to {disagree[1]:.2f}×): the machine's "
             "speed or the workload changed while the pair ran; the interval holds that "
             "spread, and a longer run (more blocks) narrows it"
@@ -209,7 +209,7 @@ def _busy_runs(c: _Seen) -> Iterator[str]:
     gap = c.load
     widened = ""
     if gap is not None:
-        sides = "the real and the ideal " + ("blocks" if isinstance(c.blocks, dict) else "epochs")
+        sides = "the real and the ideal " + ("blocks" if c.r.method == "blocks" else "epochs")
         widened = (
             f"; their load differed by {abs(gap.cores):.2f} cores (± {gap.error:.2f}) between "
             f"{sides}, which could move the speedup by {gap.share:.0%} either way on "
@@ -248,7 +248,7 @@ def _adaptive(c: _Seen) -> Iterator[str]:
         said = ", ".join(dict.fromkeys(map(str, stops)))
         rel = auto.get("rel") if isinstance(auto, dict) else None
         known = f"±{rel * 100:g} %" if isinstance(rel, (int, float)) else "the precision asked"
-        if isinstance(auto, dict) and auto.get("until") and isinstance(c.blocks, dict):
+        if isinstance(auto, dict) and auto.get("until") and c.r.method == "blocks":
             # a pair in blocks that goes on until its interval tells: one pass, said once
             wide = f" and at most {4 * rel * 100:g} % wide" if isinstance(rel, float) else ""
             ended = set(stops) == {"loader exhausted"}
@@ -286,7 +286,7 @@ def _short_loader(c: _Seen) -> Iterator[str]:
     if c.limited is None:
         return
     asked, got = c.limited
-    if isinstance(c.blocks, dict):
+    if c.r.method == "blocks":
         yield (
             f"the loader has {got} batches an epoch, fewer than the {asked} steps asked "
             f"a side need in one interleaved pass: the real side measured {len(c.rs)} "
