@@ -20,15 +20,21 @@ if TYPE_CHECKING:  # the names below, imported on first use (import stays cheap)
     from ._files import write_text_atomic
     from ._format import fmt_rate, fmt_seconds, fmt_times
     from .explore.ladder import RUNGS
-    from .explore.pair import epoch_pair, nothing_advised, pair_keywords, pass_plan
+    from .explore.pair import (
+        PairPlan,
+        epoch_pair,
+        nothing_advised,
+        pair_keywords,
+        pass_plan,
+        plan_pair,
+    )
     from .explore.runner import (
         check_writable_dir,
         evaluator_for,
         log_path,
     )
     from .explore.sweep_spec import config_label
-    from .measure.epochs import MIN_EPOCH_STEADY, MIN_EPOCHS, EpochPair
-    from .measure.interleave import NotInterleavable
+    from .measure.epochs import MIN_EPOCHS, EpochPair
     from .measure.live import LiveRun
     from .measure.loader import (
         TUNABLE,
@@ -53,9 +59,8 @@ __all__ = [
     "HistoryRow",
     "LiveRun",
     "MIN_EPOCHS",
-    "MIN_EPOCH_STEADY",
     "NVML_SAID_ENV",
-    "NotInterleavable",
+    "PairPlan",
     "RUNGS",
     "Reported",
     "RunFollower",
@@ -88,6 +93,7 @@ __all__ = [
     "opened_by",
     "pair_keywords",
     "pass_plan",
+    "plan_pair",
     "said",
     "save_history",
     "shutdown_persistent_workers",

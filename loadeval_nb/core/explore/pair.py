@@ -282,6 +282,9 @@ class PairPlan:
     planned: Any = None
     epochs: int = 0
     reason: Optional[str] = None
+    why: Optional[str] = None
+    """Why not blocks, in the pass's own words (the loader's epoch, the steps): what a
+    front end that goes on by other means says of it (the script runner's status)."""
 
 
 def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
@@ -299,6 +302,7 @@ def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
                 "and the loader's epoch has none to split into blocks: a drift of the machine "
                 "between the two runs is in the difference"
             ),
+            why="no steps were given and the loader has no length to take half of",
         )
     try:
         return PairPlan("blocks", planned=pass_plan(loader, settings))
@@ -313,6 +317,7 @@ def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
                     f"the pair was measured on the loop's own epochs, whole epochs a side in "
                     f"A B B A order, because {e.reason}"
                 ),
+                why=e.reason,
             )
         return PairPlan(
             "runs",
@@ -321,6 +326,7 @@ def plan_pair(loader: Any, settings: RunSettings) -> PairPlan:
                 "of the machine between the two runs is in the difference"
                 + ("" if e.epoch_limited else "; pass more steps to interleave")
             ),
+            why=e.reason,
         )
 
 

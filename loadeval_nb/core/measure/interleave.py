@@ -90,7 +90,7 @@ from .adaptive import AutoStop
 from .arms import DRAW_SWITCH_S as DRAW_SWITCH_S
 from .arms import Arm, Block, PassState, arms_for
 from .base import Evaluator
-from .blocks import CONTENDED, MIN_BLOCKS, SIDES, WAITED_NS, PassPlan, queue_depth
+from .blocks import MIN_BLOCKS, SIDES, WAITED_NS, PassPlan, queue_depth
 from .blocks import NotInterleavable as NotInterleavable  # (the faces import them from here)
 from .blocks import plan_blocks as plan_blocks
 from .blocks import plan_pass as plan_pass
@@ -208,8 +208,6 @@ class InterleavedPass(Evaluator):
                     "metrics_file and metrics_files both name the run logs; pass one of them."
                 )
             check_metrics_file(metrics_file)
-            names = (*SIDES, CONTENDED, *((VARIANT,) if self.variant is not None else ()))
-            metrics_files = side_paths(expand_path(metrics_file), names)
         if steps == "auto":
             auto_stop = auto_stop or AutoStop()
         check_int("blocks", blocks, MIN_BLOCKS, allow_none=True)
@@ -254,6 +252,8 @@ class InterleavedPass(Evaluator):
                 f"The pass's arms ({', '.join(self._arms)}) are not its plan's "
                 f"({', '.join(plan.arms)})."
             )
+        if metrics_file is not None:  # one log per arm the plan serves, never guessed
+            metrics_files = side_paths(expand_path(metrics_file), plan.arms)
         self.steps = per_side
         """Steps per side (warm-up included), as for one run."""
         self.cache = ReplayCache(

@@ -49,7 +49,9 @@ def test_the_loops_epochs_alternate_a_b_b_a_and_each_is_whole():
     assert len(pair) == 3
     # each side's run log says its blocks are the loop's epochs (the verdict reads it)
     assert (
-        real.log_settings == ideal.log_settings == {"epoch_pair": {"epochs": 10, "order": "ABBA"}}
+        real.log_settings
+        == ideal.log_settings
+        == {"epoch_pair": {"epochs": 10, "order": "ABBA"}, "method": "epochs"}
     )
     seen = []
     while not pair.last:
@@ -103,8 +105,12 @@ def test_a_variant_is_a_third_side_a_b_c_c_b_a_and_closed_with_the_others():
     assert variant.log_settings == {
         "variant": {"num_workers": 4},
         "epoch_pair": {"epochs": 12, "order": "ABCCBA"},
+        "method": "epochs",
     }
-    assert real.log_settings == {"epoch_pair": {"epochs": 12, "order": "ABCCBA"}}
+    assert real.log_settings == {
+        "epoch_pair": {"epochs": 12, "order": "ABCCBA"},
+        "method": "epochs",
+    }
     seen = []
     while not pair.last:
         seen.append(list(iter(pair))[0])

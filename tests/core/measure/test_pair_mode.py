@@ -219,7 +219,7 @@ def test_a_refusal_names_only_keywords_the_api_raising_it_takes():
     import inspect
     import re
 
-    from loadeval_nb.core._shared import NotInterleavable
+    from loadeval_nb.core.measure.blocks import NotInterleavable
 
     # (12 batches: too few for blocks, and for the loop's epochs after a warm-up of 10)
     loader = DataLoader(TensorDataset(torch.zeros(12, 2)), batch_size=1)
@@ -239,7 +239,7 @@ def test_a_pair_over_a_short_loader_is_measured_on_the_loops_epochs(tmp_path):
     # it is the pair on the loop's own epochs now, as run_pair and the script runner
     # measure it: each iter() the next epoch, real and ideal in A B B A order
     from loadeval_nb import diagnose
-    from loadeval_nb.core._shared import NotInterleavable
+    from loadeval_nb.core.measure.blocks import NotInterleavable
 
     loader = DataLoader(TensorDataset(torch.arange(32.0)), batch_size=1)
     ev = LoaderEvaluator(

@@ -42,9 +42,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
 from ....core._shared import (
-    MIN_EPOCH_STEADY,
     MIN_EPOCHS,
-    NotInterleavable,
     opened_by,
     shutdown_persistent_workers,
 )
@@ -126,7 +124,7 @@ class Side:
 
     def __init__(
         self,
-        make: Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any],
+        make: Callable[..., Any],
         path: Callable[[str], str],
         make_epochs: Optional[
             Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any]
@@ -134,10 +132,15 @@ class Side:
         make_real: Optional[
             Callable[[Any, Callable[[tuple[str, ...]], dict[str, str]]], Any]
         ] = None,
+        plan: Optional[Callable[[Any], Any]] = None,
     ) -> None:
         self.make = make
         self.make_epochs = make_epochs
         self.make_real = make_real
+        self.plan = plan
+        """For a pair: the core's plan for the loader found (its method: blocks, the
+        loop's epochs or the sides in turn), made once before anything starts; ``make``
+        is given the pass's plan."""
         """For a pair: the real side's wrapper alone, where neither blocks nor the loop's
         epochs can hold the pair (None: not a pair)."""
         """For a pair: the wrapper that measures it on the loop's own epochs, where one
@@ -357,20 +360,25 @@ class Picker:
             if self.changes:  # the panel's settings: a copy of the loader is measured
                 measured = self._rebuilt[id(loader)] = rebuild_loader(loader, **self.changes)
                 self._inside.add(id(measured))
+            # a pair's method is the core's plan for this loader, made once, before anything
+            # starts (blocks; the loop's epochs; or the sides in turn, each with its why)
+            plan = self.side.plan(measured) if self.side.plan is not None else None
+            if plan is not None and plan.method != "blocks":
+                # a glance at a short loader is not the training pass: this pass goes on
+                # unmeasured, and only if it proves to be the training pass does it decide
+                self._release(loader)
+                epochs = self._epoch_pair(loader, plan, original)
+                if epochs is not None:
+                    self._epochs, self._epochs_of = epochs, (weakref.ref(loader), k, p)
+                    self._epochs_why = plan.why
+                    return self._epoch_pass(loader, k, info, original)
+                return self._alone(loader, original, k, p, chosen, plan.why or "", info)
             self._drop_parked()  # (its logs' paths are this pass's)
-            wrapper = self.side.make(measured, self.side.claim)
+            if plan is not None:
+                wrapper = self.side.make(measured, self.side.claim, plan.planned)
+            else:
+                wrapper = self.side.make(measured, self.side.claim)
             it = iter(wrapper)
-        except NotInterleavable as e:
-            # a glance at a short loader is not the training pass: this pass goes on
-            # unmeasured, and only if it proves to be the training pass does it decide;
-            # a pair whose loader has a length is measured on the loop's epochs instead
-            self._release(loader)
-            epochs = self._epoch_pair(loader, e, original)
-            if epochs is not None:
-                self._epochs, self._epochs_of = epochs, (weakref.ref(loader), k, p)
-                self._epochs_why = e.reason
-                return self._epoch_pass(loader, k, info, original)
-            return self._alone(loader, original, k, p, chosen, e, info)
         except LoadEvalError as e:
             self._release(loader)
             raise Refused(said_as_flag(e)) from None
@@ -398,18 +406,13 @@ class Picker:
         return gen
 
     def _epoch_pair(
-        self, loader: Any, why: NotInterleavable, original: Callable[[Any], Iterator[Any]]
+        self, loader: Any, plan: Any, original: Callable[[Any], Iterator[Any]]
     ) -> Optional[Any]:
-        """The pair over the loop's epochs, where this child measures a pair on one
-        process (no ranks), of a loader with a length that leaves steady steps after the
-        warm-up, unchanged by the panel; None otherwise (the sides in turn, as before)."""
-        if self.side.make_epochs is None or self.changes or _rank():
-            return None
-        try:
-            n = len(loader)
-        except Exception:
-            return None
-        if n < self.warmup + MIN_EPOCH_STEADY:
+        """The pair over the loop's epochs, where the core's plan says so (a loader with a
+        length that leaves steady steps after the warm-up, one process) and this child
+        measures a pair on its own loader, unchanged by the panel; None otherwise (the
+        sides in turn)."""
+        if plan.method != "epochs" or self.side.make_epochs is None or self.changes or _rank():
             return None
         try:
             self._drop_parked()
@@ -622,7 +625,7 @@ class Picker:
         k: int,
         p: int,
         chosen: bool,
-        why: NotInterleavable,
+        why: str,
         info: dict[str, Any],
     ) -> Iterator[Any]:
         """A pass too short for blocks (and no pair on the loop's epochs): measured as the
@@ -643,7 +646,7 @@ class Picker:
         except BaseException:
             self._release(loader)
             raise
-        self._alone_why = why.reason
+        self._alone_why = why
         return self._begin(wrapper, it, loader, k, p, chosen, info)
 
     def _unmeasured(
@@ -653,7 +656,7 @@ class Picker:
         k: int,
         p: int,
         chosen: bool,
-        why: NotInterleavable,
+        why: str,
     ) -> Iterator[Any]:
         """A pass too short to interleave, served as it is: if it proves to be the training
         pass (past the warm-up), the script stops and the sides are measured in turn."""
@@ -661,7 +664,7 @@ class Picker:
         for batch in original(loader):
             n += 1
             if n > self.warmup or chosen:
-                raise NotInterleaved(why.reason)
+                raise NotInterleaved(why)
             yield batch
         self.passes.append(f"{in_words(k, describe(loader))}, pass {p} ended after {n} batches")
 

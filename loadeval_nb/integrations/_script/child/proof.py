@@ -24,7 +24,6 @@ import sys
 from collections.abc import Generator, Iterator
 from typing import Any, Optional
 
-from ....core._shared import NotInterleavable
 from ....core.errors import LoadEvalError
 from ....core.explore import RunSettings
 from ....core.ranks import (
@@ -49,6 +48,20 @@ def in_process_group() -> bool:
     return dist is not None and dist.is_available() and dist.is_initialized()
 
 
+def proof_misfit(planned: Any, settings: RunSettings) -> Optional[str]:
+    """Why the straggler proof's blocks do not fit after the pair's in the loader's epoch
+    (the pass's plan ``planned``), in the words of a pass too short; None where they do."""
+    try:
+        plan_proof_after(planned.blocks, planned.loader_len, settings)
+    except LoadEvalError:
+        return (
+            f"an epoch of the loader has {planned.loader_len} batches: the pair's "
+            f"{planned.blocks.total_steps} steps and the straggler proof's blocks after them "
+            "do not fit in it"
+        )
+    return None
+
+
 class ProvedPair:
     """The training loader's wrapper for the pair and the proof after it (see the
     module's notes): ``len()`` is both passes' steps; :meth:`close` seals the pair's run
@@ -61,15 +74,8 @@ class ProvedPair:
         self.pair = pair
         self.dataloader = pair.dataloader
         self.settings = settings
-        try:
-            self.plan = plan_proof_after(pair.plan, pair.loader_len, settings)
-        except LoadEvalError:  # the epoch's rest is too short: said as a pass too short
-            raise NotInterleavable(
-                f"an epoch of the loader has {pair.loader_len} batches: the pair's "
-                f"{pair.plan.total_steps} steps and the straggler proof's blocks after them "
-                "do not fit in it",
-                epoch_limited=True,
-            ) from None
+        # (the child's plan checked that the proof fits: proof_misfit)
+        self.plan = plan_proof_after(pair.plan, pair.loader_len, settings)
         self.path = proof_path(real_log)
         self.proof: Optional[StragglerProof] = None
         self._proving: Optional[ProvingPass] = None

@@ -9,29 +9,35 @@ from typing import Any, Callable, Optional
 
 from ....core._shared import (
     EpochPair,
+    PairPlan,
     epoch_pair,
     evaluator_for,
     log_path,
     pair_keywords,
     pass_plan,
+    plan_pair,
 )
 from ....core.errors import LoadEvalError
 from ....core.explore import RunSettings
 from ....core.measure import LoaderEvaluator
 from ..words import said_as_flag
 from .pick import Refused, Side
-from .proof import NO_GROUP, ProvedPair, in_process_group
+from .proof import NO_GROUP, ProvedPair, in_process_group, proof_misfit
 
 
 def pair_evaluator(
-    loader: Any, settings: RunSettings, claim: Callable[[tuple[str, ...]], dict[str, str]]
+    loader: Any,
+    settings: RunSettings,
+    claim: Callable[[tuple[str, ...]], dict[str, str]],
+    planned: Any = None,
 ) -> Any:
-    """The wrapper that measures ``loader``'s arms interleaved in one pass. Its plan is
-    made first, once (the core's one rule: a pass too short raises ``NotInterleavable``,
-    which the child reports); the logs' names are claimed for the arms the plan serves
-    (``claim``), and the plan is handed to the pass, which does not plan again."""
-    planned = pass_plan(loader, settings)
-    files: dict[str, Optional[str]] = dict(claim(tuple(planned[0].arms)))
+    """The wrapper that measures ``loader``'s arms interleaved in one pass, on the plan
+    the core made for it (:func:`plan_pair`, once; made here where none is given: a pass
+    too short raises ``NotInterleavable``); the logs' names are claimed for the arms the
+    plan serves (``claim``), and the plan is handed to the pass, which does not plan
+    again."""
+    planned = planned if planned is not None else pass_plan(loader, settings)
+    files: dict[str, Optional[str]] = dict(claim(tuple(planned.blocks.arms)))
     return LoaderEvaluator(
         loader, mode="pair", **pair_keywords(loader, settings), metrics_files=files, planned=planned
     )
@@ -59,15 +65,27 @@ def side_for(
         assert out is not None  # a child always has a log folder
         return out
 
-    def make(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> Any:
+    def plan(loader: Any) -> PairPlan:
+        # the core's one rule (and, under a process group, every rank's same answer);
+        # the straggler proof's blocks must fit after the pair's in the same epoch
+        if prove_straggler and not in_process_group():  # before the pair starts anything
+            raise LoadEvalError(NO_GROUP)
+        made = plan_pair(loader, settings)
+        if prove_straggler and made.method == "blocks":
+            why = proof_misfit(made.planned, settings)
+            if why is not None:
+                return PairPlan("runs", why=why)
+        return made
+
+    def make(
+        loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]], planned: Any = None
+    ) -> Any:
         if which != "pair":
             return evaluator_for(loader, which, settings, metrics_file=claim((which,))[which])
         if not prove_straggler:
-            return pair_evaluator(loader, settings, claim)
-        if not in_process_group():  # before the pair starts anything
-            raise LoadEvalError(NO_GROUP)
+            return pair_evaluator(loader, settings, claim, planned)
         return ProvedPair(
-            pair_evaluator(loader, settings, claim), settings, claim(("real",))["real"]
+            pair_evaluator(loader, settings, claim, planned), settings, claim(("real",))["real"]
         )
 
     def make_epochs(loader: Any, claim: Callable[[tuple[str, ...]], dict[str, str]]) -> EpochPair:
@@ -83,4 +101,10 @@ def side_for(
 
     pair = which == "pair" and not prove_straggler
     alone = pair and not one_pass  # (a second run measures the ideal side)
-    return Side(make, path, make_epochs if pair else None, make_real if alone else None)
+    return Side(
+        make,
+        path,
+        make_epochs if pair else None,
+        make_real if alone else None,
+        plan if which == "pair" else None,
+    )
