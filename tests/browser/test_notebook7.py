@@ -38,6 +38,8 @@ from torch.utils.data import DataLoader
 from loadeval_nb.demo import SmallConvNet, SyntheticImages, train_steps
 
 torch.manual_seed(0)
+torch.set_num_threads(1)  # (a 2-core machine with a core kept busy: two intra-op threads
+# beside one worker took 10x as long, and the page's wait ran out)
 train_loader = DataLoader(SyntheticImages(n=8192), batch_size=8, shuffle=True, num_workers=1)
 model = SmallConvNet()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
