@@ -360,6 +360,7 @@ class Picker:
             if self.changes:  # the panel's settings: a copy of the loader is measured
                 measured = self._rebuilt[id(loader)] = rebuild_loader(loader, **self.changes)
                 self._inside.add(id(measured))
+            self._drop_parked()  # (its logs' paths are this pass's)
             # a pair's method is the core's plan for this loader, made once, before anything
             # starts (blocks; the loop's epochs; or the sides in turn, each with its why)
             plan = self.side.plan(measured) if self.side.plan is not None else None
@@ -373,7 +374,6 @@ class Picker:
                     self._epochs_why = plan.why
                     return self._epoch_pass(loader, k, info, original)
                 return self._alone(loader, original, k, p, chosen, plan.why or "", info)
-            self._drop_parked()  # (its logs' paths are this pass's)
             if plan is not None:
                 wrapper = self.side.make(measured, self.side.claim, plan.planned)
             else:
