@@ -23,7 +23,7 @@ from ..measure.interleave import NotInterleavable, plan_pass
 from ..measure.loader import TUNABLE
 from ..measure.variant import VARIANT, Variant
 from ..record.history import HistoryRow
-from ..record.run import SIDES, Run
+from ..record.run import DEFAULT_STEPS, SIDES, Run
 from ..verdict.diagnose import Diagnosis, diagnose
 from ..verdict.diagnosis import Note
 from ..verdict.interval import told
@@ -355,15 +355,23 @@ def pass_plan(loader: Any, settings: RunSettings) -> Any:
     )
 
 
+PAIR_AUTO_MAX = 2 * DEFAULT_STEPS
+"""A pair's adaptive stop's steps a side at most, where its :class:`AutoStop` is not given:
+twice the default pass."""
+
+
 def pair_auto(settings: RunSettings) -> Optional[AutoStop]:
     """A pair's adaptive stop (``steps="auto"``; None without it): the settings' own
     :class:`AutoStop` (or the defaults) and, unless it names its own ``until``, the
     verdict's: the A B B A cycles go on until the blocks' interval, with every term the
     verdict adds, decides its label and is no wider than ``4 * rel`` (20 % by default),
-    or until ``max_steps`` a side or the loader's epoch."""
+    or until ``max_steps`` a side (:data:`PAIR_AUTO_MAX` where no ``AutoStop`` is given)
+    or the loader's epoch."""
     if not settings.auto:
         return None
-    auto = settings.auto_stop or AutoStop()
+    # the pair's own budget unless one is given: twice the default pass, not the one-run
+    # stop's 2,000 steps (a gain at the line would take them all, ten times the default)
+    auto = settings.auto_stop or AutoStop(max_steps=PAIR_AUTO_MAX)
     if auto.until is not None:
         return auto
     width = 4 * auto.rel

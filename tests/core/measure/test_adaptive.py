@@ -262,6 +262,9 @@ def test_the_pairs_until_is_not_carried_to_the_child_as_a_function():
 
     auto = pair_auto(RunSettings(steps="auto"))
     assert auto is not None and auto.until is not None
+    assert auto.max_steps == 400  # (a pair's budget: twice the default pass, not 2,000)
+    given = pair_auto(RunSettings(steps="auto", auto_stop=AutoStop(max_steps=900)))
+    assert given is not None and given.max_steps == 900
     back = settings_from_dict(settings_to_dict(RunSettings(steps="auto", auto_stop=auto)))
     assert back.auto_stop is not None and back.auto_stop.until is None
     assert pair_auto(back).until is not None  # (the child gives it its own again)
