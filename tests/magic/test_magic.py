@@ -338,12 +338,14 @@ def test_sweep_from_the_panel(shell, capsys, monkeypatch):
 @pytest.mark.slow
 @retry_once  # sleeps: a busy machine slows convergence; retried, then excused if busy
 def test_steps_auto(shell):
-    # 1,000 batches of a steady 10 ms step over a loader that costs a fraction of a ms:
-    # the pair's interval tells (not input-bound) long before the loader's end. (With a
-    # 2 ms step the loader's 0.1 ms is a gain at the 5 % line: the pass then runs to its
-    # budget, as it should, and says it could not tell.)
-    shell.user_ns["long_loader"] = DataLoader(TensorDataset(torch.zeros(1000, 1)), batch_size=1)
-    cell = "import time\nfor (x,) in long_loader:\n    time.sleep(0.010)\n"
+    # 1,000 batches, each 6 ms to load in the loop's thread, of a steady 2 ms step: far
+    # from either line (about 4x), the pair's interval tells long before the loader's end.
+    # (A loader of a fraction of a ms under a 2-10 ms step is a gain within 2 % of the 5 %
+    # line: the pass then runs to its budget, as it should, and says it could not tell.)
+    from ..workloads import SleepyItems
+
+    shell.user_ns["long_loader"] = DataLoader(SleepyItems(1000, 0.006), batch_size=1)
+    cell = "import time\nfor x in long_loader:\n    time.sleep(0.002)\n"
     run(shell, "long_loader --steps auto --warmup 2 --cache 3 --quiet", cell)
     res = shell.user_ns["_loadeval"]
     for ev in (res.real, res.ideal):
